@@ -1,0 +1,68 @@
+// Package awsconfig is the one place that loads AWS configuration. Endpoints
+// come from the SDK's standard variables (AWS_ENDPOINT_URL,
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS,
+// AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3), never from code.
+package awsconfig
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// Load reads the default AWS configuration (environment, shared files, role).
+func Load(ctx context.Context) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load aws config: %w", err)
+	}
+	return cfg, nil
+}
+
+// Clients are the service clients the functions use.
+type Clients struct {
+	DynamoDB *dynamodb.Client
+	Streams  *dynamodbstreams.Client
+	SQS      *sqs.Client
+	S3       *s3.Client
+}
+
+// New builds every client from cfg.
+func New(cfg aws.Config) Clients {
+	return Clients{
+		DynamoDB: dynamodb.NewFromConfig(cfg),
+		Streams:  dynamodbstreams.NewFromConfig(cfg),
+		SQS:      sqs.NewFromConfig(cfg),
+		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {
+			// Emulators (fauxqs, LocalStack) serve buckets by path, not by host.
+			o.UsePathStyle = os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+		}),
+	}
+}
+
+// LoadClients is Load followed by New.
+func LoadClients(ctx context.Context) (Clients, error) {
+	cfg, err := Load(ctx)
+	if err != nil {
+		return Clients{}, err
+	}
+	return New(cfg), nil
+}
+
+// MustEnv returns the variable or exits the process with a clear message:
+// functions fail fast at cold start, not on the first request.
+func MustEnv(name string) string {
+	v := os.Getenv(name)
+	if v == "" {
+		fmt.Fprintf(os.Stderr, "missing required environment variable %s\n", name)
+		os.Exit(2)
+	}
+	return v
+}

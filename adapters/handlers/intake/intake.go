@@ -1,0 +1,143 @@
+// Package intake is the bot API: POST /v1/intents and GET /v1/intents/{id}.
+package intake
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/core"
+)
+
+// Handler serves the bot API.
+type Handler struct {
+	Intake *core.Intake
+	Store  core.IntentStore
+	// Sources, when set, serves PUT /v1/sources/{sourceId}.
+	Sources SourceUpdater
+	Log     *slog.Logger
+}
+
+// SourceUpdater records a source's current revision.
+type SourceUpdater interface {
+	PutSourceRevision(ctx context.Context, p core.Principal, sourceID string, body []byte) (any, error)
+}
+
+// Handle routes by API Gateway route key.
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	p, ok := httpjson.Principal(req)
+	if !ok {
+		return httpjson.Unauthorized(), nil
+	}
+	switch req.RouteKey {
+	case "POST /v1/intents":
+		return h.submit(ctx, p, req), nil
+	case "GET /v1/intents/{id}":
+		return h.get(ctx, p, req.PathParameters["id"]), nil
+	case "PUT /v1/sources/{sourceId}":
+		if h.Sources == nil {
+			break
+		}
+		body, err := bodyOf(req)
+		if err != nil {
+			return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", ""), nil
+		}
+		out, err := h.Sources.PutSourceRevision(ctx, p, req.PathParameters["sourceId"], body)
+		if err != nil {
+			return h.fail(ctx, err), nil
+		}
+		return httpjson.JSON(http.StatusOK, out, nil), nil
+	}
+	return httpjson.Error(http.StatusNotFound, "not_found", "no such route", ""), nil
+}
+
+func bodyOf(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+	if req.IsBase64Encoded {
+		return base64.StdEncoding.DecodeString(req.Body)
+	}
+	return []byte(req.Body), nil
+}
+
+func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	if p.Kind != core.PrincipalBot {
+		return httpjson.Error(http.StatusForbidden, "forbidden", "only bots submit intents", "")
+	}
+	body, err := bodyOf(req)
+	if err != nil {
+		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", "")
+	}
+	key, _ := httpjson.Header(req, "Idempotency-Key")
+	res, err := h.Intake.Submit(ctx, p.Name, key, body)
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	location := "/v1/intents/" + res.Intent.ID
+	if res.Replayed {
+		return httpjson.JSON(http.StatusOK, View(res.Intent), map[string]string{"Idempotent-Replayed": "true", "Location": location})
+	}
+	h.log().InfoContext(ctx, "intent accepted", "intent", res.Intent.ID, "bot", p.Name, "provider", res.Intent.Provider, "action", res.Intent.Action)
+	return httpjson.JSON(http.StatusCreated, View(res.Intent), map[string]string{"Location": location})
+}
+
+func (h *Handler) get(ctx context.Context, p core.Principal, id string) events.APIGatewayV2HTTPResponse {
+	if p.Kind != core.PrincipalBot {
+		return httpjson.Error(http.StatusForbidden, "forbidden", "this is the bot API; operators use /v1/admin", "")
+	}
+	in, err := h.Store.Get(ctx, id)
+	if errors.Is(err, core.ErrNotFound) || (err == nil && in.Bot != p.Name) {
+		// Another bot's intent is indistinguishable from a missing one.
+		return httpjson.Error(http.StatusNotFound, "not_found", "no intent with that id", "")
+	}
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	return httpjson.JSON(http.StatusOK, View(in), nil)
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.Default()
+	}
+	return h.Log
+}
+
+// fail maps core errors to HTTP answers.
+func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
+	var ve *core.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		status := http.StatusBadRequest
+		switch ve.Code {
+		case core.CodePayloadTooLarge:
+			status = http.StatusRequestEntityTooLarge
+		case core.CodeUnknownProvider, core.CodeUnknownAction, core.CodeDeadlinePassed:
+			status = http.StatusUnprocessableEntity
+		}
+		return httpjson.Error(status, ve.Code, ve.Message, ve.Field)
+	case errors.Is(err, core.ErrIdempotencyKeyReused):
+		return httpjson.Error(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was already used with a different request; use a new key for a different intent", "Idempotency-Key")
+	case errors.Is(err, core.ErrGrantDoesNotCover):
+		return httpjson.Error(http.StatusForbidden, "grant_does_not_cover", err.Error(), "grant")
+	case errors.Is(err, core.ErrForbidden):
+		return httpjson.Error(http.StatusForbidden, "forbidden", err.Error(), "")
+	}
+	h.log().ErrorContext(ctx, "request failed", "err", err.Error())
+	return httpjson.Error(http.StatusInternalServerError, "internal", "the request could not be completed; it is safe to retry with the same Idempotency-Key", "")
+}
+
+// IntentView is what the API shows of an intent.
+type IntentView struct {
+	*core.Intent
+	RequestHash string `json:"requestHash,omitempty"`
+}
+
+// View hides storage-only fields.
+func View(in *core.Intent) IntentView {
+	return IntentView{Intent: in}
+}

@@ -1,0 +1,182 @@
+// Package wire builds the core services from configuration and AWS clients.
+// Every function's main.go, the local host and the integration tests use it,
+// so they all run the same assembly.
+package wire
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/emf"
+	"github.com/botharness/outbox/adapters/sandboxprovider"
+	"github.com/botharness/outbox/adapters/sqsqueue"
+	"github.com/botharness/outbox/core"
+)
+
+// Config is everything the functions read from the environment.
+type Config struct {
+	Table          string
+	RetryQueueURL  string
+	InboxQueueURL  string
+	BackupBucket   string
+	ProviderConfig string // JSON, see ProviderSettings
+	Lease          time.Duration
+	SweepGrace     time.Duration
+	Backoff        *core.BackoffPolicy
+	Reconcile      *core.ReconcilePolicy
+	Clock          core.Clock
+	Owner          string
+	Log            *slog.Logger
+	MetricsOut     io.Writer
+}
+
+// ProviderSettings is the OUTBOX_PROVIDER_CONFIG document.
+type ProviderSettings struct {
+	Sandbox *struct {
+		BaseURL   string            `json:"baseUrl"`
+		TimeoutMs int               `json:"timeoutMs"`
+		Tokens    map[string]string `json:"tokens"`
+	} `json:"sandbox"`
+}
+
+// FromEnv reads OUTBOX_* variables. Missing required values are an error.
+func FromEnv(required ...string) (Config, error) {
+	c := Config{
+		Table:          os.Getenv("OUTBOX_TABLE"),
+		RetryQueueURL:  os.Getenv("OUTBOX_RETRY_QUEUE_URL"),
+		InboxQueueURL:  os.Getenv("OUTBOX_INBOX_QUEUE_URL"),
+		BackupBucket:   os.Getenv("OUTBOX_BACKUP_BUCKET"),
+		ProviderConfig: os.Getenv("OUTBOX_PROVIDER_CONFIG"),
+		Lease:          durationEnv("OUTBOX_LEASE", 60*time.Second),
+		SweepGrace:     durationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
+	}
+	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
+		c.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q}}`, os.Getenv("OUTBOX_SANDBOX_URL"))
+	}
+	vals := map[string]string{
+		"OUTBOX_TABLE": c.Table, "OUTBOX_RETRY_QUEUE_URL": c.RetryQueueURL, "OUTBOX_INBOX_QUEUE_URL": c.InboxQueueURL,
+		"OUTBOX_BACKUP_BUCKET": c.BackupBucket, "OUTBOX_PROVIDER_CONFIG": c.ProviderConfig,
+	}
+	for _, r := range required {
+		if vals[r] == "" {
+			return c, fmt.Errorf("missing required environment variable %s", r)
+		}
+	}
+	return c, nil
+}
+
+func durationEnv(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+	}
+	return def
+}
+
+// Logger is the JSON logger every function uses.
+func Logger() *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("LOG_LEVEL") == "debug" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// App is the assembled system.
+type App struct {
+	Config     Config
+	Store      *dynamo.Store
+	Tokens     *dynamo.Tokens
+	Queue      *sqsqueue.Queue
+	Providers  core.ProviderMap
+	Intake     *core.Intake
+	Dispatcher *core.Dispatcher
+	Sweeper    *core.Sweeper
+	Metrics    *emf.Writer
+	Log        *slog.Logger
+}
+
+// Providers builds the provider adapters named in the settings.
+func Providers(settings string, client *http.Client) (core.ProviderMap, error) {
+	m := core.ProviderMap{}
+	if settings == "" {
+		return m, nil
+	}
+	var ps ProviderSettings
+	if err := json.Unmarshal([]byte(settings), &ps); err != nil {
+		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+	}
+	if ps.Sandbox != nil {
+		if ps.Sandbox.BaseURL == "" {
+			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: sandbox.baseUrl is required")
+		}
+		m[sandboxprovider.Name] = sandboxprovider.New(client, sandboxprovider.Config{
+			BaseURL: ps.Sandbox.BaseURL,
+			Timeout: time.Duration(ps.Sandbox.TimeoutMs) * time.Millisecond,
+			Tokens:  ps.Sandbox.Tokens,
+		})
+	}
+	return m, nil
+}
+
+// New assembles the app.
+func New(clients awsconfig.Clients, cfg Config) (*App, error) {
+	if cfg.Log == nil {
+		cfg.Log = Logger()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock
+	}
+	if cfg.Owner == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		host, _ := os.Hostname()
+		cfg.Owner = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if cfg.MetricsOut == nil {
+		cfg.MetricsOut = os.Stdout
+	}
+	providers, err := Providers(cfg.ProviderConfig, &http.Client{})
+	if err != nil {
+		return nil, err
+	}
+	backoff := core.DefaultBackoff(mrand.Float64)
+	if cfg.Backoff != nil {
+		backoff = *cfg.Backoff
+	}
+	reconcile := core.DefaultReconcile
+	if cfg.Reconcile != nil {
+		reconcile = *cfg.Reconcile
+	}
+	store := dynamo.New(clients.DynamoDB, cfg.Table)
+	metrics := emf.New(cfg.MetricsOut)
+	queue := sqsqueue.New(clients.SQS, cfg.RetryQueueURL)
+	d := &core.Dispatcher{
+		Store: store, Queue: queue, Providers: providers, Clock: cfg.Clock,
+		Backoff: backoff, ReconcilePolicy: reconcile, Lease: cfg.Lease, Owner: cfg.Owner,
+		Metrics: metrics, Log: cfg.Log,
+	}
+	return &App{
+		Config:     cfg,
+		Store:      store,
+		Tokens:     dynamo.NewTokens(clients.DynamoDB, cfg.Table),
+		Queue:      queue,
+		Providers:  providers,
+		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
+		Dispatcher: d,
+		Sweeper:    &core.Sweeper{D: d, List: store, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
+		Metrics:    metrics,
+		Log:        cfg.Log,
+	}, nil
+}

@@ -1,0 +1,306 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Revalidator checks, right before each attempt, that the intent is still
+// authorised and current (source revision, grant, capability, target).
+// It returns a non-nil *Blocked when the attempt must not be made.
+type Revalidator interface {
+	Revalidate(ctx context.Context, in *Intent) (*Checks, *Blocked, error)
+}
+
+// Blocked says why an attempt may not go out and where the intent goes.
+type Blocked struct {
+	Status Status // StatusSourceRevised, StatusGrantRevoked or StatusExpired
+	Reason string
+}
+
+// Metrics receives counters (CloudWatch EMF in production).
+type Metrics interface {
+	Count(name string, n int)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Count(string, int) {}
+
+// ReconcilePolicy bounds reconciliation with a provider that offers lookup.
+type ReconcilePolicy struct {
+	// Delay before the first lookup and between polls.
+	Delay time.Duration
+	// Window after the attempt ended within which a pending/erroring lookup is
+	// polled again; past it the intent goes to a human.
+	Window time.Duration
+	// Settle is how long after the attempt an "absent" lookup is trusted for a
+	// provider without idempotency keys: by then the original request can no
+	// longer land, so a retry cannot duplicate it.
+	Settle time.Duration
+}
+
+// DefaultReconcile is the production reconciliation policy.
+var DefaultReconcile = ReconcilePolicy{Delay: 5 * time.Second, Window: 15 * time.Minute, Settle: 2 * time.Minute}
+
+// Dispatcher claims intents and makes attempts. The dispatcher function
+// (stream), the retrier (queue) and the sweeper all use it.
+type Dispatcher struct {
+	Store           IntentStore
+	Queue           RetryQueue
+	Providers       Providers
+	Clock           Clock
+	Backoff         BackoffPolicy
+	ReconcilePolicy ReconcilePolicy
+	Lease           time.Duration
+	Owner           string
+	Revalidator     Revalidator
+	Metrics         Metrics
+	Log             *slog.Logger
+}
+
+func (d *Dispatcher) metrics() Metrics {
+	if d.Metrics == nil {
+		return noMetrics{}
+	}
+	return d.Metrics
+}
+
+func (d *Dispatcher) log() *slog.Logger {
+	if d.Log == nil {
+		return slog.Default()
+	}
+	return d.Log
+}
+
+// Attempt claims the intent and, if the claim wins, makes one attempt and
+// records its outcome. A lost claim (duplicate record, stale message, another
+// worker) returns nil: there is nothing to do.
+func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
+	now := d.Clock.Now()
+	var expired bool
+	in, err := d.Store.Update(ctx, id, func(in *Intent) error {
+		expired = false
+		if !in.Claimable(now) {
+			return ErrNotClaimable
+		}
+		if in.Deadline != nil && !now.Before(*in.Deadline) {
+			expired = true
+			return in.moveTo(StatusExpired, "deadline passed before the attempt", now)
+		}
+		if err := in.moveTo(StatusInFlight, "", now); err != nil {
+			return err
+		}
+		in.AttemptCount++
+		if in.FirstAttemptAt == nil {
+			t := now
+			in.FirstAttemptAt = &t
+		}
+		in.Lease = &Lease{Owner: d.Owner, Until: now.Add(d.Lease)}
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrConflict):
+		// Someone else holds or finished it; a duplicate trigger is harmless.
+		d.log().DebugContext(ctx, "claim not taken", "intent", id, "trigger", trigger, "why", err.Error())
+		return nil
+	case errors.Is(err, ErrNotFound):
+		d.log().WarnContext(ctx, "intent to attempt not found", "intent", id, "trigger", trigger)
+		return nil
+	case err != nil:
+		return fmt.Errorf("claim %s: %w", id, err)
+	}
+	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount)
+	if expired {
+		log.InfoContext(ctx, "intent expired before its attempt")
+		d.metrics().Count("IntentsExpired", 1)
+		return nil
+	}
+	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
+
+	if d.Revalidator != nil {
+		checks, blocked, err := d.Revalidator.Revalidate(ctx, in)
+		if err != nil {
+			// Could not revalidate: no send. Leave the lease to expire? No:
+			// nothing was sent, so this is proof of no effect; retry later.
+			return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: fmt.Errorf("revalidate: %w", err)}, Capabilities{}, log)
+		}
+		att.Checks = checks
+		if blocked != nil {
+			return d.recordBlocked(ctx, in, att, blocked, log)
+		}
+	}
+
+	prov, ok := d.Providers.Provider(in.Provider)
+	if !ok {
+		return d.record(ctx, in, att, nil, &PermanentError{Class: ClassRejectedInput, Err: fmt.Errorf("%w: %s", ErrUnknownProvider, in.Provider)}, Capabilities{}, log)
+	}
+	caps, capErr := prov.Capabilities(ctx, in.Account, in.Action)
+	if capErr != nil {
+		// Without a declaration we must assume the provider offers neither.
+		log.WarnContext(ctx, "capabilities unavailable; assuming neither keys nor lookup", "err", capErr.Error())
+		caps = Capabilities{}
+	}
+	res, sendErr := prov.Send(ctx, d.sendRequest(in))
+	return d.record(ctx, in, att, &res, sendErr, caps, log)
+}
+
+func (d *Dispatcher) sendRequest(in *Intent) SendRequest {
+	return SendRequest{
+		IntentID: in.ID, IdempotencyKey: in.ID, Bot: in.Bot, Account: in.Account, Action: in.Action,
+		Target: in.Target, Payload: in.Payload, PayloadHash: in.PayloadHash, Attempt: in.AttemptCount,
+	}
+}
+
+// outcome is the decision for one attempt result, computed purely.
+type outcome struct {
+	status    Status
+	reason    string
+	result    string
+	external  string
+	evidence  Evidence
+	delay     time.Duration // retry or reconcile delay
+	enqueueOp string
+}
+
+// decide maps an attempt result to the next status. Pure.
+func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now time.Time, bp BackoffPolicy, rp ReconcilePolicy) outcome {
+	if sendErr == nil {
+		o := outcome{status: StatusSucceeded, result: string(StatusSucceeded)}
+		if res != nil {
+			o.external, o.evidence = res.ExternalID, res.Evidence
+		}
+		return o
+	}
+	class := ClassOf(sendErr)
+	o := outcome{result: string(class), evidence: EvidenceOf(sendErr), reason: string(class)}
+	first := now
+	if in.FirstAttemptAt != nil {
+		first = *in.FirstAttemptAt
+	}
+	var retryAfter time.Duration
+	var re *RetryableError
+	if errors.As(sendErr, &re) {
+		retryAfter = re.RetryAfter
+	}
+	switch class {
+	case ClassRejectedInput, ClassUnauthorized:
+		o.status = StatusFailed
+	case ClassRateLimited, ClassTransient:
+		if delay, ok := bp.Next(in.AttemptCount, first, now, retryAfter); ok {
+			o.status, o.delay, o.enqueueOp = StatusRetryableFailure, delay, OpAttempt
+		} else {
+			o.status, o.reason = StatusFailed, "retries exhausted; every attempt failed with proof of no effect"
+		}
+	default: // unknown outcome
+		switch {
+		case caps.Lookup:
+			o.status, o.delay, o.enqueueOp = StatusUnknownOutcome, rp.Delay, OpReconcile
+			o.reason = "unknown outcome; reconciling with the provider's lookup"
+		case caps.IdempotencyKeys:
+			delay, ok := bp.Next(in.AttemptCount, first, now, retryAfter)
+			if ok && now.Add(delay).Before(first.Add(caps.KeyRetention)) {
+				o.status, o.delay, o.enqueueOp = StatusRetryableFailure, delay, OpAttempt
+				o.reason = "unknown outcome covered by the provider's idempotency key; retrying with the same key"
+			} else {
+				o.status = StatusNeedsHuman
+				o.reason = "unknown outcome; a retry would fall outside the provider's key retention or the retry policy"
+			}
+		default:
+			o.status = StatusNeedsHuman
+			o.reason = "unknown outcome; the provider offers neither idempotency keys nor lookup"
+		}
+	}
+	return o
+}
+
+// record writes the attempt's outcome if this worker still holds the claim.
+func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, res *SendResult, sendErr error, caps Capabilities, log *slog.Logger) error {
+	now := d.Clock.Now()
+	var o outcome
+	var late bool
+	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+		a := att
+		a.EndedAt = now
+		late = !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner)
+		if late {
+			// The sweeper declared our lease lost. Keep the fact: a success is
+			// provider evidence that resolves the uncertainty; anything else is
+			// appended as evidence without changing the decision already made.
+			if in.AttemptCount != att.N {
+				return ErrLeaseLost
+			}
+			o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
+			a.Trigger = att.Trigger + "+late"
+			a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
+			in.Attempts = append(in.Attempts, a)
+			in.UpdatedAt = now
+			if o.status == StatusSucceeded && (in.Status == StatusUnknownOutcome || in.Status == StatusNeedsHuman) {
+				in.ExternalID = o.external
+				return in.moveTo(StatusSucceeded, "late provider acknowledgement of the attempt", now)
+			}
+			o.enqueueOp = ""
+			return nil
+		}
+		o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
+		a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
+		if o.status == StatusRetryableFailure {
+			due := now.Add(o.delay)
+			a.NextDueAt = &due
+		}
+		in.Attempts = append(in.Attempts, a)
+		if err := in.moveTo(o.status, o.reason, now); err != nil {
+			return err
+		}
+		if o.external != "" {
+			in.ExternalID = o.external
+		}
+		if o.status == StatusRetryableFailure {
+			due := now.Add(o.delay)
+			in.NextAttemptAt = &due
+		}
+		return nil
+	})
+	if err != nil {
+		// The outcome fact could not be written. The lease will expire and the
+		// sweeper takes it down the unknown-outcome path: never a blind retry.
+		return fmt.Errorf("record outcome of %s attempt %d: %w", claimed.ID, att.N, err)
+	}
+	log.InfoContext(ctx, "attempt recorded", "status", string(stored.Status), "result", o.result, "late", late)
+	d.metrics().Count("Attempt_"+o.result, 1)
+	if stored.Status == StatusNeedsHuman && !late {
+		d.metrics().Count("NeedsHuman", 1)
+	}
+	if o.enqueueOp != "" {
+		msg := RetryMessage{IntentID: stored.ID, Attempt: stored.AttemptCount, Op: o.enqueueOp}
+		if err := d.Queue.Enqueue(ctx, msg, o.delay); err != nil {
+			// The intent records its due time; the sweeper re-enqueues it.
+			log.WarnContext(ctx, "enqueue failed; sweeper will re-enqueue", "err", err.Error())
+		}
+	}
+	return nil
+}
+
+func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Attempt, b *Blocked, log *slog.Logger) error {
+	now := d.Clock.Now()
+	_, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
+			return ErrLeaseLost
+		}
+		a := att
+		a.EndedAt = now
+		a.Result = string(b.Status)
+		a.Evidence = Evidence{Detail: b.Reason}
+		in.Attempts = append(in.Attempts, a)
+		return in.moveTo(b.Status, b.Reason, now)
+	})
+	if err != nil {
+		return fmt.Errorf("record blocked attempt of %s: %w", claimed.ID, err)
+	}
+	log.InfoContext(ctx, "attempt blocked by revalidation; nothing sent", "status", string(b.Status), "reason", b.Reason)
+	d.metrics().Count("AttemptBlocked", 1)
+	return nil
+}

@@ -1,0 +1,260 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MaxBodyBytes is the largest intent request accepted (256 KiB).
+const MaxBodyBytes = 256 << 10
+
+// ValidationError is bad input: a stable machine-readable code, the field at
+// fault (if any) and a human message. Nothing is written when one is returned.
+type ValidationError struct {
+	Code    string
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.Code, e.Message, e.Field)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Validation codes.
+const (
+	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
+	CodeMalformedJSON         = "malformed_json"
+	CodeInvalidField          = "invalid_field"
+	CodePayloadTooLarge       = "payload_too_large"
+	CodeUnknownProvider       = "unknown_provider"
+	CodeUnknownAction         = "unknown_action"
+	CodeDeadlinePassed        = "deadline_passed"
+)
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Code: CodeInvalidField, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// SubmitRequest is the body of POST /v1/intents.
+type SubmitRequest struct {
+	Kind     Kind            `json:"kind"`
+	Provider string          `json:"provider"`
+	Account  string          `json:"account"`
+	Action   string          `json:"action"`
+	Target   string          `json:"target"`
+	Payload  json.RawMessage `json:"payload"`
+	Source   *SourceRef      `json:"source,omitempty"`
+	Grant    *GrantRef       `json:"grant"`
+	Deadline *string         `json:"deadline,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// ValidateIdempotencyKey enforces 1-255 printable ASCII characters.
+func ValidateIdempotencyKey(key string) error {
+	if key == "" || len(key) > 255 {
+		return &ValidationError{Code: CodeInvalidIdempotencyKey, Field: "Idempotency-Key",
+			Message: "the Idempotency-Key header must hold 1 to 255 printable ASCII characters"}
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return &ValidationError{Code: CodeInvalidIdempotencyKey, Field: "Idempotency-Key",
+				Message: fmt.Sprintf("the Idempotency-Key header has a non-printable or non-ASCII byte at position %d", i)}
+		}
+	}
+	return nil
+}
+
+// IntakeAuthorizer checks that the intent's grant covers it at intake (issue:
+// revalidation). Nil means every grant reference is accepted as given.
+type IntakeAuthorizer interface {
+	AuthorizeIntake(ctx context.Context, bot string, in *Intent) error
+}
+
+// Intake accepts intents.
+type Intake struct {
+	Store     IntentStore
+	Providers Providers
+	Clock     Clock
+	Grants    IntakeAuthorizer
+}
+
+// SubmitResult says what happened to a submission.
+type SubmitResult struct {
+	Intent   *Intent
+	Replayed bool
+}
+
+// Submit validates, canonicalises and commits one intent under bot+key with a
+// single conditional put. A repeat with the same canonical request replays the
+// stored intent; a repeat with a different one is refused.
+func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (SubmitResult, error) {
+	if err := ValidateIdempotencyKey(key); err != nil {
+		return SubmitResult{}, err
+	}
+	if len(body) > MaxBodyBytes {
+		return SubmitResult{}, &ValidationError{Code: CodePayloadTooLarge, Message: fmt.Sprintf("the request body is over %d bytes", MaxBodyBytes)}
+	}
+	req, err := decodeSubmit(body)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	now := s.Clock.Now()
+	in, err := s.build(bot, key, body, req, now)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	if s.Grants != nil {
+		if err := s.Grants.AuthorizeIntake(ctx, bot, in); err != nil {
+			return SubmitResult{}, err
+		}
+	}
+	existing, created, err := s.Store.Create(ctx, in)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
+	}
+	if created {
+		return SubmitResult{Intent: in}, nil
+	}
+	if existing.Bot != bot || existing.RequestHash != in.RequestHash {
+		return SubmitResult{}, fmt.Errorf("intent %s: %w", existing.ID, ErrIdempotencyKeyReused)
+	}
+	return SubmitResult{Intent: existing, Replayed: true}, nil
+}
+
+func decodeSubmit(body []byte) (*SubmitRequest, error) {
+	if !json.Valid(body) {
+		return nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body is not valid JSON"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req SubmitRequest
+	if err := dec.Decode(&req); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, invalid(te.Field, "%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String()))
+		}
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return nil, invalid(f, "unknown field %q", f)
+		}
+		return nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body must be a JSON object: " + err.Error()}
+	}
+	return &req, nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "int64", "int", "float64":
+		return "number"
+	case "struct", "map":
+		return "object"
+	case "slice":
+		return "array or object"
+	}
+	return "value of another type"
+}
+
+func (s *Intake) build(bot, key string, body []byte, req *SubmitRequest, now time.Time) (*Intent, error) {
+	switch req.Kind {
+	case KindReply, KindAction:
+	case "":
+		return nil, invalid("kind", "kind is required: \"reply\" or \"action\"")
+	default:
+		return nil, invalid("kind", "kind must be \"reply\" or \"action\"")
+	}
+	for _, f := range []struct{ name, v string }{
+		{"provider", req.Provider}, {"account", req.Account}, {"action", req.Action}, {"target", req.Target},
+	} {
+		if strings.TrimSpace(f.v) == "" {
+			return nil, invalid(f.name, "%s is required", f.name)
+		}
+		if len(f.v) > 512 {
+			return nil, invalid(f.name, "%s is longer than 512 bytes", f.name)
+		}
+	}
+	if len(bytes.TrimSpace(req.Payload)) == 0 || bytes.TrimSpace(req.Payload)[0] != '{' {
+		return nil, invalid("payload", "payload is required and must be a JSON object")
+	}
+	if req.Grant == nil || req.Grant.ID == "" {
+		return nil, invalid("grant.id", "grant {id, version} is required")
+	}
+	if req.Grant.Version < 1 {
+		return nil, invalid("grant.version", "grant.version must be a positive integer")
+	}
+	if req.Source != nil {
+		if req.Source.ID == "" {
+			return nil, invalid("source.id", "source.id is required when source is given")
+		}
+		if req.Source.Revision < 0 {
+			return nil, invalid("source.revision", "source.revision must not be negative")
+		}
+	}
+	var deadline *time.Time
+	if req.Deadline != nil {
+		d, err := time.Parse(time.RFC3339, *req.Deadline)
+		if err != nil {
+			return nil, invalid("deadline", "deadline must be an RFC 3339 timestamp")
+		}
+		if !d.After(now) {
+			return nil, &ValidationError{Code: CodeDeadlinePassed, Field: "deadline", Message: "deadline is already in the past"}
+		}
+		d = d.UTC()
+		deadline = &d
+	}
+	if len(req.Metadata) > 0 && bytes.TrimSpace(req.Metadata)[0] != '{' {
+		return nil, invalid("metadata", "metadata must be a JSON object")
+	}
+	p, ok := s.Providers.Provider(req.Provider)
+	if !ok {
+		return nil, &ValidationError{Code: CodeUnknownProvider, Field: "provider", Message: fmt.Sprintf("no provider named %q", req.Provider)}
+	}
+	if !p.SupportsAction(req.Action) {
+		return nil, &ValidationError{Code: CodeUnknownAction, Field: "action", Message: fmt.Sprintf("provider %q has no action %q", req.Provider, req.Action)}
+	}
+	requestHash, err := CanonicalHash(body)
+	if err != nil {
+		return nil, &ValidationError{Code: CodeMalformedJSON, Message: err.Error()}
+	}
+	payload, err := Canonicalize(req.Payload)
+	if err != nil {
+		return nil, invalid("payload", "payload cannot be canonicalised: %v", err)
+	}
+	var metadata json.RawMessage
+	if len(req.Metadata) > 0 {
+		if metadata, err = Canonicalize(req.Metadata); err != nil {
+			return nil, invalid("metadata", "metadata cannot be canonicalised: %v", err)
+		}
+	}
+	return &Intent{
+		ID:             IntentID(bot, key),
+		Bot:            bot,
+		IdempotencyKey: key,
+		Kind:           req.Kind,
+		Provider:       req.Provider,
+		Account:        req.Account,
+		Action:         req.Action,
+		Target:         req.Target,
+		Payload:        payload,
+		PayloadHash:    HashBytes(payload),
+		RequestHash:    requestHash,
+		Source:         req.Source,
+		Grant:          *req.Grant,
+		Deadline:       deadline,
+		Metadata:       metadata,
+		Status:         StatusPending,
+		Version:        1,
+		CreatedAt:      now,
+		UpdatedAt:      now,
+		Attempts:       []Attempt{},
+	}, nil
+}

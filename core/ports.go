@@ -1,0 +1,140 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// IntentStore persists intents. Create is one conditional put on the id
+// (which is derived from the idempotency identity); Update reads the intent,
+// lets mutate decide, and writes it back only if nobody else changed it in
+// between (optimistic concurrency on Version). The transaction lives in the
+// adapter, the decision in core.
+type IntentStore interface {
+	// Create stores in if no intent with its id exists. If one exists it
+	// returns that intent and created=false; nothing is written.
+	Create(ctx context.Context, in *Intent) (existing *Intent, created bool, err error)
+	Get(ctx context.Context, id string) (*Intent, error)
+	// Update applies mutate to the current intent and writes it conditionally.
+	// If mutate returns an error nothing is written and the error is returned.
+	// On a concurrent modification it returns ErrConflict (wrapped) and the
+	// caller decides whether to re-read and try again.
+	Update(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error)
+}
+
+// RetryQueue carries delayed work (retries and reconciliation) to the retrier.
+type RetryQueue interface {
+	Enqueue(ctx context.Context, msg RetryMessage, delay time.Duration) error
+}
+
+// RetryMessage is the body of a retry-queue message.
+type RetryMessage struct {
+	IntentID string `json:"intentId"`
+	// Attempt is the attempt count when the message was sent; a message whose
+	// attempt no longer matches the intent is stale and is dropped.
+	Attempt int `json:"attempt"`
+	// Op is "attempt" or "reconcile".
+	Op string `json:"op"`
+}
+
+// Retry-queue operations.
+const (
+	OpAttempt   = "attempt"
+	OpReconcile = "reconcile"
+)
+
+// Clock tells the time; injected so schedules are deterministic in tests.
+type Clock interface{ Now() time.Time }
+
+// ClockFunc adapts a function to Clock.
+type ClockFunc func() time.Time
+
+func (f ClockFunc) Now() time.Time { return f() }
+
+// SystemClock is the wall clock in UTC.
+var SystemClock Clock = ClockFunc(func() time.Time { return time.Now().UTC() })
+
+// Capabilities is what a provider declares for an account and action.
+type Capabilities struct {
+	// IdempotencyKeys: the provider deduplicates requests by our key...
+	IdempotencyKeys bool `json:"idempotencyKeys"`
+	// ...for this long after it first saw the key.
+	KeyRetention time.Duration `json:"keyRetention"`
+	// Lookup: the provider can tell authoritatively whether a key took effect.
+	Lookup bool `json:"lookup"`
+}
+
+// SendRequest is what a provider adapter receives for one attempt.
+type SendRequest struct {
+	IntentID       string
+	IdempotencyKey string // stable across every attempt of the intent
+	Bot            string
+	Account        string
+	Action         string
+	Target         string
+	Payload        []byte
+	PayloadHash    string
+	Attempt        int
+}
+
+// SendResult is the provider's proof of the effect.
+type SendResult struct {
+	ExternalID string
+	Evidence   Evidence
+}
+
+// LookupState is a provider's answer about a key.
+type LookupState string
+
+const (
+	LookupFound   LookupState = "found"
+	LookupAbsent  LookupState = "absent"
+	LookupPending LookupState = "pending"
+)
+
+// LookupResult is the outcome of reconciliation with the provider.
+type LookupResult struct {
+	State      LookupState
+	ExternalID string
+	Evidence   Evidence
+}
+
+// Provider is one external system the outbox delivers to.
+type Provider interface {
+	Name() string
+	// SupportsAction reports whether the action is known for this provider.
+	SupportsAction(action string) bool
+	// Capabilities declares idempotency-key support and outcome lookup.
+	Capabilities(ctx context.Context, account, action string) (Capabilities, error)
+	// Send performs the side effect. Errors are *PermanentError,
+	// *RetryableError or *UnknownOutcomeError; anything else counts as unknown.
+	Send(ctx context.Context, req SendRequest) (SendResult, error)
+	// Lookup asks the provider about a key; only called when Capabilities.Lookup.
+	Lookup(ctx context.Context, req SendRequest) (LookupResult, error)
+}
+
+// Providers resolves a provider by name.
+type Providers interface {
+	Provider(name string) (Provider, bool)
+}
+
+// ProviderMap is a simple Providers.
+type ProviderMap map[string]Provider
+
+func (m ProviderMap) Provider(name string) (Provider, bool) {
+	p, ok := m[name]
+	return p, ok
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Kind string `json:"kind"` // bot | operator | orchestrator
+	Name string `json:"name"`
+}
+
+// Principal kinds.
+const (
+	PrincipalBot          = "bot"
+	PrincipalOperator     = "operator"
+	PrincipalOrchestrator = "orchestrator"
+)
