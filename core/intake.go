@@ -138,6 +138,9 @@ func decodeSubmit(body []byte) (*SubmitRequest, error) {
 	var req SubmitRequest
 	if err := dec.Decode(&req); err != nil {
 		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			return nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body must be a JSON object"}
+		}
 		if errors.As(err, &te) {
 			return nil, invalid(te.Field, "%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String()))
 		}

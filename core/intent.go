@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -104,7 +105,8 @@ type Intent struct {
 // Deriving it (rather than generating one) lets a single conditional put on
 // the id decide creation: the same identity always lands on the same item.
 func IntentID(bot, key string) string {
-	h := sha256.Sum256([]byte(bot + "\x00" + key))
+	// Length-prefixing the bot name keeps the encoding unambiguous.
+	h := sha256.Sum256([]byte(strconv.Itoa(len(bot)) + ":" + bot + key))
 	return "it_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:20]))
 }
 

@@ -1,0 +1,248 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+type rig struct {
+	store *memStore
+	queue *memQueue
+	prov  *fakeProvider
+	clock *fakeClock
+	in    *Intake
+	d     *Dispatcher
+}
+
+func newRig(caps Capabilities, script ...error) *rig {
+	r := &rig{store: newMemStore(), queue: &memQueue{}, prov: &fakeProvider{caps: caps, script: script},
+		clock: &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}}
+	provs := ProviderMap{"fake": r.prov}
+	r.in = &Intake{Store: r.store, Providers: provs, Clock: r.clock}
+	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: provs, Clock: r.clock, Lease: time.Minute, Owner: "w1",
+		Backoff:         BackoffPolicy{Base: time.Second, Cap: time.Minute, MaxAttempts: 3, MaxAge: time.Hour},
+		ReconcilePolicy: ReconcilePolicy{Delay: time.Second, Window: 10 * time.Minute, Settle: time.Minute},
+		Log:             slog.New(slog.DiscardHandler)}
+	return r
+}
+
+const body = `{"kind":"reply","provider":"fake","account":"a1","action":"send","target":"c1","payload":{"text":"hi"},"grant":{"id":"g1","version":1}}`
+
+func (r *rig) submit(t *testing.T) *Intent {
+	t.Helper()
+	res, err := r.in.Submit(context.Background(), "bot1", "k1", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Intent
+}
+
+// drain runs queued retry messages (advancing the clock by their delays) until none remain.
+func (r *rig) drain(t *testing.T) {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		msgs := r.queue.take()
+		if len(msgs) == 0 {
+			return
+		}
+		for _, m := range msgs {
+			r.clock.Advance(m.delay)
+			if err := r.d.HandleRetry(context.Background(), m.msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Fatal("queue never drained")
+}
+
+func (r *rig) get(t *testing.T, id string) *Intent {
+	t.Helper()
+	in, err := r.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func TestHappyPathCostsThreeWrites(t *testing.T) {
+	r := newRig(Capabilities{})
+	in := r.submit(t)
+	if err := r.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	got := r.get(t, in.ID)
+	if got.Status != StatusSucceeded || got.ExternalID != "ext-1" || len(got.Attempts) != 1 {
+		t.Fatalf("got %s %q attempts=%d", got.Status, got.ExternalID, len(got.Attempts))
+	}
+	if r.store.puts != 3 {
+		t.Fatalf("writes = %d, want 3 (intake, claim, outcome)", r.store.puts)
+	}
+}
+
+func TestDuplicateTriggerMakesOneSend(t *testing.T) {
+	r := newRig(Capabilities{})
+	in := r.submit(t)
+	for i := 0; i < 3; i++ {
+		if err := r.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.prov.sends != 1 {
+		t.Fatalf("sends = %d, want 1", r.prov.sends)
+	}
+}
+
+func TestTransientFailureRetriesThenSucceeds(t *testing.T) {
+	r := newRig(Capabilities{}, &RetryableError{Class: ClassTransient, Err: errors.New("503")})
+	in := r.submit(t)
+	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure || got.NextAttemptAt == nil {
+		t.Fatalf("after 503: %s", got.Status)
+	}
+	r.drain(t)
+	got := r.get(t, in.ID)
+	if got.Status != StatusSucceeded || r.prov.sends != 2 || len(got.Attempts) != 2 {
+		t.Fatalf("got %s sends=%d attempts=%d", got.Status, r.prov.sends, len(got.Attempts))
+	}
+}
+
+func TestRetryNotDueIsRedelayed(t *testing.T) {
+	r := newRig(Capabilities{}, &RetryableError{Class: ClassRateLimited, RetryAfter: time.Hour / 2, Err: errors.New("429")})
+	in := r.submit(t)
+	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	msgs := r.queue.take()
+	if len(msgs) != 1 || msgs[0].delay != 30*time.Minute {
+		t.Fatalf("want one message delayed 30m, got %+v", msgs)
+	}
+	// The queue delivers after its 15-minute cap: not due yet -> re-delayed, no send.
+	r.clock.Advance(MaxQueueDelay)
+	if err := r.d.HandleRetry(context.Background(), msgs[0].msg); err != nil {
+		t.Fatal(err)
+	}
+	if r.prov.sends != 1 {
+		t.Fatalf("early delivery caused a send")
+	}
+	again := r.queue.take()
+	if len(again) != 1 || again[0].delay != 15*time.Minute {
+		t.Fatalf("want re-delay of 15m, got %+v", again)
+	}
+}
+
+func TestRetryCapEndsFailedWithHistory(t *testing.T) {
+	e := &RetryableError{Class: ClassTransient, Err: errors.New("503")}
+	r := newRig(Capabilities{}, e, e, e, e)
+	in := r.submit(t)
+	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	r.drain(t)
+	got := r.get(t, in.ID)
+	if got.Status != StatusFailed || len(got.Attempts) != 3 || r.prov.sends != 3 {
+		t.Fatalf("got %s attempts=%d sends=%d", got.Status, len(got.Attempts), r.prov.sends)
+	}
+	if !strings.Contains(got.StatusReason, "exhausted") {
+		t.Fatalf("reason %q", got.StatusReason)
+	}
+}
+
+func TestPermanentFailureIsNotRetried(t *testing.T) {
+	r := newRig(Capabilities{}, &PermanentError{Class: ClassRejectedInput, Err: errors.New("400")})
+	in := r.submit(t)
+	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	r.drain(t)
+	if got := r.get(t, in.ID); got.Status != StatusFailed || r.prov.sends != 1 {
+		t.Fatalf("got %s sends=%d", got.Status, r.prov.sends)
+	}
+}
+
+func TestUnknownOutcomeRouting(t *testing.T) {
+	unknown := &UnknownOutcomeError{Err: errors.New("timeout")}
+	cases := []struct {
+		name      string
+		caps      Capabilities
+		lookup    LookupResult
+		advance   time.Duration
+		want      Status
+		wantSends int
+	}{
+		{"neither -> needs-human", Capabilities{}, LookupResult{}, 0, StatusNeedsHuman, 1},
+		{"keys within retention -> retry same key", Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour}, LookupResult{}, 0, StatusSucceeded, 2},
+		{"keys, retention too short -> needs-human", Capabilities{IdempotencyKeys: true, KeyRetention: time.Millisecond}, LookupResult{}, 0, StatusNeedsHuman, 1},
+		{"lookup found -> succeeded, no resend", Capabilities{Lookup: true}, LookupResult{State: LookupFound, ExternalID: "ext-found"}, 0, StatusSucceeded, 1},
+		{"lookup absent with valid key -> retry", Capabilities{Lookup: true, IdempotencyKeys: true, KeyRetention: time.Hour}, LookupResult{State: LookupAbsent}, 0, StatusSucceeded, 2},
+		{"lookup pending forever -> needs-human", Capabilities{Lookup: true}, LookupResult{State: LookupPending}, 0, StatusNeedsHuman, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(c.caps, unknown)
+			r.prov.lookup = c.lookup
+			in := r.submit(t)
+			_ = r.d.Attempt(context.Background(), in.ID, "stream")
+			for i := 0; i < 1000; i++ {
+				msgs := r.queue.take()
+				if len(msgs) == 0 {
+					break
+				}
+				for _, m := range msgs {
+					r.clock.Advance(m.delay + time.Second)
+					if err := r.d.HandleRetry(context.Background(), m.msg); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got := r.get(t, in.ID)
+			if got.Status != c.want || r.prov.sends != c.wantSends {
+				t.Fatalf("got %s sends=%d, want %s sends=%d (reason %q)", got.Status, r.prov.sends, c.want, c.wantSends, got.StatusReason)
+			}
+			if c.lookup.State == LookupFound && got.ExternalID != "ext-found" {
+				t.Fatalf("external id %q", got.ExternalID)
+			}
+		})
+	}
+}
+
+func TestLateSuccessAfterLeaseExpiryIsKept(t *testing.T) {
+	r := newRig(Capabilities{})
+	in := r.submit(t)
+	// Claim, then let the sweeper expire the lease before the outcome lands.
+	claimed, err := r.store.Update(context.Background(), in.ID, func(i *Intent) error {
+		i.Status, i.AttemptCount, i.Lease = StatusInFlight, 1, &Lease{Owner: "w1", Until: r.clock.Now().Add(time.Minute)}
+		t := r.clock.Now()
+		i.FirstAttemptAt = &t
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(2 * time.Minute)
+	s := &Sweeper{D: r.d, List: r.store}
+	if _, err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
+		t.Fatalf("after lease expiry: %s", got.Status)
+	}
+	if err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
+		t.Fatal(err)
+	}
+	got := r.get(t, in.ID)
+	if got.Status != StatusSucceeded || got.ExternalID != "late-1" || len(got.Attempts) != 2 {
+		t.Fatalf("got %s %q attempts=%d", got.Status, got.ExternalID, len(got.Attempts))
+	}
+}
+
+func TestDeadlinePassedExpiresWithoutSend(t *testing.T) {
+	r := newRig(Capabilities{})
+	b := strings.Replace(body, `"grant"`, `"deadline":"2026-03-02T09:05:00Z","grant"`, 1)
+	res, err := r.in.Submit(context.Background(), "bot1", "k-deadline", []byte(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(10 * time.Minute)
+	_ = r.d.Attempt(context.Background(), res.Intent.ID, "stream")
+	if got := r.get(t, res.Intent.ID); got.Status != StatusExpired || r.prov.sends != 0 {
+		t.Fatalf("got %s sends=%d", got.Status, r.prov.sends)
+	}
+}

@@ -1,0 +1,218 @@
+package infra
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Need is one thing a function is allowed to touch. Each Need maps to the
+// exact IAM actions on the exact resources below, and to the environment
+// variables the function gets; a function receives nothing it does not list.
+type Need uint
+
+const (
+	// NeedTableGet: dynamodb:GetItem on the table. Env OUTBOX_TABLE.
+	NeedTableGet Need = 1 << iota
+	// NeedTableRead: dynamodb:GetItem, BatchGetItem, Query on the table (not
+	// its indexes). Env OUTBOX_TABLE.
+	NeedTableRead
+	// NeedTableWrite: dynamodb:PutItem, UpdateItem, ConditionCheckItem on the
+	// table (TransactWriteItems is authorised by these). Env OUTBOX_TABLE.
+	NeedTableWrite
+	// NeedTableBatchWrite: dynamodb:BatchWriteItem on the table (restore).
+	NeedTableBatchWrite
+	// NeedIndexQuery: dynamodb:Query on the gsi1 index only. Env OUTBOX_TABLE.
+	NeedIndexQuery
+	// NeedRetryQueueSend: sqs:SendMessage on the retry queue.
+	// Env OUTBOX_RETRY_QUEUE_URL.
+	NeedRetryQueueSend
+	// NeedInboxQueueSend: sqs:SendMessage on the inbox queue.
+	// Env OUTBOX_INBOX_QUEUE_URL.
+	NeedInboxQueueSend
+	// NeedBackupBucket: s3:GetObject, PutObject on the backup bucket's
+	// objects, s3:ListBucket on the bucket. Env OUTBOX_BACKUP_BUCKET.
+	NeedBackupBucket
+	// NeedProviderConfig: env OUTBOX_PROVIDER_CONFIG (no IAM).
+	NeedProviderConfig
+	// NeedProviderSecrets: secretsmanager:GetSecretValue, DescribeSecret on
+	// the secrets named by OutboxStackProps.ProviderSecretNames only.
+	// Env OUTBOX_PROVIDER_SECRETS (comma separated names).
+	NeedProviderSecrets
+)
+
+// Has reports whether n includes all of want.
+func (n Need) Has(want Need) bool { return n&want == want }
+
+// Trigger is what invokes a function besides its HTTP routes.
+type Trigger int
+
+const (
+	// TriggerNone: invoked only through its HTTP routes.
+	TriggerNone Trigger = iota
+	// TriggerAuthorizer: the HTTP API's Lambda authorizer (simple responses).
+	TriggerAuthorizer
+	// TriggerStream: the table's stream, filtered by
+	// streamfilter.DispatcherPattern, failures to the dispatch-failures queue.
+	TriggerStream
+	// TriggerRetryQueue: the retry queue, with ReportBatchItemFailures.
+	TriggerRetryQueue
+	// TriggerSchedule: an EventBridge rule, rate(1 minute).
+	TriggerSchedule
+)
+
+// Route is one HTTP API route, e.g. {"POST", "/v1/intents"}.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// FunctionSpec is one Lambda function. Adding a function is one entry in
+// DefaultFunctions plus functions/<name>/main.go.
+type FunctionSpec struct {
+	// Name is the functions/<name> directory and dist/<name>/bootstrap.
+	Name        string
+	Description string
+	Timeout     time.Duration
+	MemoryMB    float64
+	Trigger     Trigger
+	// Routes served by this function. All use the Lambda authorizer unless
+	// Public is set.
+	Routes []Route
+	// Public routes have no authorizer: the function authenticates callers
+	// itself (provider webhook signatures).
+	Public bool
+	Needs  Need
+}
+
+const (
+	tableRW = NeedTableRead | NeedTableWrite
+)
+
+// DefaultFunctions is the outbox's function list.
+func DefaultFunctions() []FunctionSpec {
+	return []FunctionSpec{
+		{
+			Name:        "authorizer",
+			Description: "HTTP API Lambda authorizer: bearer token -> principal (simple response)",
+			Timeout:     5 * time.Second,
+			MemoryMB:    256,
+			Trigger:     TriggerAuthorizer,
+			Needs:       NeedTableGet,
+		},
+		{
+			Name:        "intake",
+			Description: "Accepts intents under an idempotency identity; source revisions",
+			Timeout:     10 * time.Second,
+			MemoryMB:    256,
+			Routes: []Route{
+				{"POST", "/v1/intents"},
+				{"GET", "/v1/intents/{id}"},
+				{"PUT", "/v1/sources/{sourceId}"},
+			},
+			Needs: NeedTableGet | NeedTableWrite,
+		},
+		{
+			Name:        "dispatcher",
+			Description: "Claims, revalidates and delivers pending intents from the table stream",
+			Timeout:     60 * time.Second,
+			MemoryMB:    256,
+			Trigger:     TriggerStream,
+			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig,
+		},
+		{
+			Name:        "retrier",
+			Description: "Claims and re-attempts intents whose retry is due (SQS retry queue)",
+			Timeout:     60 * time.Second,
+			MemoryMB:    256,
+			Trigger:     TriggerRetryQueue,
+			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig,
+		},
+		{
+			Name:        "sweeper",
+			Description: "Repairs expired leases, lost retries and passed deadlines; emits IntentsNeedingHuman",
+			// Shorter than the one-minute schedule so runs do not overlap.
+			Timeout:  50 * time.Second,
+			MemoryMB: 256,
+			Trigger:  TriggerSchedule,
+			Needs:    tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig,
+		},
+		{
+			Name:        "admin",
+			Description: "Operator API: needs-human resolution, grants, backup and restore",
+			// Longer than API Gateway's 30 s so a large backup still completes
+			// after the HTTP client gave up; the manifest reports progress.
+			Timeout:  120 * time.Second,
+			MemoryMB: 512,
+			Routes: []Route{
+				{"GET", "/v1/admin/intents"},
+				{"GET", "/v1/admin/intents/{id}"},
+				{"POST", "/v1/admin/intents/{id}/resolve"},
+				{"GET", "/v1/admin/grants"},
+				{"GET", "/v1/admin/grants/{grantId}"},
+				{"PUT", "/v1/admin/grants/{grantId}"},
+				{"POST", "/v1/admin/grants/{grantId}/revoke"},
+				{"POST", "/v1/admin/backups"},
+				{"POST", "/v1/admin/restores"},
+			},
+			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket |
+				NeedRetryQueueSend | NeedProviderConfig,
+		},
+		{
+			Name:        "webhook",
+			Description: "Provider webhooks: verify signature, dedupe by event id, bind evidence, forward inbound to the inbox",
+			Timeout:     10 * time.Second,
+			MemoryMB:    256,
+			Routes: []Route{
+				{"POST", "/v1/webhooks/{provider}/{account}"},
+			},
+			Public: true,
+			Needs:  tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
+		},
+	}
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)$`)
+)
+
+func (f FunctionSpec) validate() error {
+	if !nameRE.MatchString(f.Name) {
+		return fmt.Errorf("function name %q: want %s", f.Name, nameRE)
+	}
+	if f.Timeout < time.Second || f.Timeout > 15*time.Minute {
+		return fmt.Errorf("function %s: timeout %v out of range", f.Name, f.Timeout)
+	}
+	if f.Trigger == TriggerAuthorizer && len(f.Routes) > 0 {
+		return fmt.Errorf("function %s: the authorizer serves no routes", f.Name)
+	}
+	for _, r := range f.Routes {
+		if !methodRE.MatchString(r.Method) || len(r.Path) == 0 || r.Path[0] != '/' {
+			return fmt.Errorf("function %s: bad route %s %s", f.Name, r.Method, r.Path)
+		}
+	}
+	if f.Trigger == TriggerStream && !f.Needs.Has(NeedTableRead) {
+		return fmt.Errorf("function %s: a stream consumer must read the table", f.Name)
+	}
+	return nil
+}
+
+// pascal turns "dead-letter" into "DeadLetter" for construct ids.
+func pascal(s string) string {
+	out := make([]byte, 0, len(s))
+	up := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '-' {
+			up = true
+			continue
+		}
+		if up && c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up = false
+		out = append(out, c)
+	}
+	return string(out)
+}

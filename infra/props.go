@@ -1,0 +1,156 @@
+// Package infra is the outbox CDK stack: one DynamoDB table, the retry, inbox
+// and failure queues, the backup bucket, one Lambda per function in
+// DefaultFunctions, the HTTP API with its Lambda authorizer, and the alarms.
+//
+// The CDK app that synthesizes it lives in infra/app (a Go package cannot be
+// both importable and `main`), run by `cdk` through infra/cdk.json or directly
+// with `go run ./app` from infra/. See infra/README.md.
+package infra
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+)
+
+// OutboxStackProps configures NewOutboxStack. The zero value (plus AssetDir)
+// is a production-shaped stack: retained data, deletion protection on.
+type OutboxStackProps struct {
+	awscdk.StackProps
+
+	// Dev relaxes what protects data in production: the table, buckets and
+	// log groups are destroyed with the stack and the table has no deletion
+	// protection. Use it for personal stacks and LocalStack.
+	Dev bool
+
+	// NamePrefix prefixes every physical name the stack sets (table, queues,
+	// functions, alarms, API). Default "outbox". Two stacks in one account
+	// and region need different prefixes.
+	NamePrefix string
+
+	// AssetDir holds one directory per function, each with the linux/arm64
+	// `bootstrap` executable built by `make build` (dist/<name>/bootstrap).
+	// Required.
+	AssetDir string
+
+	// Functions is the list of Lambda functions to deploy. Nil means
+	// DefaultFunctions().
+	Functions []FunctionSpec
+
+	// LogRetention for every function's log group and the API access log
+	// group. Default one month (one week when Dev).
+	LogRetention awslogs.RetentionDays
+
+	// LogLevel is passed to every function as LOG_LEVEL. Default "info".
+	LogLevel string
+
+	// ProviderConfig is passed verbatim as OUTBOX_PROVIDER_CONFIG to the
+	// functions that talk to providers (for example the sandbox provider's
+	// base URL). It must be valid JSON. Default "{}".
+	ProviderConfig string
+
+	// ProviderSecretNames are the Secrets Manager secret names holding the
+	// providers' webhook signing secrets. Only functions with NeedProviderSecrets
+	// (the webhook) may read them, and only them. They are passed comma
+	// separated as OUTBOX_PROVIDER_SECRETS. Default ["<prefix>/provider-secrets"].
+	// The stack does not create the secrets (their values must never be in
+	// a template).
+	ProviderSecretNames []string
+
+	// AlarmTopicArn is an existing SNS topic for alarm actions. Empty means
+	// the stack creates one (output AlarmTopicArn; subscribe to it).
+	AlarmTopicArn string
+
+	// APIRateLimit and APIBurstLimit are the HTTP API default-stage throttles.
+	// Defaults 50 requests/s and 100.
+	APIRateLimit  float64
+	APIBurstLimit float64
+
+	// DispatcherRetryAttempts and DispatcherMaxRecordAgeSeconds bound the
+	// stream event source mapping (defaults 5 and 3600). A record that
+	// exhausts them goes to the dispatch-failures queue; the intent itself
+	// stays pending in the table, where the sweeper finds it.
+	DispatcherRetryAttempts       float64
+	DispatcherMaxRecordAgeSeconds float64
+
+	// RetryMaxReceiveCount is the retry and inbox queues' redrive threshold
+	// before a message goes to its DLQ. Default 5.
+	RetryMaxReceiveCount float64
+}
+
+// resolved is OutboxStackProps with defaults applied and checked.
+type resolved struct {
+	OutboxStackProps
+	functions []FunctionSpec
+}
+
+func (p *OutboxStackProps) resolve() *resolved {
+	r := &resolved{OutboxStackProps: *p}
+	if r.NamePrefix == "" {
+		r.NamePrefix = "outbox"
+	}
+	if r.AssetDir == "" {
+		panic("infra: OutboxStackProps.AssetDir is required (the directory holding <function>/bootstrap; run `make build`)")
+	}
+	if abs, err := filepath.Abs(r.AssetDir); err == nil {
+		r.AssetDir = abs
+	}
+	r.functions = r.Functions
+	if r.functions == nil {
+		r.functions = DefaultFunctions()
+	}
+	seen := map[string]bool{}
+	for _, f := range r.functions {
+		if err := f.validate(); err != nil {
+			panic("infra: " + err.Error())
+		}
+		if seen[f.Name] {
+			panic(fmt.Sprintf("infra: function %q listed twice", f.Name))
+		}
+		seen[f.Name] = true
+	}
+	if r.LogRetention == "" {
+		r.LogRetention = awslogs.RetentionDays_ONE_MONTH
+		if r.Dev {
+			r.LogRetention = awslogs.RetentionDays_ONE_WEEK
+		}
+	}
+	if r.LogLevel == "" {
+		r.LogLevel = "info"
+	}
+	if strings.TrimSpace(r.ProviderConfig) == "" {
+		r.ProviderConfig = "{}"
+	}
+	if !json.Valid([]byte(r.ProviderConfig)) {
+		panic("infra: OutboxStackProps.ProviderConfig is not valid JSON")
+	}
+	if len(r.ProviderSecretNames) == 0 {
+		r.ProviderSecretNames = []string{r.NamePrefix + "/provider-secrets"}
+	}
+	if r.APIRateLimit == 0 {
+		r.APIRateLimit = 50
+	}
+	if r.APIBurstLimit == 0 {
+		r.APIBurstLimit = 100
+	}
+	if r.DispatcherRetryAttempts == 0 {
+		r.DispatcherRetryAttempts = 5
+	}
+	if r.DispatcherMaxRecordAgeSeconds == 0 {
+		r.DispatcherMaxRecordAgeSeconds = 3600
+	}
+	if r.RetryMaxReceiveCount == 0 {
+		r.RetryMaxReceiveCount = 5
+	}
+	return r
+}
+
+// name is a physical name: "<prefix>-<suffix>".
+func (r *resolved) name(suffix string) *string {
+	s := r.NamePrefix + "-" + suffix
+	return &s
+}
