@@ -67,6 +67,10 @@ type Resolution struct {
 	Decision  string    `json:"decision" dynamodbav:"decision"`
 	Reason    string    `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
 	Recommend bool      `json:"recommendationOnly,omitempty" dynamodbav:"recommendationOnly,omitempty"`
+	// Key is the Idempotency-Key of the request that made the decision.
+	Key string `json:"-" dynamodbav:"key,omitempty"`
+	// DuplicateRiskAccepted: a retry the provider cannot deduplicate.
+	DuplicateRiskAccepted bool `json:"duplicateRiskAccepted,omitempty" dynamodbav:"duplicateRiskAccepted,omitempty"`
 }
 
 // Intent is one committed side effect a bot wants done.

@@ -257,7 +257,7 @@ launch() {
 wait_ready() {
 	local name="$1" port pid t0 deadline
 	port="$(port_of "$name")"
-	t0="${LAUNCHED[$name]:-$(date +%s%N)}"
+	t0="${LAUNCHED[$name]:-}"
 	deadline=$((SECONDS + READY_TIMEOUT))
 	while :; do
 		if ! pid="$(our_pid "$name")"; then
@@ -267,7 +267,11 @@ wait_ready() {
 			return 1
 		fi
 		if http_ready "$name" "$port"; then
-			say "$name ready on http://$BIND:$port (pid $pid, $((($(date +%s%N) - t0) / 1000000)) ms after launch)"
+			if [ -n "$t0" ]; then
+				say "$name ready on http://$BIND:$port (pid $pid, $((($(date +%s%N) - t0) / 1000000)) ms after launch)"
+			else
+				say "$name ready on http://$BIND:$port (pid $pid)"
+			fi
 			return 0
 		fi
 		if [ "$SECONDS" -ge "$deadline" ]; then

@@ -103,6 +103,7 @@ type App struct {
 	Intake     *core.Intake
 	Dispatcher *core.Dispatcher
 	Sweeper    *core.Sweeper
+	Resolver   *core.Resolver
 	Metrics    *emf.Writer
 	Log        *slog.Logger
 }
@@ -176,6 +177,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
 		Sweeper:    &core.Sweeper{D: d, List: store, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
+		Resolver:   &core.Resolver{D: d},
 		Metrics:    metrics,
 		Log:        cfg.Log,
 	}, nil

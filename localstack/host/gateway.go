@@ -2,9 +2,9 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"

@@ -1,0 +1,68 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/botharness/outbox/core"
+)
+
+// ListPage lists intents in a non-terminal status, oldest due first, with an
+// opaque cursor for the next page ("" when there is none).
+func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string, limit int) ([]*core.Intent, string, error) {
+	if status.Terminal() || !status.Valid() {
+		return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "status", Message: "status must be a non-terminal status (terminal intents are not indexed)"}
+	}
+	var start map[string]types.AttributeValue
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		var keys map[string]string
+		if err == nil {
+			err = json.Unmarshal(raw, &keys)
+		}
+		if err != nil || keys["gsi1pk"] != statusPfx+string(status) {
+			return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
+		}
+		start = map[string]types.AttributeValue{}
+		for k, v := range keys {
+			start[k] = &types.AttributeValueMemberS{Value: v}
+		}
+	}
+	res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(gsiName),
+		KeyConditionExpression:    aws.String("gsi1pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: statusPfx + string(status)}},
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s intents: %w", status, err)
+	}
+	out := make([]*core.Intent, 0, len(res.Items))
+	for _, item := range res.Items {
+		in, err := UnmarshalIntent(item)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, in)
+	}
+	next := ""
+	if len(res.LastEvaluatedKey) > 0 {
+		keys := map[string]string{}
+		for k, v := range res.LastEvaluatedKey {
+			if sv, ok := v.(*types.AttributeValueMemberS); ok {
+				keys[k] = sv.Value
+			}
+		}
+		b, _ := json.Marshal(keys)
+		next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return out, next, nil
+}

@@ -1,0 +1,192 @@
+// Package admin is the operators' API: list and inspect intents that need a
+// human, record decisions, and take recommendations from orchestrators.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/core"
+)
+
+// Lister pages through intents by status.
+type Lister interface {
+	ListPage(ctx context.Context, status core.Status, cursor string, limit int) ([]*core.Intent, string, error)
+}
+
+// Handler serves /v1/admin/intents...
+type Handler struct {
+	Store    core.IntentStore
+	List     Lister
+	Resolver *core.Resolver
+	// Extra routes (grants, backups, ...) keyed by route key.
+	Extra map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse
+	Log   *slog.Logger
+}
+
+// Summary is one row of the needs-human list.
+type Summary struct {
+	ID           string        `json:"id"`
+	Bot          string        `json:"bot"`
+	Provider     string        `json:"provider"`
+	Account      string        `json:"account"`
+	Action       string        `json:"action"`
+	Target       string        `json:"target"`
+	Status       core.Status   `json:"status"`
+	StatusReason string        `json:"statusReason,omitempty"`
+	AttemptCount int           `json:"attemptCount"`
+	LastAttempt  *core.Attempt `json:"lastAttempt,omitempty"`
+	UpdatedAt    time.Time     `json:"updatedAt"`
+	Recommended  string        `json:"recommended,omitempty"`
+}
+
+func summarize(in *core.Intent) Summary {
+	s := Summary{ID: in.ID, Bot: in.Bot, Provider: in.Provider, Account: in.Account, Action: in.Action, Target: in.Target,
+		Status: in.Status, StatusReason: in.StatusReason, AttemptCount: in.AttemptCount, UpdatedAt: in.UpdatedAt}
+	if n := len(in.Attempts); n > 0 {
+		a := in.Attempts[n-1]
+		s.LastAttempt = &a
+	}
+	for _, r := range in.Resolutions {
+		if r.Recommend {
+			s.Recommended = r.Decision
+		}
+	}
+	return s
+}
+
+// Handle routes admin requests. Bots get 403 on everything here.
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	p, ok := httpjson.Principal(req)
+	if !ok {
+		return httpjson.Unauthorized(), nil
+	}
+	if p.Kind != core.PrincipalOperator && p.Kind != core.PrincipalOrchestrator {
+		return httpjson.Error(http.StatusForbidden, "forbidden", "the admin API is for operators and orchestrators", ""), nil
+	}
+	id := req.PathParameters["id"]
+	switch req.RouteKey {
+	case "GET /v1/admin/intents":
+		return h.list(ctx, req), nil
+	case "GET /v1/admin/intents/{id}":
+		in, err := h.Store.Get(ctx, id)
+		if err != nil {
+			return h.fail(ctx, err), nil
+		}
+		return httpjson.JSON(http.StatusOK, in, nil), nil
+	case "POST /v1/admin/intents/{id}/resolution":
+		var body core.ResolutionRequest
+		if resp, ok := decode(req, &body); !ok {
+			return resp, nil
+		}
+		key, _ := httpjson.Header(req, "Idempotency-Key")
+		if key != "" {
+			if err := core.ValidateIdempotencyKey(key); err != nil {
+				return h.fail(ctx, err), nil
+			}
+		}
+		in, err := h.Resolver.Resolve(ctx, p, id, key, body)
+		if err != nil {
+			return h.fail(ctx, err), nil
+		}
+		return httpjson.JSON(http.StatusOK, in, nil), nil
+	case "POST /v1/admin/intents/{id}/recommendation":
+		var body core.RecommendationRequest
+		if resp, ok := decode(req, &body); !ok {
+			return resp, nil
+		}
+		in, err := h.Resolver.Recommend(ctx, p, id, body)
+		if err != nil {
+			return h.fail(ctx, err), nil
+		}
+		return httpjson.JSON(http.StatusOK, in, nil), nil
+	}
+	if f, ok := h.Extra[req.RouteKey]; ok {
+		return f(ctx, p, req), nil
+	}
+	return httpjson.Error(http.StatusNotFound, "not_found", "no such route", ""), nil
+}
+
+func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	status := core.Status(req.QueryStringParameters["status"])
+	if status == "" {
+		status = core.StatusNeedsHuman
+	}
+	limit := 50
+	if v := req.QueryStringParameters["limit"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return httpjson.Error(http.StatusBadRequest, core.CodeInvalidField, "limit must be 1 to 100", "limit")
+		}
+		limit = n
+	}
+	items, next, err := h.List.ListPage(ctx, status, req.QueryStringParameters["cursor"], limit)
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	rows := make([]Summary, 0, len(items))
+	for _, in := range items {
+		rows = append(rows, summarize(in))
+	}
+	return httpjson.JSON(http.StatusOK, map[string]any{"items": rows, "nextCursor": next}, nil)
+}
+
+// Decode reads a JSON body strictly; on failure it returns the 400 to send.
+func decode(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2HTTPResponse, bool) {
+	return DecodeBody(req, v)
+}
+
+// DecodeBody is the shared strict JSON body decoder for admin routes.
+func DecodeBody(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2HTTPResponse, bool) {
+	body := []byte(req.Body)
+	if req.IsBase64Encoded {
+		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "send the body as application/json", ""), false
+	}
+	if len(body) > 64<<10 {
+		return httpjson.Error(http.StatusRequestEntityTooLarge, core.CodePayloadTooLarge, "the body is over 64 KiB", ""), false
+	}
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body must be a JSON object of the documented shape: "+err.Error(), ""), false
+	}
+	return events.APIGatewayV2HTTPResponse{}, true
+}
+
+// Fail maps core errors to answers.
+func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
+	return Fail(ctx, h.Log, err)
+}
+
+// Fail maps core errors to HTTP answers for admin routes.
+func Fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {
+	var ve *core.ValidationError
+	var re *core.RefusedError
+	switch {
+	case errors.As(err, &ve):
+		return httpjson.Error(http.StatusBadRequest, ve.Code, ve.Message, ve.Field)
+	case errors.As(err, &re):
+		return httpjson.Error(http.StatusConflict, "refused_by_revalidation", re.Reason, "")
+	case errors.Is(err, core.ErrNotFound):
+		return httpjson.Error(http.StatusNotFound, "not_found", "no such item", "")
+	case errors.Is(err, core.ErrForbidden):
+		return httpjson.Error(http.StatusForbidden, "forbidden", err.Error(), "")
+	case errors.Is(err, core.ErrNotNeedsHuman):
+		return httpjson.Error(http.StatusConflict, "not_needs_human", err.Error(), "")
+	case errors.Is(err, core.ErrConflict):
+		return httpjson.Error(http.StatusConflict, "conflict", "the item changed concurrently; read it again and retry", "")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.ErrorContext(ctx, "admin request failed", "err", err.Error())
+	return httpjson.Error(http.StatusInternalServerError, "internal", "the request could not be completed", "")
+}

@@ -1,0 +1,191 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Decision is a human's resolution of an intent that needed one.
+type Decision string
+
+const (
+	DecisionReconcile     Decision = "reconcile"
+	DecisionRetry         Decision = "retry"
+	DecisionAcceptSuccess Decision = "accept-success"
+	DecisionAbandon       Decision = "abandon"
+)
+
+// ErrNotNeedsHuman: a decision was made on an intent that is not waiting for one.
+var ErrNotNeedsHuman = errors.New("intent is not waiting for a human decision")
+
+// ResolutionRequest is the body of POST /v1/admin/intents/{id}/resolution.
+type ResolutionRequest struct {
+	Decision   Decision `json:"decision"`
+	Reason     string   `json:"reason"`
+	ExternalID string   `json:"externalId,omitempty"`
+}
+
+// RecommendationRequest is the body of POST .../recommendation.
+type RecommendationRequest struct {
+	Decision Decision `json:"decision"`
+	Summary  string   `json:"summary"`
+}
+
+// RetryGate refuses a human-authorised retry that revalidation would block
+// (grant expired or revoked, source revised). Nil means no gate.
+type RetryGate interface {
+	Revalidator
+}
+
+// Resolver applies human decisions. Only operators decide; orchestrators may
+// recommend; bots may do neither. History is only ever appended to.
+type Resolver struct {
+	D    *Dispatcher
+	Gate RetryGate
+}
+
+func validDecision(d Decision) bool {
+	switch d {
+	case DecisionReconcile, DecisionRetry, DecisionAcceptSuccess, DecisionAbandon:
+		return true
+	}
+	return false
+}
+
+// Resolve records an operator's decision and carries it out. key, when not
+// empty, makes the request idempotent: a repeat returns the current intent
+// without deciding again.
+func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req ResolutionRequest) (*Intent, error) {
+	switch p.Kind {
+	case PrincipalOperator:
+	case PrincipalOrchestrator:
+		return nil, fmt.Errorf("%w: an orchestrator may recommend but cannot decide", ErrForbidden)
+	default:
+		return nil, fmt.Errorf("%w: only operators resolve intents", ErrForbidden)
+	}
+	if !validDecision(req.Decision) {
+		return nil, &ValidationError{Code: CodeInvalidField, Field: "decision", Message: "decision must be reconcile, retry, accept-success or abandon"}
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, &ValidationError{Code: CodeInvalidField, Field: "reason", Message: "a reason is required for every decision"}
+	}
+	if req.ExternalID != "" && req.Decision != DecisionAcceptSuccess {
+		return nil, &ValidationError{Code: CodeInvalidField, Field: "externalId", Message: "externalId only goes with accept-success"}
+	}
+	d := r.D
+	cur, err := d.Store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" && hasKey(cur, key) {
+		return cur, nil
+	}
+	if cur.Status != StatusNeedsHuman {
+		return nil, fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, cur.Status)
+	}
+	var caps Capabilities
+	if prov, ok := d.Providers.Provider(cur.Provider); ok {
+		caps, _ = prov.Capabilities(ctx, cur.Account, cur.Action)
+	}
+	if req.Decision == DecisionRetry && r.Gate != nil {
+		_, blocked, err := r.Gate.Revalidate(ctx, cur)
+		if err != nil {
+			return nil, fmt.Errorf("revalidate before retry: %w", err)
+		}
+		if blocked != nil {
+			return nil, &RefusedError{Reason: blocked.Reason, Status: blocked.Status}
+		}
+	}
+	now := d.Clock.Now()
+	stored, err := d.Store.Update(ctx, id, func(in *Intent) error {
+		if key != "" && hasKey(in, key) {
+			return errReplayed
+		}
+		if in.Status != StatusNeedsHuman {
+			return fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, in.Status)
+		}
+		res := Resolution{At: now, By: p.Name, ByKind: p.Kind, Decision: string(req.Decision), Reason: req.Reason, Key: key}
+		switch req.Decision {
+		case DecisionReconcile:
+			in.Resolutions = append(in.Resolutions, res)
+			return in.moveTo(StatusUnknownOutcome, "operator asked to reconcile again", now)
+		case DecisionRetry:
+			keyCovers := caps.IdempotencyKeys && in.FirstAttemptAt != nil && now.Before(in.FirstAttemptAt.Add(caps.KeyRetention))
+			if !keyCovers {
+				res.DuplicateRiskAccepted = true
+			}
+			in.Resolutions = append(in.Resolutions, res)
+			return in.moveTo(StatusPending, "retry authorised by operator "+p.Name, now)
+		case DecisionAcceptSuccess:
+			in.Resolutions = append(in.Resolutions, res)
+			if req.ExternalID != "" {
+				in.ExternalID = req.ExternalID
+			}
+			return in.moveTo(StatusSucceeded, "success accepted by operator "+p.Name, now)
+		default:
+			in.Resolutions = append(in.Resolutions, res)
+			return in.moveTo(StatusAbandoned, "abandoned by operator "+p.Name, now)
+		}
+	})
+	if errors.Is(err, errReplayed) {
+		return d.Store.Get(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.log().InfoContext(ctx, "human decision recorded", "intent", id, "bot", stored.Bot, "attempt", stored.AttemptCount,
+		"decision", string(req.Decision), "operator", p.Name, "status", string(stored.Status))
+	if req.Decision == DecisionReconcile {
+		if err := d.Reconcile(ctx, id); err != nil {
+			return nil, err
+		}
+		return d.Store.Get(ctx, id)
+	}
+	// A retry goes out through the stream (pending); nothing else to do here.
+	return stored, nil
+}
+
+var errReplayed = errors.New("resolution already recorded under this key")
+
+func hasKey(in *Intent, key string) bool {
+	for _, r := range in.Resolutions {
+		if r.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// Recommend attaches an orchestrator's (or operator's) recommendation. It
+// changes no status: only a human decision does.
+func (r *Resolver) Recommend(ctx context.Context, p Principal, id string, req RecommendationRequest) (*Intent, error) {
+	if p.Kind != PrincipalOrchestrator && p.Kind != PrincipalOperator {
+		return nil, fmt.Errorf("%w: only orchestrators and operators recommend", ErrForbidden)
+	}
+	if !validDecision(req.Decision) {
+		return nil, &ValidationError{Code: CodeInvalidField, Field: "decision", Message: "decision must be reconcile, retry, accept-success or abandon"}
+	}
+	if strings.TrimSpace(req.Summary) == "" {
+		return nil, &ValidationError{Code: CodeInvalidField, Field: "summary", Message: "a summary is required"}
+	}
+	now := r.D.Clock.Now()
+	return r.D.Store.Update(ctx, id, func(in *Intent) error {
+		if in.Status != StatusNeedsHuman {
+			return fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, in.Status)
+		}
+		in.Resolutions = append(in.Resolutions, Resolution{At: now, By: p.Name, ByKind: p.Kind, Decision: string(req.Decision), Reason: req.Summary, Recommend: true})
+		in.UpdatedAt = now
+		return nil
+	})
+}
+
+// RefusedError: a decision that revalidation forbids (e.g. a retry whose
+// grant has expired). Nothing was changed.
+type RefusedError struct {
+	Status Status
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return "refused: " + e.Reason }

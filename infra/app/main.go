@@ -1,0 +1,172 @@
+// Command app is the outbox CDK app. Run it from infra/:
+//
+//	go run ./app [-o cdk.out] [-c key=value ...]   # synth without the CDK CLI
+//	cdk synth|deploy [-c key=value ...]            # cdk.json runs `go run ./app`
+//
+// Context keys (cdk -c, or -c here): stackName (Outbox), dev (false),
+// namePrefix (outbox), assetDir (../dist), stubAssets (false), logLevel,
+// logRetentionDays, providerConfig (JSON), providerSecretNames (comma
+// separated), alarmTopicArn, account, region, nag (true).
+//
+// Synthesis makes no AWS calls: no lookups, and an environment only when
+// both account and region are given.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/botharness/outbox/infra"
+)
+
+func main() {
+	err := run(os.Args[1:])
+	jsii.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "infra/app:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	ctx := map[string]interface{}{}
+	outdir := "cdk.out"
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "-c", "--context":
+			if i+1 >= len(args) || !strings.Contains(args[i+1], "=") {
+				return fmt.Errorf("%s wants key=value", a)
+			}
+			k, v, _ := strings.Cut(args[i+1], "=")
+			ctx[k] = v
+			i++
+		case "-o", "--output":
+			if i+1 >= len(args) {
+				return fmt.Errorf("%s wants a directory", a)
+			}
+			outdir = args[i+1]
+			i++
+		default:
+			return fmt.Errorf("unknown argument %q (want -c key=value, -o dir)", a)
+		}
+	}
+	appProps := &awscdk.AppProps{Context: &ctx}
+	if os.Getenv("CDK_OUTDIR") == "" { // not run by the CDK CLI
+		appProps.Outdir = jsii.String(outdir)
+	}
+	app := awscdk.NewApp(appProps)
+
+	get := func(k, def string) string {
+		if v := app.Node().TryGetContext(jsii.String(k)); v != nil {
+			switch v := v.(type) {
+			case string:
+				return v
+			default:
+				return fmt.Sprint(v)
+			}
+		}
+		return def
+	}
+	boolean := func(k string, def bool) (bool, error) {
+		v := get(k, strconv.FormatBool(def))
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("context %s=%q: want true or false", k, v)
+		}
+		return b, nil
+	}
+
+	dev, err := boolean("dev", false)
+	if err != nil {
+		return err
+	}
+	stub, err := boolean("stubAssets", false)
+	if err != nil {
+		return err
+	}
+	nag, err := boolean("nag", true)
+	if err != nil {
+		return err
+	}
+
+	props := &infra.OutboxStackProps{
+		Dev:            dev,
+		NamePrefix:     get("namePrefix", ""),
+		LogLevel:       get("logLevel", ""),
+		ProviderConfig: get("providerConfig", ""),
+		AlarmTopicArn:  get("alarmTopicArn", ""),
+	}
+	if s := get("providerSecretNames", ""); s != "" {
+		props.ProviderSecretNames = strings.Split(s, ",")
+	}
+	if s := get("logRetentionDays", ""); s != "" {
+		rd, ok := retention[s]
+		if !ok {
+			return fmt.Errorf("context logRetentionDays=%q: want one of 1,3,5,7,14,30,60,90,180,365", s)
+		}
+		props.LogRetention = rd
+	}
+	account, region := get("account", ""), get("region", "")
+	if account != "" && region != "" {
+		props.Env = &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
+	} else if account != "" || region != "" {
+		return fmt.Errorf("context account and region go together (got account=%q region=%q)", account, region)
+	}
+
+	functions := infra.DefaultFunctions()
+	assetDir := get("assetDir", filepath.Join("..", "dist"))
+	if stub {
+		// Placeholder bootstraps: a template to inspect or diff, never to
+		// deploy (the functions would fail on every invocation).
+		dir, err := os.MkdirTemp("", "outbox-stub-assets-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		for _, f := range functions {
+			if err := os.MkdirAll(filepath.Join(dir, f.Name), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, f.Name, "bootstrap"), []byte("#!/bin/sh\necho stub asset >&2; exit 1\n"), 0o755); err != nil {
+				return err
+			}
+		}
+		assetDir = dir
+		fmt.Fprintln(os.Stderr, "infra/app: stubAssets=true: the template's Lambda code is a placeholder; do not deploy it")
+	} else {
+		var missing []string
+		for _, f := range functions {
+			if _, err := os.Stat(filepath.Join(assetDir, f.Name, "bootstrap")); err != nil {
+				missing = append(missing, filepath.Join(assetDir, f.Name, "bootstrap"))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("missing function builds (run `make build`, or synth with -c stubAssets=true to inspect the template only):\n  %s", strings.Join(missing, "\n  "))
+		}
+	}
+	props.AssetDir = assetDir
+	props.Functions = functions
+
+	infra.NewOutboxStack(app, get("stackName", "Outbox"), props)
+	if nag {
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	}
+	app.Synth(nil)
+	return nil
+}
+
+var retention = map[string]awslogs.RetentionDays{
+	"1": awslogs.RetentionDays_ONE_DAY, "3": awslogs.RetentionDays_THREE_DAYS,
+	"5": awslogs.RetentionDays_FIVE_DAYS, "7": awslogs.RetentionDays_ONE_WEEK,
+	"14": awslogs.RetentionDays_TWO_WEEKS, "30": awslogs.RetentionDays_ONE_MONTH,
+	"60": awslogs.RetentionDays_TWO_MONTHS, "90": awslogs.RetentionDays_THREE_MONTHS,
+	"180": awslogs.RetentionDays_SIX_MONTHS, "365": awslogs.RetentionDays_ONE_YEAR,
+}

@@ -1,0 +1,533 @@
+package infra
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/botharness/outbox/adapters/streamfilter"
+)
+
+// Names shared with the functions (document changes in infra/README.md).
+const (
+	// GSI1 is the sparse (status, due time) index the sweeper and the admin
+	// list query.
+	GSI1 = "gsi1"
+	// TTLAttribute holds the epoch-seconds expiry of key-retention records.
+	TTLAttribute = "expiresAt"
+	// MetricsNamespace is the Embedded Metric Format namespace the functions
+	// emit into, without dimensions.
+	MetricsNamespace = "Outbox"
+	// MetricNeedsHuman is a count emitted (value 1) whenever an intent enters
+	// needs-human.
+	MetricNeedsHuman = "NeedsHuman"
+	// MetricIntentsNeedingHuman is the gauge the sweeper emits every run: how
+	// many intents are in needs-human now. The needs-human alarm watches it.
+	MetricIntentsNeedingHuman = "IntentsNeedingHuman"
+)
+
+// Environment variable names the functions read.
+const (
+	EnvTable           = "OUTBOX_TABLE"
+	EnvRetryQueueURL   = "OUTBOX_RETRY_QUEUE_URL"
+	EnvInboxQueueURL   = "OUTBOX_INBOX_QUEUE_URL"
+	EnvBackupBucket    = "OUTBOX_BACKUP_BUCKET"
+	EnvProviderConfig  = "OUTBOX_PROVIDER_CONFIG"
+	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
+	EnvLogLevel        = "LOG_LEVEL"
+)
+
+// Actions per Need. Exported so the tests and the README table agree with
+// what the stack grants.
+var (
+	ActionsTableGet        = []string{"dynamodb:GetItem"}
+	ActionsTableRead       = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
+	ActionsTableWrite      = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+	ActionsTableBatchWrite = []string{"dynamodb:BatchWriteItem"}
+	ActionsIndexQuery      = []string{"dynamodb:Query"}
+	ActionsQueueSend       = []string{"sqs:SendMessage"}
+	ActionsBucketObjects   = []string{"s3:GetObject", "s3:PutObject"}
+	ActionsBucketList      = []string{"s3:ListBucket"}
+	ActionsSecretsRead     = []string{"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+	ActionsLogs            = []string{"logs:CreateLogStream", "logs:PutLogEvents"}
+)
+
+type outbox struct {
+	r       *resolved
+	stack   awscdk.Stack
+	removal awscdk.RemovalPolicy
+
+	table            awsdynamodb.Table
+	retryQueue       awssqs.Queue
+	retryDLQ         awssqs.Queue
+	inboxQueue       awssqs.Queue
+	inboxDLQ         awssqs.Queue
+	dispatchFailures awssqs.Queue
+	backupBucket     awss3.Bucket
+	accessLogsBucket awss3.Bucket
+	secrets          []awssecretsmanager.ISecret
+	alarmTopic       awssns.ITopic
+
+	fns   map[string]awslambda.Function
+	roles map[string]awsiam.Role
+	api   awsapigatewayv2.HttpApi
+}
+
+// NewOutboxStack builds the outbox. It panics on invalid props (the CDK
+// convention), naming the field.
+func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackProps) awscdk.Stack {
+	if props == nil {
+		props = &OutboxStackProps{}
+	}
+	r := props.resolve()
+	sp := r.StackProps
+	if sp.Description == nil {
+		sp.Description = jsii.String("outbox: durable, idempotent external outbox for bots")
+	}
+	stack := awscdk.NewStack(scope, &id, &sp)
+	// Feature flags this stack relies on, set here so `go run ./app`, `cdk
+	// synth` and the tests agree whatever cdk.json says.
+	stack.Node().SetContext(jsii.String("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"), true)
+
+	o := &outbox{
+		r:       r,
+		stack:   stack,
+		removal: awscdk.RemovalPolicy_RETAIN,
+		fns:     map[string]awslambda.Function{},
+		roles:   map[string]awsiam.Role{},
+	}
+	if r.Dev {
+		o.removal = awscdk.RemovalPolicy_DESTROY
+	}
+	awscdk.Tags_Of(stack).Add(jsii.String("project"), jsii.String("outbox"), nil)
+
+	o.data()
+	for _, spec := range r.functions {
+		o.function(spec)
+	}
+	o.httpAPI()
+	o.alarms()
+	o.outputs()
+	o.suppressions()
+	return stack
+}
+
+func (o *outbox) data() {
+	r, stack := o.r, o.stack
+	str := func(n string) *awsdynamodb.Attribute {
+		return &awsdynamodb.Attribute{Name: jsii.String(n), Type: awsdynamodb.AttributeType_STRING}
+	}
+	o.table = awsdynamodb.NewTable(stack, jsii.String("Table"), &awsdynamodb.TableProps{
+		TableName:    r.name("table"),
+		PartitionKey: str("pk"),
+		SortKey:      str("sk"),
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		Stream:       awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		TimeToLiveAttribute: jsii.String(TTLAttribute),
+		DeletionProtection:  jsii.Bool(!r.Dev),
+		RemovalPolicy:       o.removal,
+	})
+	o.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(GSI1),
+		PartitionKey:   str("gsi1pk"),
+		SortKey:        str("gsi1sk"),
+		ProjectionType: awsdynamodb.ProjectionType_ALL,
+	})
+
+	fourteenDays := awscdk.Duration_Days(jsii.Number(14))
+	queue := func(id, name string, visibility awscdk.Duration, dlq awssqs.IQueue) awssqs.Queue {
+		qp := &awssqs.QueueProps{
+			QueueName:       r.name(name),
+			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+			EnforceSSL:      jsii.Bool(true),
+			RetentionPeriod: fourteenDays,
+		}
+		if visibility != nil {
+			qp.VisibilityTimeout = visibility
+		}
+		if dlq != nil {
+			qp.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(r.RetryMaxReceiveCount)}
+		}
+		return awssqs.NewQueue(stack, jsii.String(id), qp)
+	}
+	// The event source mapping keeps a message invisible for the function
+	// timeout per attempt; AWS asks for >= 6x so retries of a throttled
+	// batch do not re-deliver it while it is still being processed.
+	o.retryDLQ = queue("RetryDLQ", "retry-dlq", nil, nil)
+	o.retryQueue = queue("RetryQueue", "retry", awscdk.Duration_Seconds(jsii.Number(6*o.maxTimeout(TriggerRetryQueue).Seconds())), o.retryDLQ)
+	o.inboxDLQ = queue("InboxDLQ", "inbox-dlq", nil, nil)
+	o.inboxQueue = queue("InboxQueue", "inbox", nil, o.inboxDLQ)
+	o.dispatchFailures = queue("DispatchFailures", "dispatch-failures", nil, nil)
+
+	bucketProps := func() *awss3.BucketProps {
+		return &awss3.BucketProps{
+			Encryption:        awss3.BucketEncryption_S3_MANAGED,
+			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+			EnforceSSL:        jsii.Bool(true),
+			MinimumTLSVersion: jsii.Number(1.2),
+			ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+			RemovalPolicy:     o.removal,
+		}
+	}
+	lp := bucketProps()
+	lp.LifecycleRules = &[]*awss3.LifecycleRule{{Expiration: awscdk.Duration_Days(jsii.Number(365))}}
+	o.accessLogsBucket = awss3.NewBucket(stack, jsii.String("AccessLogsBucket"), lp)
+	bp := bucketProps()
+	bp.Versioned = jsii.Bool(true)
+	bp.ServerAccessLogsBucket = o.accessLogsBucket
+	bp.ServerAccessLogsPrefix = jsii.String("backup-bucket/")
+	bp.LifecycleRules = &[]*awss3.LifecycleRule{{
+		NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(90)),
+		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
+	}}
+	o.backupBucket = awss3.NewBucket(stack, jsii.String("BackupBucket"), bp)
+
+	for i, n := range r.ProviderSecretNames {
+		s := awssecretsmanager.Secret_FromSecretNameV2(stack, jsii.String(fmt.Sprintf("ProviderSecret%d", i)), jsii.String(n))
+		o.secrets = append(o.secrets, s)
+	}
+}
+
+// maxTimeout is the longest timeout among functions with the trigger (60 s
+// if none).
+func (o *outbox) maxTimeout(t Trigger) time.Duration {
+	d := time.Duration(0)
+	for _, f := range o.r.functions {
+		if f.Trigger == t && f.Timeout > d {
+			d = f.Timeout
+		}
+	}
+	if d == 0 {
+		d = 60 * time.Second
+	}
+	return d
+}
+
+func allow(actions []string, resources ...*string) awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Effect:    awsiam.Effect_ALLOW,
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	})
+}
+
+func (o *outbox) function(spec FunctionSpec) {
+	r, stack := o.r, o.stack
+	id := pascal(spec.Name)
+	fnName := r.name(spec.Name)
+
+	logs := awslogs.NewLogGroup(stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/lambda/" + *fnName),
+		Retention:     r.LogRetention,
+		RemovalPolicy: o.removal,
+	})
+	role := awsiam.NewRole(stack, jsii.String(id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("outbox " + spec.Name + " function: least privilege, see infra/README.md"),
+	})
+	role.AddToPrincipalPolicy(allow(ActionsLogs, logs.LogGroupArn()))
+
+	env := map[string]*string{EnvLogLevel: jsii.String(r.LogLevel)}
+	n := spec.Needs
+	tableArn := o.table.TableArn()
+	var tableActions []string
+	if n.Has(NeedTableGet) {
+		tableActions = append(tableActions, ActionsTableGet...)
+	}
+	if n.Has(NeedTableRead) {
+		tableActions = append(tableActions, ActionsTableRead...)
+	}
+	if n.Has(NeedTableWrite) {
+		tableActions = append(tableActions, ActionsTableWrite...)
+	}
+	if n.Has(NeedTableBatchWrite) {
+		tableActions = append(tableActions, ActionsTableBatchWrite...)
+	}
+	if len(tableActions) > 0 {
+		role.AddToPrincipalPolicy(allow(dedupe(tableActions), tableArn))
+	}
+	if n.Has(NeedIndexQuery) {
+		role.AddToPrincipalPolicy(allow(ActionsIndexQuery, jsii.String(*tableArn+"/index/"+GSI1)))
+	}
+	if len(tableActions) > 0 || n.Has(NeedIndexQuery) {
+		env[EnvTable] = o.table.TableName()
+	}
+	if n.Has(NeedRetryQueueSend) {
+		role.AddToPrincipalPolicy(allow(ActionsQueueSend, o.retryQueue.QueueArn()))
+		env[EnvRetryQueueURL] = o.retryQueue.QueueUrl()
+	}
+	if n.Has(NeedInboxQueueSend) {
+		role.AddToPrincipalPolicy(allow(ActionsQueueSend, o.inboxQueue.QueueArn()))
+		env[EnvInboxQueueURL] = o.inboxQueue.QueueUrl()
+	}
+	if n.Has(NeedBackupBucket) {
+		role.AddToPrincipalPolicy(allow(ActionsBucketObjects, o.backupBucket.ArnForObjects(jsii.String("*"))))
+		role.AddToPrincipalPolicy(allow(ActionsBucketList, o.backupBucket.BucketArn()))
+		env[EnvBackupBucket] = o.backupBucket.BucketName()
+	}
+	if n.Has(NeedProviderConfig) {
+		env[EnvProviderConfig] = jsii.String(r.ProviderConfig)
+	}
+	if n.Has(NeedProviderSecrets) {
+		// GrantRead: an imported-by-name secret's ARN ends in a random
+		// six-character suffix, which the grant matches with "-??????".
+		for _, sec := range o.secrets {
+			sec.GrantRead(role, nil)
+		}
+		env[EnvProviderSecrets] = jsii.String(strings.Join(r.ProviderSecretNames, ","))
+	}
+
+	fn := awslambda.NewFunction(stack, jsii.String(id+"Function"), &awslambda.FunctionProps{
+		FunctionName: fnName,
+		Description:  jsii.String(spec.Description),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(r.AssetDir, spec.Name)), nil),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
+		MemorySize:   jsii.Number(spec.MemoryMB),
+		Role:         role,
+		LogGroup:     logs,
+		Environment:  &env,
+	})
+	o.fns[spec.Name] = fn
+	o.roles[spec.Name] = role
+
+	switch spec.Trigger {
+	case TriggerStream:
+		// The filter is the same constant the local host applies, so the
+		// deployed mapping and `make run` select exactly the same records.
+		fn.AddEventSource(awslambdaeventsources.NewDynamoEventSource(o.table, &awslambdaeventsources.DynamoEventSourceProps{
+			StartingPosition:        awslambda.StartingPosition_LATEST,
+			BatchSize:               jsii.Number(10),
+			BisectBatchOnError:      jsii.Bool(true),
+			RetryAttempts:           jsii.Number(r.DispatcherRetryAttempts),
+			MaxRecordAge:            awscdk.Duration_Seconds(jsii.Number(r.DispatcherMaxRecordAgeSeconds)),
+			ReportBatchItemFailures: jsii.Bool(true),
+			OnFailure:               awslambdaeventsources.NewSqsDlq(o.dispatchFailures),
+			Filters: &[]*map[string]interface{}{
+				{"pattern": jsii.String(streamfilter.DispatcherPattern)},
+			},
+		}))
+	case TriggerRetryQueue:
+		fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(o.retryQueue, &awslambdaeventsources.SqsEventSourceProps{
+			BatchSize:               jsii.Number(10),
+			ReportBatchItemFailures: jsii.Bool(true),
+		}))
+	case TriggerSchedule:
+		// A failed or throttled sweep is not retried: the next tick is a
+		// minute away and two overlapping sweeps only waste writes.
+		fn.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+			RetryAttempts: jsii.Number(0),
+			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
+		})
+		awsevents.NewRule(stack, jsii.String(id+"Schedule"), &awsevents.RuleProps{
+			RuleName:    r.name(spec.Name + "-schedule"),
+			Description: jsii.String("runs the outbox " + spec.Name + " every minute"),
+			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+			Targets: &[]awsevents.IRuleTarget{
+				awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
+					RetryAttempts: jsii.Number(0),
+					MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
+				}),
+			},
+		})
+	}
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// accessLogFormat is one JSON object per request. It never logs headers,
+// so bearer tokens and webhook signatures stay out of the logs.
+const accessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identity.sourceIp",` +
+	`"requestTime":"$context.requestTime","routeKey":"$context.routeKey","status":"$context.status",` +
+	`"protocol":"$context.protocol","responseLength":"$context.responseLength",` +
+	`"latencyMs":"$context.responseLatency","integrationStatus":"$context.integrationStatus",` +
+	`"integrationError":"$context.integrationErrorMessage","authorizerError":"$context.authorizer.error"}`
+
+func (o *outbox) httpAPI() {
+	r, stack := o.r, o.stack
+	hasRoutes := false
+	for _, s := range r.functions {
+		hasRoutes = hasRoutes || len(s.Routes) > 0
+	}
+	if !hasRoutes {
+		return
+	}
+	o.api = awsapigatewayv2.NewHttpApi(stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            r.name("api"),
+		Description:        jsii.String("outbox: intents, admin, provider webhooks"),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+		Retention:     r.LogRetention,
+		RemovalPolicy: o.removal,
+	})
+	stage := awsapigatewayv2.NewHttpStage(stack, jsii.String("ApiDefaultStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    o.api,
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit:  jsii.Number(r.APIRateLimit),
+			BurstLimit: jsii.Number(r.APIBurstLimit),
+		},
+	})
+	// The L2's accessLogSettings takes a jsii interface; the L1 property is
+	// the same thing without a Go implementation of it.
+	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: accessLogs.LogGroupArn(),
+		Format:         jsii.String(accessLogFormat),
+	})
+
+	var authorizer awsapigatewayv2.IHttpRouteAuthorizer
+	for _, s := range r.functions {
+		if s.Trigger == TriggerAuthorizer {
+			authorizer = awsapigatewayv2authorizers.NewHttpLambdaAuthorizer(jsii.String("BearerAuthorizer"), o.fns[s.Name],
+				&awsapigatewayv2authorizers.HttpLambdaAuthorizerProps{
+					AuthorizerName: r.name("authorizer"),
+					ResponseTypes:  &[]awsapigatewayv2authorizers.HttpLambdaResponseType{awsapigatewayv2authorizers.HttpLambdaResponseType_SIMPLE},
+					IdentitySource: jsii.Strings("$request.header.Authorization"),
+					// Uncached: a revoked token or grant takes effect on the
+					// next request.
+					ResultsCacheTtl: awscdk.Duration_Seconds(jsii.Number(0)),
+				})
+		}
+	}
+	for _, s := range r.functions {
+		if len(s.Routes) == 0 {
+			continue
+		}
+		auth := authorizer
+		if s.Public {
+			auth = awsapigatewayv2.NewHttpNoneAuthorizer()
+		} else if auth == nil {
+			panic(fmt.Sprintf("infra: function %s has authorized routes but no function has TriggerAuthorizer", s.Name))
+		}
+		integ := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(pascal(s.Name)+"Integration"), o.fns[s.Name], nil)
+		for _, rt := range s.Routes {
+			routes := o.api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+				Path:        jsii.String(rt.Path),
+				Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(rt.Method)},
+				Integration: integ,
+				Authorizer:  auth,
+			})
+			if s.Public {
+				for _, route := range *routes {
+					suppress(route, "AwsSolutions-APIG4",
+						"Provider webhook route: providers cannot send our bearer token; the function verifies each provider's request signature (Standard Webhooks / Slack signing secret / Telegram secret token) before storing anything.")
+				}
+			}
+		}
+	}
+}
+
+func (o *outbox) alarms() {
+	r, stack := o.r, o.stack
+	if r.AlarmTopicArn != "" {
+		o.alarmTopic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(r.AlarmTopicArn))
+	} else {
+		o.alarmTopic = awssns.NewTopic(stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+			TopicName:  r.name("alarms"),
+			EnforceSSL: jsii.Bool(true),
+		})
+	}
+	action := awscloudwatchactions.NewSnsAction(o.alarmTopic)
+	alarm := func(id, name, desc string, metric awscloudwatch.IMetric, threshold, periods float64) {
+		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmName:          r.name(name),
+			AlarmDescription:   jsii.String(desc),
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(periods),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+	}
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	fiveMinutes := awscdk.Duration_Minutes(jsii.Number(5))
+
+	for _, q := range []struct {
+		id, name string
+		q        awssqs.Queue
+		desc     string
+	}{
+		{"RetryDLQDepthAlarm", "retry-dlq-depth", o.retryDLQ, "Retry messages failed the retrier 5 times; the intents are still in the table (the sweeper re-enqueues due retries). Inspect and redrive."},
+		{"InboxDLQDepthAlarm", "inbox-dlq-depth", o.inboxDLQ, "Inbound events the bot's inbox consumer could not process."},
+		{"DispatchFailuresDepthAlarm", "dispatch-failures-depth", o.dispatchFailures, "Stream batches the dispatcher could not process within its retry/age bounds; the records' intents are still pending in the table."},
+	} {
+		alarm(q.id, q.name, q.desc, q.q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
+			Period:    minute,
+			Statistic: jsii.String("Maximum"),
+		}), 0, 1)
+	}
+
+	alarm("NeedsHumanAlarm", "needs-human", "Intents are waiting in needs-human for an operator decision (gauge emitted by the sweeper). Use the admin API.",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:  jsii.String(MetricsNamespace),
+			MetricName: jsii.String(MetricIntentsNeedingHuman),
+			Statistic:  jsii.String("Maximum"),
+			Period:     fiveMinutes,
+		}), 0, 1)
+
+	for _, s := range r.functions {
+		fn := o.fns[s.Name]
+		alarm(pascal(s.Name)+"ErrorsAlarm", s.Name+"-errors", "The "+s.Name+" function returned errors (invocation failures, timeouts, crashes).",
+			fn.MetricErrors(&awscloudwatch.MetricOptions{Period: fiveMinutes, Statistic: jsii.String("Sum")}), 0, 1)
+		if s.Trigger == TriggerStream {
+			alarm(pascal(s.Name)+"IteratorAgeAlarm", s.Name+"-iterator-age", "The "+s.Name+" is more than 60 s behind the table stream.",
+				fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), 60000, 3)
+		}
+	}
+}
+
+func (o *outbox) outputs() {
+	out := func(id string, v *string, desc string) {
+		awscdk.NewCfnOutput(o.stack, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+	}
+	if o.api != nil {
+		out("ApiUrl", o.api.ApiEndpoint(), "HTTP API base URL")
+	}
+	out("TableName", o.table.TableName(), "DynamoDB table")
+	out("RetryQueueUrl", o.retryQueue.QueueUrl(), "retry queue")
+	out("InboxQueueUrl", o.inboxQueue.QueueUrl(), "bot inbox queue (inbound provider events)")
+	out("DispatchFailuresQueueUrl", o.dispatchFailures.QueueUrl(), "stream records the dispatcher gave up on")
+	out("BackupBucketName", o.backupBucket.BucketName(), "profile backups")
+	out("AlarmTopicArn", o.alarmTopic.TopicArn(), "alarm notifications")
+}
