@@ -110,7 +110,9 @@ func DefaultFunctions() []FunctionSpec {
 				{"GET", "/v1/intents/{id}"},
 				{"PUT", "/v1/sources/{sourceId}"},
 			},
-			Needs: NeedTableGet | NeedTableWrite,
+			// Provider config: intake checks the intent names a configured
+			// provider before accepting it.
+			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig,
 		},
 		{
 			Name:        "dispatcher",

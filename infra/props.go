@@ -41,6 +41,16 @@ type OutboxStackProps struct {
 	// DefaultFunctions().
 	Functions []FunctionSpec
 
+	// Architecture of the functions: "arm64" (default, what `make build`
+	// produces) or "x86_64" (LocalStack on an x86 host without arm64
+	// emulation; build with GOARCH=amd64).
+	Architecture string
+
+	// NoHTTPAPI leaves out the HTTP API, its authorizer and routes. For
+	// LocalStack's free tier, which has no API Gateway v2; the local host in
+	// localstack/ plays the API there.
+	NoHTTPAPI bool
+
 	// LogRetention for every function's log group and the API access log
 	// group. Default one month (one week when Dev).
 	LogRetention awslogs.RetentionDays
@@ -112,6 +122,13 @@ func (p *OutboxStackProps) resolve() *resolved {
 			panic(fmt.Sprintf("infra: function %q listed twice", f.Name))
 		}
 		seen[f.Name] = true
+	}
+	switch r.Architecture {
+	case "":
+		r.Architecture = "arm64"
+	case "arm64", "x86_64":
+	default:
+		panic(fmt.Sprintf("infra: OutboxStackProps.Architecture %q: want arm64 or x86_64", r.Architecture))
 	}
 	if r.LogRetention == "" {
 		r.LogRetention = awslogs.RetentionDays_ONE_MONTH

@@ -302,11 +302,15 @@ func (o *outbox) function(spec FunctionSpec) {
 		env[EnvProviderSecrets] = jsii.String(strings.Join(r.ProviderSecretNames, ","))
 	}
 
+	arch := awslambda.Architecture_ARM_64()
+	if r.Architecture == "x86_64" {
+		arch = awslambda.Architecture_X86_64()
+	}
 	fn := awslambda.NewFunction(stack, jsii.String(id+"Function"), &awslambda.FunctionProps{
 		FunctionName: fnName,
 		Description:  jsii.String(spec.Description),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
+		Architecture: arch,
 		Handler:      jsii.String("bootstrap"),
 		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(r.AssetDir, spec.Name)), nil),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
@@ -387,7 +391,7 @@ func (o *outbox) httpAPI() {
 	for _, s := range r.functions {
 		hasRoutes = hasRoutes || len(s.Routes) > 0
 	}
-	if !hasRoutes {
+	if !hasRoutes || r.NoHTTPAPI {
 		return
 	}
 	o.api = awsapigatewayv2.NewHttpApi(stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{

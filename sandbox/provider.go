@@ -121,6 +121,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 			owned = true
 		}
 		ks.inflight++
+		s.mu.Unlock()
 		break
 	}
 	// finish ends this request's in-flight period; call with s.mu held.

@@ -246,6 +246,7 @@ func (p *SQSPoller) handle(ctx context.Context, msgs []sqstypes.Message) {
 		records[i] = ConvertSQSMessage(m, arn, p.cfg.Region)
 	}
 	resp, err := p.invoke(ctx, records)
+	p.log.Debug("sqs batch delivered", "messages", len(records))
 	if err != nil {
 		p.log.Warn("sqs handler failed; messages return after their visibility timeout", "messages", len(msgs), "error", err)
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,22 @@ type StreamsAPI interface {
 	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
 	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
 	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// NewStreamsClient returns a DynamoDB Streams client for cfg. When neither
+// AWS_ENDPOINT_URL_DYNAMODB_STREAMS nor AWS_ENDPOINT_URL is set but
+// AWS_ENDPOINT_URL_DYNAMODB is, it uses the DynamoDB endpoint, because
+// DynamoDB Local serves the Streams API on the same port.
+func NewStreamsClient(cfg aws.Config, optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
+	ddbEndpoint := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	if ddbEndpoint != "" && os.Getenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		optFns = append([]func(*dynamodbstreams.Options){func(o *dynamodbstreams.Options) {
+			if o.BaseEndpoint == nil {
+				o.BaseEndpoint = aws.String(ddbEndpoint)
+			}
+		}}, optFns...)
+	}
+	return dynamodbstreams.NewFromConfig(cfg, optFns...)
 }
 
 // StartingPosition is where a stream poller starts reading the shards that
@@ -591,6 +608,8 @@ func (p *StreamPoller) deliverBatch(ctx context.Context, shardID string, batch [
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		p.log.Debug("stream batch delivered", "shard", shardID, "records", len(batch),
+			"first_seq", batch[0].Change.SequenceNumber, "last_seq", batch[len(batch)-1].Change.SequenceNumber, "attempt", attempts+1)
 		from := -1
 		if err != nil {
 			from = 0

@@ -1,0 +1,106 @@
+// Command outbox-local runs the whole outbox on this machine against the
+// emulators: the HTTP API (real handlers behind a local API Gateway), the
+// stream-triggered dispatcher, the SQS retrier, the sweeper's schedule and,
+// unless OUTBOX_SANDBOX_URL points elsewhere, the sandbox provider.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/wire"
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/sandbox"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "outbox-local:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := wire.Logger()
+	httpAddr := env("OUTBOX_HTTP_ADDR", "127.0.0.1:4000")
+	sandboxURL := os.Getenv("OUTBOX_SANDBOX_URL")
+	if sandboxURL == "" {
+		addr := env("OUTBOX_SANDBOX_ADDR", "127.0.0.1:4100")
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("sandbox provider: %w", err)
+		}
+		sb := sandbox.New(time.Now, sandbox.WithLogger(log))
+		defer sb.Close()
+		srv := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		sandboxURL = "http://" + ln.Addr().String()
+	}
+	clients, err := awsconfig.LoadClients(ctx)
+	if err != nil {
+		return err
+	}
+	tokens := map[string]core.Principal{
+		env("OUTBOX_DEV_BOT_TOKEN", "dev-bot-token"):                   {Kind: core.PrincipalBot, Name: env("OUTBOX_DEV_BOT_NAME", "dev-bot")},
+		env("OUTBOX_DEV_OPERATOR_TOKEN", "dev-operator-token"):         {Kind: core.PrincipalOperator, Name: "dev-operator"},
+		env("OUTBOX_DEV_ORCHESTRATOR_TOKEN", "dev-orchestrator-token"): {Kind: core.PrincipalOrchestrator, Name: "dev-orchestrator"},
+	}
+	providerCfg := env("OUTBOX_PROVIDER_CONFIG", fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":3000}}`, sandboxURL))
+	st, err := stack.Start(ctx, clients, stack.Options{
+		Table: env("OUTBOX_TABLE", "outbox"), ProviderConfig: providerCfg,
+		SweepInterval: 15 * time.Second, Tokens: tokens, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Stop()
+	fmt.Printf(`
+outbox is running
+  HTTP API        http://%[1]s      (GET /healthz)
+  sandbox         %[2]s   (GET /_sandbox/effects, POST /_sandbox/faults)
+  bot token           %[3]s
+  operator token      %[4]s
+  orchestrator token  %[5]s
+
+try:
+  curl -sS -X POST http://%[1]s/v1/intents \
+    -H 'Authorization: Bearer %[3]s' -H 'Idempotency-Key: hello-1' -H 'Content-Type: application/json' \
+    -d '{"kind":"reply","provider":"sandbox","account":"acct-1","action":"send_message","target":"chan-1","payload":{"text":"hello"},"grant":{"id":"g-1","version":1}}'
+  curl -sS %[2]s/_sandbox/effects
+
+Ctrl-C stops everything this started.
+`, httpAddr, sandboxURL, keyOf(tokens, core.PrincipalBot), keyOf(tokens, core.PrincipalOperator), keyOf(tokens, core.PrincipalOrchestrator))
+	err = st.Gateway.ListenAndServe(ctx, httpAddr)
+	if errors.Is(err, http.ErrServerClosed) || ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func keyOf(m map[string]core.Principal, kind string) string {
+	for k, p := range m {
+		if p.Kind == kind {
+			return k
+		}
+	}
+	return ""
+}

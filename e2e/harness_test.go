@@ -1,0 +1,333 @@
+// Package e2e runs the real handlers, behind the local host, against the
+// emulators and the sandbox provider over real HTTP. Reliability assertions
+// count side effects at the sandbox, never local calls.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
+			fmt.Fprintln(os.Stderr, "e2e: OUTBOX_REQUIRE_EMULATORS=1 but no emulator endpoint is set")
+			os.Exit(1)
+		}
+		fmt.Println("e2e: skipped: no emulator endpoints (run `make test`)")
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const (
+	botToken   = "tok-bot-1"
+	bot2Token  = "tok-bot-2"
+	opToken    = "tok-operator"
+	orchToken  = "tok-orchestrator"
+	testBot    = "bot-1"
+	testBot2   = "bot-2"
+	testAction = "send_message"
+)
+
+// writeCounter counts DynamoDB write requests made through the stack's client.
+type writeCounter struct{ n atomic.Int64 }
+
+func (w *writeCounter) middleware(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("countWrites",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			switch in.Parameters.(type) {
+			case *dynamodb.PutItemInput, *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput,
+				*dynamodb.TransactWriteItemsInput, *dynamodb.BatchWriteItemInput:
+				w.n.Add(1)
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+}
+
+type options = stack.Options
+
+type env struct {
+	t       *testing.T
+	st      *stack.Stack
+	sb      *sandbox.Server
+	sbURL   string
+	api     *httptest.Server
+	clients awsconfig.Clients
+	writes  *writeCounter
+	table   string
+	prefix  string
+}
+
+func randName(prefix string) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func fastBackoff() *core.BackoffPolicy {
+	return &core.BackoffPolicy{Base: time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
+}
+
+// newEnv starts a full local stack on a fresh table and queues, and a fresh sandbox.
+func newEnv(t *testing.T, o options) *env {
+	t.Helper()
+	sb, sbURL := sandbox.StartTest(t, time.Now)
+	return startEnv(t, o, sb, sbURL)
+}
+
+// joinEnv starts a second worker (another "process") on e's table, queues and sandbox.
+func (e *env) join(o options) *env {
+	o.Table, o.QueuePrefix = e.table, e.prefix
+	return startEnv(e.t, o, e.sb, e.sbURL)
+}
+
+func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := &writeCounter{}
+	cfg.APIOptions = append(cfg.APIOptions, wc.middleware)
+	clients := awsconfig.New(cfg)
+	if o.Table == "" {
+		o.Table = randName("t_")
+		o.QueuePrefix = o.Table
+	}
+	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":1500}}`, sbURL)
+	if o.Backoff == nil {
+		o.Backoff = fastBackoff()
+	}
+	if o.Reconcile == nil {
+		o.Reconcile = &core.ReconcilePolicy{Delay: time.Second, Window: 5 * time.Second, Settle: 2 * time.Second}
+	}
+	if o.Lease == 0 {
+		o.Lease = 10 * time.Second
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 50 * time.Millisecond
+	}
+	if o.SweepGrace == 0 {
+		o.SweepGrace = time.Second
+	}
+	if o.Log == nil {
+		level := slog.LevelWarn
+		if os.Getenv("E2E_DEBUG") != "" {
+			level = slog.LevelDebug
+		}
+		o.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	o.Tokens = map[string]core.Principal{
+		botToken:  {Kind: core.PrincipalBot, Name: testBot},
+		bot2Token: {Kind: core.PrincipalBot, Name: testBot2},
+		opToken:   {Kind: core.PrincipalOperator, Name: "op-ann"},
+		orchToken: {Kind: core.PrincipalOrchestrator, Name: "orc-1"},
+	}
+	o.Owner = randName("worker-")
+	if o.MetricsOut == nil {
+		o.MetricsOut = io.Discard
+	}
+	st, err := stack.Start(ctx, clients, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(st.Gateway)
+	e := &env{t: t, st: st, sb: sb, sbURL: sbURL, api: api, clients: clients, writes: wc, table: o.Table, prefix: o.QueuePrefix}
+	t.Cleanup(func() {
+		api.Close()
+		st.Stop()
+	})
+	wc.n.Store(0)
+	return e
+}
+
+// stop simulates the worker process going away.
+func (e *env) stop() {
+	e.api.Close()
+	e.st.Stop()
+}
+
+type response struct {
+	status  int
+	body    []byte
+	headers http.Header
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+func (r response) errorCode() string {
+	var b struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &b)
+	return b.Error.Code
+}
+
+func (e *env) do(method, path, token string, headers map[string]string, body string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.api.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, body: b, headers: resp.Header}
+}
+
+func (e *env) submit(token, key, body string) response {
+	e.t.Helper()
+	return e.do("POST", "/v1/intents", token, map[string]string{"Idempotency-Key": key}, body)
+}
+
+func intentBody(account, target, text string) string {
+	return fmt.Sprintf(`{"kind":"reply","provider":"sandbox","account":%q,"action":%q,"target":%q,"payload":{"text":%q},"grant":{"id":"g-1","version":1}}`,
+		account, testAction, target, text)
+}
+
+// mustSubmit posts an intent and returns its id.
+func (e *env) mustSubmit(key, body string) string {
+	e.t.Helper()
+	r := e.submit(botToken, key, body)
+	if r.status != http.StatusCreated {
+		e.t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	var in core.Intent
+	r.json(e.t, &in)
+	return in.ID
+}
+
+func (e *env) intent(id string) *core.Intent {
+	e.t.Helper()
+	in, err := e.st.App.Store.Get(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return in
+}
+
+// waitStatus waits until the intent reaches one of the statuses.
+func (e *env) waitStatus(id string, timeout time.Duration, want ...core.Status) *core.Intent {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var in *core.Intent
+	for time.Now().Before(deadline) {
+		in = e.intent(id)
+		for _, w := range want {
+			if in.Status == w {
+				return in
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("intent %s is %s (%s), want %v after %v", id, in.Status, in.StatusReason, want, timeout)
+	return nil
+}
+
+// faults configures the sandbox over its real HTTP control API.
+func (e *env) faults(cfg string) {
+	e.t.Helper()
+	resp, err := http.Post(e.sbURL+"/_sandbox/faults", "application/json", bytes.NewBufferString(cfg))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("faults: %d %s", resp.StatusCode, b)
+	}
+}
+
+// effects reads the side effects the sandbox really performed, over HTTP.
+func (e *env) effects(query string) int {
+	e.t.Helper()
+	resp, err := http.Get(e.sbURL + "/_sandbox/effects" + query)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var er sandbox.EffectsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&er); err != nil {
+		e.t.Fatal(err)
+	}
+	return er.Count
+}
+
+func (e *env) effectsFor(id string) int { return e.effects("?idempotencyKey=" + id) }
+
+// itemCount counts the table's intent items.
+func (e *env) itemCount() int {
+	e.t.Helper()
+	out, err := e.clients.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{
+		TableName:        aws.String(e.table),
+		FilterExpression: aws.String("sk = :s"),
+		ExpressionAttributeValues: map[string]typesAV{
+			":s": strAV("INTENT"),
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return int(out.Count)
+}
+
+// sweep runs the real sweeper handler once.
+func (e *env) sweep() {
+	e.t.Helper()
+	if err := e.st.Sweeper.Handle(context.Background(), eventBridgeTick()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// settle waits a little for asynchronous work (pollers) and then asserts the
+// sandbox count is still n, to catch late duplicates.
+func (e *env) assertEffectsStay(id string, n int, wait time.Duration) {
+	e.t.Helper()
+	time.Sleep(wait)
+	if got := e.effectsFor(id); got != n {
+		e.t.Fatalf("side effects for %s = %d, want %d", id, got, n)
+	}
+}

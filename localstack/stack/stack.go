@@ -1,0 +1,211 @@
+// Package stack assembles the whole outbox locally: it creates the table and
+// queues, seeds dev principals, and runs the real Lambda handlers behind the
+// local host (API Gateway, the stream and SQS event source mappings, and the
+// sweeper's schedule). `make run` and the integration tests both use it.
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/handlers/admin"
+	"github.com/botharness/outbox/adapters/handlers/authorizer"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
+	"github.com/botharness/outbox/adapters/handlers/intake"
+	"github.com/botharness/outbox/adapters/handlers/retrier"
+	"github.com/botharness/outbox/adapters/handlers/sweeper"
+	"github.com/botharness/outbox/adapters/sqsqueue"
+	"github.com/botharness/outbox/adapters/streamfilter"
+	"github.com/botharness/outbox/adapters/wire"
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/host"
+)
+
+// Options configures a local stack.
+type Options struct {
+	Table       string // default "outbox"
+	QueuePrefix string // default "outbox"
+	// ProviderConfig is OUTBOX_PROVIDER_CONFIG (e.g. the sandbox's URL).
+	ProviderConfig string
+	Clock          core.Clock
+	Lease          time.Duration
+	SweepGrace     time.Duration
+	Backoff        *core.BackoffPolicy
+	Reconcile      *core.ReconcilePolicy
+	// PollInterval for the stream and queue pollers (default 100ms).
+	PollInterval time.Duration
+	// SweepInterval runs the sweeper on a schedule; 0 disables the ticker.
+	SweepInterval time.Duration
+	// DisableStream / DisableQueue leave a mapping off (tests drive it by hand).
+	DisableStream bool
+	DisableQueue  bool
+	// Tokens maps dev bearer tokens to principals, seeded at start.
+	Tokens map[string]core.Principal
+	Owner  string
+	Log    *slog.Logger
+	// MetricsOut receives the EMF metric lines (default stdout).
+	MetricsOut io.Writer
+}
+
+// Stack is a running local system.
+type Stack struct {
+	App     *wire.App
+	Queues  sqsqueue.QueueURLs
+	Gateway *host.Gateway
+	Stream  *host.StreamPoller
+	SQS     *host.SQSPoller
+	Ticker  *host.Ticker
+
+	Intake     *intake.Handler
+	Admin      *admin.Handler
+	Authorizer *authorizer.Handler
+	Dispatcher *dispatcher.Handler
+	Retrier    *retrier.Handler
+	Sweeper    *sweeper.Handler
+
+	cancel context.CancelFunc
+}
+
+// Start creates resources and starts every component.
+func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, error) {
+	if o.Table == "" {
+		o.Table = "outbox"
+	}
+	if o.QueuePrefix == "" {
+		o.QueuePrefix = "outbox"
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 100 * time.Millisecond
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if err := dynamo.EnsureTable(ctx, clients.DynamoDB, o.Table); err != nil {
+		return nil, err
+	}
+	queues, err := sqsqueue.EnsureQueues(ctx, clients.SQS, o.QueuePrefix, 360, 5)
+	if err != nil {
+		return nil, err
+	}
+	app, err := wire.New(clients, wire.Config{
+		Table: o.Table, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
+		Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
+		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for tok, p := range o.Tokens {
+		if err := app.Tokens.PutToken(ctx, core.TokenHash(tok), p); err != nil {
+			return nil, fmt.Errorf("seed %s token: %w", p.Kind, err)
+		}
+	}
+	s := &Stack{
+		App:        app,
+		Queues:     queues,
+		Intake:     &intake.Handler{Intake: app.Intake, Store: app.Store, Log: app.Log},
+		Admin:      &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Log: app.Log},
+		Authorizer: &authorizer.Handler{Tokens: app.Tokens, Log: app.Log},
+		Dispatcher: &dispatcher.Handler{D: app.Dispatcher, Log: app.Log},
+		Retrier:    &retrier.Handler{D: app.Dispatcher, Log: app.Log},
+		Sweeper:    &sweeper.Handler{S: app.Sweeper, Log: app.Log},
+	}
+	s.Gateway = host.NewGateway(host.GatewayOptions{Logger: app.Log, Health: func() error {
+		_, err := app.Store.Get(context.Background(), "healthz")
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		return nil
+	}})
+	auth := host.RouteOptions{Authorizer: s.Authorizer.Handle, AuthorizerFunctionName: "authorizer"}
+	for _, rk := range IntakeRoutes {
+		a := auth
+		a.FunctionName = "intake"
+		s.Gateway.Route(rk, s.Intake.Handle, a)
+	}
+	for _, rk := range AdminRoutes {
+		a := auth
+		a.FunctionName = "admin"
+		s.Gateway.Route(rk, s.Admin.Handle, a)
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	if !o.DisableStream {
+		s.Stream, err = host.NewStreamPoller(host.StreamPollerConfig{
+			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
+			FilterPattern: streamfilter.DispatcherPattern, BatchSize: 10, StartingPosition: host.StartTrimHorizon,
+			PollInterval: o.PollInterval, MaxRetryAttempts: 5, Handler: s.Dispatcher.Handle,
+			FunctionName: "dispatcher", Logger: app.Log,
+		})
+		if err == nil {
+			err = s.Stream.Start(runCtx)
+		}
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("stream poller: %w", err)
+		}
+	}
+	if !o.DisableQueue {
+		s.SQS, err = host.NewSQSPoller(host.SQSPollerConfig{
+			Client: clients.SQS, QueueURL: queues.Retry, BatchSize: 10, WaitTime: time.Second,
+			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: 2,
+			Handler: s.Retrier.Handle, FunctionName: "retrier", Logger: app.Log,
+		})
+		if err == nil {
+			err = s.SQS.Start(runCtx)
+		}
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("sqs poller: %w", err)
+		}
+	}
+	if o.SweepInterval > 0 {
+		s.Ticker, err = host.NewTicker(host.TickerConfig{Interval: o.SweepInterval, Handler: s.Sweeper.Handle, FunctionName: "sweeper", Logger: app.Log})
+		if err == nil {
+			err = s.Ticker.Start(runCtx)
+		}
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("sweeper ticker: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// IntakeRoutes are the bot API's route keys.
+var IntakeRoutes = []string{"POST /v1/intents", "GET /v1/intents/{id}", "PUT /v1/sources/{sourceId}"}
+
+// AdminRoutes are the admin API's route keys.
+var AdminRoutes = []string{
+	"GET /v1/admin/intents", "GET /v1/admin/intents/{id}",
+	"POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
+}
+
+// Stop stops every component and waits for them.
+func (s *Stack) Stop() {
+	if s.Ticker != nil {
+		s.Ticker.Stop()
+	}
+	if s.SQS != nil {
+		s.SQS.Stop()
+	}
+	if s.Stream != nil {
+		s.Stream.Stop()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
+func orDur(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
+}
