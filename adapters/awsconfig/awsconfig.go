@@ -44,8 +44,8 @@ func New(cfg aws.Config) Clients {
 				o.DisableValidateResponseChecksum = true
 			}
 		}),
-		Streams:  dynamodbstreams.NewFromConfig(cfg),
-		SQS:      sqs.NewFromConfig(cfg),
+		Streams: dynamodbstreams.NewFromConfig(cfg),
+		SQS:     sqs.NewFromConfig(cfg),
 		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {
 			// Emulators (fauxqs, LocalStack) serve buckets by path, not by host.
 			o.UsePathStyle = os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""

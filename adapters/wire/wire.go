@@ -4,9 +4,9 @@
 package wire
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,10 +15,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/emf"
-	"github.com/botharness/outbox/adapters/sandboxprovider"
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/core"
 )
@@ -38,15 +39,6 @@ type Config struct {
 	Owner          string
 	Log            *slog.Logger
 	MetricsOut     io.Writer
-}
-
-// ProviderSettings is the OUTBOX_PROVIDER_CONFIG document.
-type ProviderSettings struct {
-	Sandbox *struct {
-		BaseURL   string            `json:"baseUrl"`
-		TimeoutMs int               `json:"timeoutMs"`
-		Tokens    map[string]string `json:"tokens"`
-	} `json:"sandbox"`
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -104,31 +96,15 @@ type App struct {
 	Dispatcher *core.Dispatcher
 	Sweeper    *core.Sweeper
 	Resolver   *core.Resolver
-	Metrics    *emf.Writer
-	Log        *slog.Logger
-}
-
-// Providers builds the provider adapters named in the settings.
-func Providers(settings string, client *http.Client) (core.ProviderMap, error) {
-	m := core.ProviderMap{}
-	if settings == "" {
-		return m, nil
-	}
-	var ps ProviderSettings
-	if err := json.Unmarshal([]byte(settings), &ps); err != nil {
-		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
-	}
-	if ps.Sandbox != nil {
-		if ps.Sandbox.BaseURL == "" {
-			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: sandbox.baseUrl is required")
-		}
-		m[sandboxprovider.Name] = sandboxprovider.New(client, sandboxprovider.Config{
-			BaseURL: ps.Sandbox.BaseURL,
-			Timeout: time.Duration(ps.Sandbox.TimeoutMs) * time.Millisecond,
-			Tokens:  ps.Sandbox.Tokens,
-		})
-	}
-	return m, nil
+	// AdminExtra holds admin routes beyond intents (grants, capabilities, backups), by route key.
+	AdminExtra map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse
+	// Sources serves PUT /v1/sources/{sourceId} on the bot API.
+	Sources SourceUpdater
+	// Webhook serves POST /v1/webhooks/{provider}/{account} (no authorizer: providers sign).
+	Webhook func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+	Clients awsconfig.Clients
+	Metrics *emf.Writer
+	Log     *slog.Logger
 }
 
 // New assembles the app.
@@ -168,7 +144,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Backoff: backoff, ReconcilePolicy: reconcile, Lease: cfg.Lease, Owner: cfg.Owner,
 		Metrics: metrics, Log: cfg.Log,
 	}
-	return &App{
+	app := &App{
 		Config:     cfg,
 		Store:      store,
 		Tokens:     dynamo.NewTokens(clients.DynamoDB, cfg.Table),
@@ -180,5 +156,19 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Resolver:   &core.Resolver{D: d},
 		Metrics:    metrics,
 		Log:        cfg.Log,
-	}, nil
+		Clients:    clients,
+		AdminExtra: map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{},
+	}
+	if err := wireRevalidation(app); err != nil {
+		return nil, err
+	}
+	if err := wireWebhooks(app); err != nil {
+		return nil, err
+	}
+	return app, nil
+}
+
+// SourceUpdater records a source's current revision (PUT /v1/sources/{sourceId}).
+type SourceUpdater interface {
+	PutSourceRevision(ctx context.Context, p core.Principal, sourceID string, body []byte) (any, error)
 }

@@ -29,6 +29,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	h := &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Log: app.Log}
+	h := &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Extra: app.AdminExtra, Log: app.Log}
 	lambda.Start(h.Handle)
 }

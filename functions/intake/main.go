@@ -29,6 +29,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	h := &intake.Handler{Intake: app.Intake, Store: app.Store, Log: app.Log}
+	h := &intake.Handler{Intake: app.Intake, Store: app.Store, Sources: app.Sources, Log: app.Log}
 	lambda.Start(h.Handle)
 }

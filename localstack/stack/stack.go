@@ -108,8 +108,8 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	s := &Stack{
 		App:        app,
 		Queues:     queues,
-		Intake:     &intake.Handler{Intake: app.Intake, Store: app.Store, Log: app.Log},
-		Admin:      &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Log: app.Log},
+		Intake:     &intake.Handler{Intake: app.Intake, Store: app.Store, Sources: app.Sources, Log: app.Log},
+		Admin:      &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Extra: app.AdminExtra, Log: app.Log},
 		Authorizer: &authorizer.Handler{Tokens: app.Tokens, Log: app.Log},
 		Dispatcher: &dispatcher.Handler{D: app.Dispatcher, Log: app.Log},
 		Retrier:    &retrier.Handler{D: app.Dispatcher, Log: app.Log},
@@ -132,6 +132,14 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		a := auth
 		a.FunctionName = "admin"
 		s.Gateway.Route(rk, s.Admin.Handle, a)
+	}
+	for rk := range app.AdminExtra {
+		a := auth
+		a.FunctionName = "admin"
+		s.Gateway.Route(rk, s.Admin.Handle, a)
+	}
+	if app.Webhook != nil {
+		s.Gateway.Route(WebhookRoute, app.Webhook, host.RouteOptions{FunctionName: "webhook"})
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -186,6 +194,9 @@ var AdminRoutes = []string{
 	"GET /v1/admin/intents", "GET /v1/admin/intents/{id}",
 	"POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 }
+
+// WebhookRoute is the providers' callback route (no authorizer: providers sign requests).
+const WebhookRoute = "POST /v1/webhooks/{provider}/{account}"
 
 // Stop stops every component and waits for them.
 func (s *Stack) Stop() {
