@@ -27,10 +27,10 @@ test-unit: ## Unit tests only (no emulators)
 	go test -count=1 ./core/... ./adapters/... ./sandbox/...
 
 .PHONY: build
-build: ## Build linux/arm64 Lambda bootstraps into dist/<function>/bootstrap
+build: ## Build linux/$(GOARCH) Lambda bootstraps into dist/<function>/bootstrap
 	@set -e; for f in $(FUNCTIONS); do \
 	  echo "build $$f"; \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -tags lambda.norpc -ldflags='-s -w' -o dist/$$f/bootstrap ./functions/$$f; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -tags lambda.norpc -ldflags='-s -w' -o dist/$$f/bootstrap ./functions/$$f; \
 	done
 
 .PHONY: lint
@@ -50,7 +50,24 @@ localstack-up: ## (Docker) start LocalStack with the same resources
 localstack-down: ## (Docker) stop LocalStack
 	@bash localstack/localstack.sh down
 
-.PHONY: synth deploy
-synth: deps build ## Synthesize the CDK stack offline into infra/cdk.out
-	cd infra && PATH="$(NODE22_BIN):$$PATH" go run ./app
+.PHONY: synth deploy infra-cli localstack-deploy test-infra
+GOARCH   ?= arm64
+CDK_ARGS ?=
+CDK_BIN  := $(CURDIR)/infra/_cli/node_modules/.bin
+CDK_ENV  := PATH="$(NODE22_BIN):$$PATH" CDK_DISABLE_CLI_TELEMETRY=true
 
+synth: deps build ## Synthesize the CDK stack offline into infra/cdk.out (with the cdk-nag report)
+	cd infra && $(CDK_ENV) go run ./app $(CDK_ARGS)
+
+infra-cli: deps
+	cd infra/_cli && PATH="$(NODE22_BIN):$$PATH" npm ci --no-audit --no-fund
+
+deploy: deps build infra-cli ## Deploy to AWS with your credentials (`cdk bootstrap` once per account/region)
+	cd infra && $(CDK_ENV) $(CDK_BIN)/cdk deploy --no-notices $(CDK_ARGS)
+
+localstack-deploy: deps build infra-cli ## (Docker) deploy the same app to LocalStack with cdklocal, dev mode
+	cd infra && $(CDK_ENV) $(CDK_BIN)/cdklocal bootstrap --no-notices -c dev=true $(CDK_ARGS)
+	cd infra && $(CDK_ENV) $(CDK_BIN)/cdklocal deploy --no-notices --require-approval never -c dev=true $(CDK_ARGS)
+
+test-infra: deps ## CDK assertions + cdk-nag (no AWS, no Docker)
+	PATH="$(NODE22_BIN):$$PATH" go test -count=1 ./infra/...

@@ -3,7 +3,10 @@ package infra
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+
+	"github.com/botharness/outbox/adapters/routes"
 )
 
 // Need is one thing a function is allowed to touch. Each Need maps to the
@@ -67,6 +70,17 @@ type Route struct {
 	Path   string
 }
 
+// routesOf turns route keys ("METHOD /path") from adapters/routes, the list
+// the local host serves too, into Routes.
+func routesOf(keys ...string) []Route {
+	out := make([]Route, 0, len(keys))
+	for _, k := range keys {
+		method, path, _ := strings.Cut(k, " ")
+		out = append(out, Route{Method: method, Path: path})
+	}
+	return out
+}
+
 // FunctionSpec is one Lambda function. Adding a function is one entry in
 // DefaultFunctions plus functions/<name>/main.go.
 type FunctionSpec struct {
@@ -105,11 +119,7 @@ func DefaultFunctions() []FunctionSpec {
 			Description: "Accepts intents under an idempotency identity; source revisions",
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
-			Routes: []Route{
-				{"POST", "/v1/intents"},
-				{"GET", "/v1/intents/{id}"},
-				{"PUT", "/v1/sources/{sourceId}"},
-			},
+			Routes: routesOf(routes.Intake...),
 			// Provider config: intake checks the intent names a configured
 			// provider before accepting it.
 			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig,
@@ -146,17 +156,7 @@ func DefaultFunctions() []FunctionSpec {
 			// after the HTTP client gave up; the manifest reports progress.
 			Timeout:  120 * time.Second,
 			MemoryMB: 512,
-			Routes: []Route{
-				{"GET", "/v1/admin/intents"},
-				{"GET", "/v1/admin/intents/{id}"},
-				{"POST", "/v1/admin/intents/{id}/resolve"},
-				{"GET", "/v1/admin/grants"},
-				{"GET", "/v1/admin/grants/{grantId}"},
-				{"PUT", "/v1/admin/grants/{grantId}"},
-				{"POST", "/v1/admin/grants/{grantId}/revoke"},
-				{"POST", "/v1/admin/backups"},
-				{"POST", "/v1/admin/restores"},
-			},
+			Routes: routesOf(routes.Admin...),
 			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket |
 				NeedRetryQueueSend | NeedProviderConfig,
 		},
@@ -165,9 +165,7 @@ func DefaultFunctions() []FunctionSpec {
 			Description: "Provider webhooks: verify signature, dedupe by event id, bind evidence, forward inbound to the inbox",
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
-			Routes: []Route{
-				{"POST", "/v1/webhooks/{provider}/{account}"},
-			},
+			Routes: routesOf(routes.Webhook),
 			Public: true,
 			Needs:  tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
 		},

@@ -848,7 +848,7 @@ func TestRoutes(t *testing.T) {
 	}
 	for _, k := range []string{
 		"POST /v1/intents", "GET /v1/intents/{id}", "PUT /v1/sources/{sourceId}",
-		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolve",
+		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
 		"POST /v1/webhooks/{provider}/{account}",

@@ -19,6 +19,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
+	"github.com/botharness/outbox/adapters/routes"
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/adapters/streamfilter"
 	"github.com/botharness/outbox/adapters/wire"
@@ -123,23 +124,18 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		return nil
 	}})
 	auth := host.RouteOptions{Authorizer: s.Authorizer.Handle, AuthorizerFunctionName: "authorizer"}
-	for _, rk := range IntakeRoutes {
+	for _, rk := range routes.Intake {
 		a := auth
 		a.FunctionName = "intake"
 		s.Gateway.Route(rk, s.Intake.Handle, a)
 	}
-	for _, rk := range AdminRoutes {
-		a := auth
-		a.FunctionName = "admin"
-		s.Gateway.Route(rk, s.Admin.Handle, a)
-	}
-	for rk := range app.AdminExtra {
+	for _, rk := range routes.Admin {
 		a := auth
 		a.FunctionName = "admin"
 		s.Gateway.Route(rk, s.Admin.Handle, a)
 	}
 	if app.Webhook != nil {
-		s.Gateway.Route(WebhookRoute, app.Webhook, host.RouteOptions{FunctionName: "webhook"})
+		s.Gateway.Route(routes.Webhook, app.Webhook, host.RouteOptions{FunctionName: "webhook"})
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -185,18 +181,6 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	}
 	return s, nil
 }
-
-// IntakeRoutes are the bot API's route keys.
-var IntakeRoutes = []string{"POST /v1/intents", "GET /v1/intents/{id}", "PUT /v1/sources/{sourceId}"}
-
-// AdminRoutes are the admin API's route keys.
-var AdminRoutes = []string{
-	"GET /v1/admin/intents", "GET /v1/admin/intents/{id}",
-	"POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
-}
-
-// WebhookRoute is the providers' callback route (no authorizer: providers sign requests).
-const WebhookRoute = "POST /v1/webhooks/{provider}/{account}"
 
 // Stop stops every component and waits for them.
 func (s *Stack) Stop() {

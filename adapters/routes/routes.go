@@ -1,0 +1,32 @@
+// Package routes is the one list of HTTP API route keys, per function. The
+// local host registers these and the CDK stack deploys these, so the two
+// can never disagree.
+package routes
+
+// Intake is the bot API.
+var Intake = []string{
+	"POST /v1/intents",
+	"GET /v1/intents/{id}",
+	"PUT /v1/sources/{sourceId}",
+}
+
+// Admin is the operators' API.
+var Admin = []string{
+	"GET /v1/admin/intents",
+	"GET /v1/admin/intents/{id}",
+	"POST /v1/admin/intents/{id}/resolution",
+	"POST /v1/admin/intents/{id}/recommendation",
+	"GET /v1/admin/grants",
+	"GET /v1/admin/grants/{grantId}",
+	"PUT /v1/admin/grants/{grantId}",
+	"POST /v1/admin/grants/{grantId}/revoke",
+	"PUT /v1/admin/capabilities/{provider}/{account}",
+	"GET /v1/admin/capabilities/{provider}/{account}",
+	"POST /v1/admin/backups",
+	"GET /v1/admin/backups/{backupId}",
+	"POST /v1/admin/restores",
+}
+
+// Webhook is the providers' callback route; it has no authorizer because
+// providers sign their requests.
+const Webhook = "POST /v1/webhooks/{provider}/{account}"
