@@ -25,6 +25,13 @@ type cli struct {
 
 	Setup setupCmd `cmd:"" help:"Create the table, queues and backup bucket if missing (idempotent)."`
 	Token tokenCmd `cmd:"" help:"Issue a bearer token for a principal and store its hash."`
+
+	Intents struct {
+		List intentsListCmd `cmd:"" help:"List intents by status (default needs-human), with the evidence summary."`
+		Show intentsShowCmd `cmd:"" help:"Show an intent: every attempt, its evidence, recommendations and decisions."`
+	} `cmd:"" help:"Inspect intents through the admin API."`
+	Resolve   resolveCmd   `cmd:"" help:"Record a human decision on a needs-human intent."`
+	Recommend recommendCmd `cmd:"" help:"Attach a recommendation (orchestrators and operators); changes no state."`
 }
 
 type setupCmd struct {
