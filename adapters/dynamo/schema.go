@@ -30,7 +30,7 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
 		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{s("pk"), s("sk"), s("gsi1pk"), s("gsi1sk")},
+		AttributeDefinitions: []types.AttributeDefinition{s("pk"), s("sk"), s("gsi1pk"), s("gsi1sk"), s("gsi2pk"), s("gsi2sk")},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
@@ -42,6 +42,14 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String("gsi1sk"), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}, {
+			// Profile index for backups: every item of a bot, keys only.
+			IndexName: aws.String(gsi2Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String("gsi2pk"), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String("gsi2sk"), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}},
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 	}

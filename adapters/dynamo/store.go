@@ -54,12 +54,16 @@ func (s *Store) Table() string { return s.table }
 const (
 	intentSK  = "INTENT"
 	gsiName   = "gsi1"
+	gsi2Name  = "gsi2"
 	timeKey   = "2006-01-02T15:04:05.000000000Z"
 	statusPfx = "STATUS#"
 )
 
 // IntentPK is the partition key of an intent item.
 func IntentPK(id string) string { return "INTENT#" + id }
+
+// ProfilePK groups a profile's (a bot's) items in gsi2.
+func ProfilePK(bot string) string { return "PROFILE#" + bot }
 
 func intentKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
@@ -76,6 +80,11 @@ func MarshalIntent(in *core.Intent) (map[string]types.AttributeValue, error) {
 	}
 	item["pk"] = &types.AttributeValueMemberS{Value: IntentPK(in.ID)}
 	item["sk"] = &types.AttributeValueMemberS{Value: intentSK}
+	// Every intent is listed under its profile (its bot) for backups; the
+	// index projects keys only, so later writes that leave these two
+	// attributes unchanged cost no index write.
+	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot)}
+	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID}
 	if !in.Status.Terminal() {
 		item["gsi1pk"] = &types.AttributeValueMemberS{Value: statusPfx + string(in.Status)}
 		item["gsi1sk"] = &types.AttributeValueMemberS{Value: DueTime(in).UTC().Format(timeKey) + "#" + in.ID}
@@ -164,6 +173,7 @@ func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent)
 		if err != nil {
 			return nil, err
 		}
+		before := cur.Status
 		if err := mutate(cur); err != nil {
 			return nil, err
 		}
@@ -173,12 +183,28 @@ func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent)
 		if err != nil {
 			return nil, err
 		}
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		put := &types.Put{
 			TableName:                 aws.String(s.table),
 			Item:                      item,
 			ConditionExpression:       aws.String("#v = :v"),
 			ExpressionAttributeNames:  map[string]string{"#v": "version"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(readVersion, 10)}},
+		}
+		if cur.Status == core.StatusInFlight && before != core.StatusInFlight {
+			// A claim: it must also find the profile's backup barrier down, in
+			// the same transaction, so no claim can slip past a raised barrier.
+			retry, err := s.claim(ctx, put, cur)
+			if err != nil {
+				return nil, err
+			}
+			if !retry {
+				return cur, nil
+			}
+			continue
+		}
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression,
+			ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues,
 		})
 		if err == nil {
 			return cur, nil

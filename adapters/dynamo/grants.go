@@ -1,0 +1,428 @@
+package dynamo
+
+// Registry holds what revalidation reads (issue 4), on the same table:
+//
+//	GRANT#<id>, GRANT                            a service grant (global id);
+//	                                             gsi1pk = GRANTS, gsi1sk = <id> for the admin list
+//	CAPABILITY#<provider>#<account>, CAPABILITY  operator withdrawals for an account (absent: nothing withdrawn)
+//	SOURCE#<bot>#<sourceId>, SOURCE              a bot's source and its current revision
+//
+// <bot> and <provider> are path-escaped so that '#' can never make two keys
+// collide. The dispatcher's stream filter only passes sk = INTENT, so none of
+// these items ever triggers a dispatch.
+//
+// Reads per attempt: ReadFacts is one BatchGetItem request, strongly
+// consistent, for two keys (grant, capability) or three (plus the source).
+// Items are kept small (well under 4 KB), so it consumes 1 RCU per key. A
+// projection would not lower that: DynamoDB charges reads on the item size,
+// not on the attributes returned.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/botharness/outbox/core"
+)
+
+// RegistryAPI is the part of the DynamoDB client the registry uses.
+type RegistryAPI interface {
+	API
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// Registry stores grants, capability withdrawals and source revisions.
+type Registry struct {
+	db    RegistryAPI
+	table string
+	// BatchTries bounds the re-requests of unprocessed keys (throttling).
+	BatchTries int
+}
+
+var (
+	_ core.GrantStore      = (*Registry)(nil)
+	_ core.CapabilityStore = (*Registry)(nil)
+	_ core.SourceStore     = (*Registry)(nil)
+	_ core.FactReader      = (*Registry)(nil)
+)
+
+// NewRegistry returns a registry over table.
+func NewRegistry(db RegistryAPI, table string) *Registry {
+	return &Registry{db: db, table: table, BatchTries: 5}
+}
+
+const (
+	grantSK      = "GRANT"
+	grantPfx     = "GRANT#"
+	grantsGSI    = "GRANTS"
+	capabilitySK = "CAPABILITY"
+	capPfx       = "CAPABILITY#"
+	sourceSK     = "SOURCE"
+	sourcePfx    = "SOURCE#"
+)
+
+func regKey(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: pk},
+		"sk": &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+// GrantPK is the partition key of a grant item.
+func GrantPK(id string) string { return grantPfx + id }
+
+// CapabilityPK is the partition key of an account's capability item.
+func CapabilityPK(provider, account string) string {
+	return capPfx + url.PathEscape(provider) + "#" + account
+}
+
+// SourcePK is the partition key of a bot's source item.
+func SourcePK(bot, sourceID string) string {
+	return sourcePfx + url.PathEscape(bot) + "#" + sourceID
+}
+
+func regS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func regN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func regCCF(err error) (*types.ConditionalCheckFailedException, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	return ccf, errors.As(err, &ccf)
+}
+
+// versionCondition makes a write conditional on the stored version
+// (0: the item must not exist).
+func regVersionCondition(in *dynamodb.PutItemInput, expected int64) {
+	if expected == 0 {
+		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
+		return
+	}
+	in.ConditionExpression = aws.String("#v = :v")
+	in.ExpressionAttributeNames = map[string]string{"#v": "version"}
+	in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": regN(expected)}
+}
+
+// ---- grants ----
+
+func marshalGrant(g *core.Grant) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(g)
+	if err != nil {
+		return nil, fmt.Errorf("marshal grant %s: %w", g.ID, err)
+	}
+	item["pk"], item["sk"] = regS(GrantPK(g.ID)), regS(grantSK)
+	item["gsi1pk"], item["gsi1sk"] = regS(grantsGSI), regS(g.ID)
+	return item, nil
+}
+
+func unmarshalGrant(item map[string]types.AttributeValue) (*core.Grant, error) {
+	var g core.Grant
+	if err := attributevalue.UnmarshalMap(item, &g); err != nil {
+		return nil, fmt.Errorf("unmarshal grant: %w", err)
+	}
+	return &g, nil
+}
+
+// GetGrant reads a grant with a strongly consistent read.
+func (r *Registry) GetGrant(ctx context.Context, id string) (*core.Grant, error) {
+	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(r.table), Key: regKey(GrantPK(id), grantSK), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get grant %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("grant %s: %w", id, core.ErrNotFound)
+	}
+	return unmarshalGrant(out.Item)
+}
+
+// PutGrant writes g if the stored version is expected (0: absent).
+func (r *Registry) PutGrant(ctx context.Context, g *core.Grant, expected int64) error {
+	item, err := marshalGrant(g)
+	if err != nil {
+		return err
+	}
+	in := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: item}
+	regVersionCondition(in, expected)
+	if _, err := r.db.PutItem(ctx, in); err != nil {
+		if _, ok := regCCF(err); ok {
+			return fmt.Errorf("grant %s changed since version %d was read: %w", g.ID, expected, core.ErrConflict)
+		}
+		return fmt.Errorf("put grant %s: %w", g.ID, err)
+	}
+	return nil
+}
+
+// SeedGrant creates g unless a grant with its id exists (then it changes
+// nothing and returns false). Local stacks and tests seed dev grants with it.
+func (r *Registry) SeedGrant(ctx context.Context, g core.Grant) (bool, error) {
+	if g.Version == 0 {
+		g.Version = 1
+	}
+	now := time.Now().UTC()
+	if g.CreatedAt.IsZero() {
+		g.CreatedAt = now
+	}
+	if g.UpdatedAt.IsZero() {
+		g.UpdatedAt = now
+	}
+	if g.UpdatedBy == "" {
+		g.UpdatedBy = "seed"
+	}
+	err := r.PutGrant(ctx, &g, 0)
+	if errors.Is(err, core.ErrConflict) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ListGrants pages through grants by id over gsi1 (eventually consistent).
+func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int) ([]*core.Grant, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(r.table),
+		IndexName:                 aws.String(gsiName),
+		KeyConditionExpression:    aws.String("gsi1pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": regS(grantsGSI)},
+		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
+	}
+	if bot != "" {
+		in.FilterExpression = aws.String("#b = :b")
+		in.ExpressionAttributeNames = map[string]string{"#b": "bot"}
+		in.ExpressionAttributeValues[":b"] = regS(bot)
+	}
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		var keys map[string]string
+		if err == nil {
+			err = json.Unmarshal(raw, &keys)
+		}
+		if err != nil || keys["gsi1pk"] != grantsGSI {
+			return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{}
+		for k, v := range keys {
+			in.ExclusiveStartKey[k] = regS(v)
+		}
+	}
+	res, err := r.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("list grants: %w", err)
+	}
+	out := make([]*core.Grant, 0, len(res.Items))
+	for _, item := range res.Items {
+		g, err := unmarshalGrant(item)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, g)
+	}
+	next := ""
+	if len(res.LastEvaluatedKey) > 0 {
+		keys := map[string]string{}
+		for k, v := range res.LastEvaluatedKey {
+			if sv, ok := v.(*types.AttributeValueMemberS); ok {
+				keys[k] = sv.Value
+			}
+		}
+		b, _ := json.Marshal(keys)
+		next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return out, next, nil
+}
+
+// ---- capabilities ----
+
+func unmarshalCapability(item map[string]types.AttributeValue) (*core.Capability, error) {
+	var c core.Capability
+	if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+		return nil, fmt.Errorf("unmarshal capability: %w", err)
+	}
+	return &c, nil
+}
+
+// GetCapability reads an account's capability state (ErrNotFound: none).
+func (r *Registry) GetCapability(ctx context.Context, provider, account string) (*core.Capability, error) {
+	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(r.table), Key: regKey(CapabilityPK(provider, account), capabilitySK), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get capability %s/%s: %w", provider, account, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("capability %s/%s: %w", provider, account, core.ErrNotFound)
+	}
+	return unmarshalCapability(out.Item)
+}
+
+// PutCapability writes c if the stored version is expected (0: absent).
+func (r *Registry) PutCapability(ctx context.Context, c *core.Capability, expected int64) error {
+	item, err := attributevalue.MarshalMap(c)
+	if err != nil {
+		return fmt.Errorf("marshal capability: %w", err)
+	}
+	item["pk"], item["sk"] = regS(CapabilityPK(c.Provider, c.Account)), regS(capabilitySK)
+	in := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: item}
+	regVersionCondition(in, expected)
+	if _, err := r.db.PutItem(ctx, in); err != nil {
+		if _, ok := regCCF(err); ok {
+			return fmt.Errorf("capability %s/%s changed since version %d was read: %w", c.Provider, c.Account, expected, core.ErrConflict)
+		}
+		return fmt.Errorf("put capability %s/%s: %w", c.Provider, c.Account, err)
+	}
+	return nil
+}
+
+// ---- sources ----
+
+func unmarshalSource(item map[string]types.AttributeValue) (*core.SourceState, error) {
+	var st core.SourceState
+	if err := attributevalue.UnmarshalMap(item, &st); err != nil {
+		return nil, fmt.Errorf("unmarshal source: %w", err)
+	}
+	return &st, nil
+}
+
+// AdvanceSource moves a source's revision forward with one conditional
+// update (attribute_not_exists(revision) OR revision < :r); an older or equal
+// revision fails the condition and the current state is returned unchanged.
+// deleted is sticky and is recorded whatever the revision (a second,
+// conditional update when the revision did not move).
+func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *int64, deleted bool, now time.Time) (*core.SourceState, bool, error) {
+	k := regKey(SourcePK(bot, id), sourceSK)
+	names := map[string]string{"#r": "revision", "#d": "deleted", "#u": "updatedAt", "#b": "bot", "#s": "sourceId"}
+	vals := map[string]types.AttributeValue{
+		":u": regS(now.UTC().Format(time.RFC3339Nano)), ":b": regS(bot), ":s": regS(id),
+		":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
+	}
+	update := func(expr, cond string, vals map[string]types.AttributeValue) (map[string]types.AttributeValue, bool, error) {
+		out, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(r.table), Key: k,
+			UpdateExpression: aws.String(expr), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+			ReturnValues:                        types.ReturnValueAllNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			return out.Attributes, true, nil
+		}
+		ccf, ok := regCCF(err)
+		if !ok {
+			return nil, false, fmt.Errorf("update source %s: %w", id, err)
+		}
+		if len(ccf.Item) > 0 {
+			return ccf.Item, false, nil
+		}
+		got, gerr := r.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.table), Key: k, ConsistentRead: aws.Bool(true)})
+		if gerr != nil {
+			return nil, false, fmt.Errorf("read source %s: %w", id, gerr)
+		}
+		return got.Item, false, nil
+	}
+	var item map[string]types.AttributeValue
+	var applied bool
+	var err error
+	if revision != nil {
+		v := map[string]types.AttributeValue{":r": regN(*revision)}
+		for kk, vv := range vals {
+			v[kk] = vv
+		}
+		// DynamoDB refuses unused expression values.
+		del := "if_not_exists(#d, :f)"
+		delete(v, ":t")
+		if deleted {
+			del = ":t"
+			v[":t"] = vals[":t"]
+			delete(v, ":f")
+		}
+		item, applied, err = update("SET #r = :r, #d = "+del+", #u = :u, #b = :b, #s = :s",
+			"attribute_not_exists(#r) OR #r < :r", v)
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if deleted && !applied {
+		// Not moved forward (or no revision given): record the deletion anyway.
+		v := map[string]types.AttributeValue{":z": regN(0)}
+		for kk, vv := range vals {
+			v[kk] = vv
+		}
+		item, applied, err = update("SET #d = :t, #u = :u, #b = :b, #s = :s, #r = if_not_exists(#r, :z)",
+			"attribute_not_exists(#d) OR #d = :f", v)
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	st, err := unmarshalSource(item)
+	if err != nil {
+		return nil, false, err
+	}
+	return st, applied, nil
+}
+
+// ---- revalidation facts ----
+
+// ReadFacts reads the intent's grant, its account's capability and (if it
+// names one) its source in one strongly consistent BatchGetItem.
+func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.RevalidationFacts, error) {
+	keys := []map[string]types.AttributeValue{
+		regKey(GrantPK(in.Grant.ID), grantSK),
+		regKey(CapabilityPK(in.Provider, in.Account), capabilitySK),
+	}
+	if in.Source != nil {
+		keys = append(keys, regKey(SourcePK(in.Bot, in.Source.ID), sourceSK))
+	}
+	var f core.RevalidationFacts
+	tries := max(r.BatchTries, 1)
+	for i := 0; len(keys) > 0; i++ {
+		if i == tries {
+			return f, fmt.Errorf("read revalidation facts of %s: %d keys unprocessed after %d tries", in.ID, len(keys), tries)
+		}
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return f, ctx.Err()
+			case <-time.After(time.Duration(25<<i) * time.Millisecond):
+			}
+		}
+		out, err := r.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems: map[string]types.KeysAndAttributes{r.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
+		})
+		if err != nil {
+			return f, fmt.Errorf("read revalidation facts of %s: %w", in.ID, err)
+		}
+		for _, item := range out.Responses[r.table] {
+			pk, _ := item["pk"].(*types.AttributeValueMemberS)
+			if pk == nil {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(pk.Value, grantPfx):
+				if f.Grant, err = unmarshalGrant(item); err != nil {
+					return f, err
+				}
+			case strings.HasPrefix(pk.Value, capPfx):
+				if f.Capability, err = unmarshalCapability(item); err != nil {
+					return f, err
+				}
+			case strings.HasPrefix(pk.Value, sourcePfx):
+				if f.Source, err = unmarshalSource(item); err != nil {
+					return f, err
+				}
+			}
+		}
+		keys = out.UnprocessedKeys[r.table].Keys
+	}
+	return f, nil
+}
