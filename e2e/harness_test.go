@@ -147,6 +147,13 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 		opToken:   {Kind: core.PrincipalOperator, Name: "op-ann"},
 		orchToken: {Kind: core.PrincipalOrchestrator, Name: "orc-1"},
 	}
+	// --- issue 4 (revalidation): intake refuses an intent its grant does not
+	// cover. intentBody names grant g-1 for bot-1 and bot-2: seed it,
+	// permissive. Seeding never overwrites an existing grant, so a joined
+	// worker (same table) or a test that changed g-1 is unaffected.
+	o.Grants = append(o.Grants, core.Grant{ID: "g-1", Version: 1, Bot: "bot-*", Provider: "sandbox",
+		Account: "*", Actions: []string{"*"}, Targets: []string{"*"}})
+	// --- end issue 4
 	o.Owner = randName("worker-")
 	if o.MetricsOut == nil {
 		o.MetricsOut = io.Discard
@@ -330,4 +337,16 @@ func (e *env) assertEffectsStay(id string, n int, wait time.Duration) {
 	if got := e.effectsFor(id); got != n {
 		e.t.Fatalf("side effects for %s = %d, want %d", id, got, n)
 	}
+}
+
+// httpPoster posts to the sandbox control API.
+type httpPoster struct{ e *env }
+
+func (p *httpPoster) post(path, body string) (int, error) {
+	resp, err := http.Post(p.e.sbURL+path, "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -132,17 +132,13 @@ func (s *Store) GetRaw(ctx context.Context, key map[string]types.AttributeValue)
 	return out.Item, nil
 }
 
-// PutIfNewer writes an item unless the table holds the same or a newer
-// version of it (restore never rewrites history). written is false when the
-// existing item won.
-func (s *Store) PutIfNewer(ctx context.Context, item map[string]types.AttributeValue) (written bool, err error) {
-	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}
-	if v, ok := item["version"]; ok {
-		in.ConditionExpression = aws.String("attribute_not_exists(pk) OR #v < :v")
-		in.ExpressionAttributeNames = map[string]string{"#v": "version"}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": v}
-	}
-	_, err = s.db.PutItem(ctx, in)
+// PutIfAbsent writes an item only if the table has no item with its key:
+// an existing item holds the same or newer facts, and restore never rewrites
+// history. written is false when the existing item was kept.
+func (s *Store) PutIfAbsent(ctx context.Context, item map[string]types.AttributeValue) (written bool, err error) {
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil

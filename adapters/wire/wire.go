@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/backup"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/emf"
 	"github.com/botharness/outbox/adapters/sqsqueue"
@@ -103,6 +104,7 @@ type App struct {
 	// Webhook serves POST /v1/webhooks/{provider}/{account} (no authorizer: providers sign).
 	Webhook func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 	Clients awsconfig.Clients
+	Backups *backup.Service
 	Metrics *emf.Writer
 	Log     *slog.Logger
 }
@@ -163,6 +165,9 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		return nil, err
 	}
 	if err := wireWebhooks(app); err != nil {
+		return nil, err
+	}
+	if err := wireBackups(app); err != nil {
 		return nil, err
 	}
 	return app, nil

@@ -7,6 +7,8 @@ package stack
 import (
 	"context"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"io"
 	"log/slog"
 	"time"
@@ -29,7 +31,9 @@ import (
 
 // Options configures a local stack.
 type Options struct {
-	Table       string // default "outbox"
+	Table string // default "outbox"
+	// Bucket for profile backups (created if missing); default "outbox-backups".
+	Bucket      string
 	QueuePrefix string // default "outbox"
 	// ProviderConfig is OUTBOX_PROVIDER_CONFIG (e.g. the sandbox's URL).
 	ProviderConfig string
@@ -47,6 +51,9 @@ type Options struct {
 	DisableQueue  bool
 	// Tokens maps dev bearer tokens to principals, seeded at start.
 	Tokens map[string]core.Principal
+	// Grants are dev service grants created at start if their id does not
+	// exist yet (an existing grant is never changed).
+	Grants []core.Grant
 	Owner  string
 	Log    *slog.Logger
 	// MetricsOut receives the EMF metric lines (default stdout).
@@ -89,12 +96,18 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if err := dynamo.EnsureTable(ctx, clients.DynamoDB, o.Table); err != nil {
 		return nil, err
 	}
+	if o.Bucket == "" {
+		o.Bucket = "outbox-backups"
+	}
+	if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.Bucket)}); err != nil && !bucketExists(err) {
+		return nil, fmt.Errorf("create bucket %s: %w", o.Bucket, err)
+	}
 	queues, err := sqsqueue.EnsureQueues(ctx, clients.SQS, o.QueuePrefix, 360, 5)
 	if err != nil {
 		return nil, err
 	}
 	app, err := wire.New(clients, wire.Config{
-		Table: o.Table, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
+		Table: o.Table, BackupBucket: o.Bucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
 		Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 	})
@@ -105,6 +118,9 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		if err := app.Tokens.PutToken(ctx, core.TokenHash(tok), p); err != nil {
 			return nil, fmt.Errorf("seed %s token: %w", p.Kind, err)
 		}
+	}
+	if err := app.SeedGrants(ctx, o.Grants); err != nil {
+		return nil, err
 	}
 	s := &Stack{
 		App:        app,

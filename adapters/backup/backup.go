@@ -1,0 +1,321 @@
+// Package backup takes a profile (one bot's outbox) to S3 behind a barrier
+// and restores it without ever resuming uncertain work.
+//
+// A snapshot is two objects under backups/<backupId>/: items.jsonl.gz (one
+// DynamoDB-JSON item per line, gzip) and manifest.json (barrier time, counts,
+// SHA-256 of the items object, the intents in flight at the cutoff, and the
+// manifest's own checksum). Restore verifies all of it before writing
+// anything.
+package backup
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/core"
+)
+
+// ObjectStore is the part of the S3 client backups use.
+type ObjectStore interface {
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+}
+
+// Manifest describes one snapshot.
+type Manifest struct {
+	Format           int            `json:"format"`
+	BackupID         string         `json:"backupId"`
+	Profile          string         `json:"profile"`
+	Table            string         `json:"table"`
+	BarrierAt        time.Time      `json:"barrierAt"`
+	CompletedAt      time.Time      `json:"completedAt"`
+	ItemsObject      string         `json:"itemsObject"`
+	ItemCount        int            `json:"itemCount"`
+	ItemsBytes       int64          `json:"itemsBytes"`
+	ItemsSHA256      string         `json:"itemsSha256"`
+	StatusCounts     map[string]int `json:"statusCounts"`
+	InFlightAtCutoff []string       `json:"inFlightAtCutoff"`
+	// ManifestSHA256 covers every other field (computed with it empty).
+	ManifestSHA256 string `json:"manifestSha256"`
+}
+
+func (m Manifest) checksum() string {
+	m.ManifestSHA256 = ""
+	b, _ := json.Marshal(m)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrInvalidSnapshot: the snapshot is missing, truncated or tampered with.
+var ErrInvalidSnapshot = errors.New("invalid snapshot")
+
+// Service runs backups and restores for one table.
+type Service struct {
+	Store      *dynamo.Store
+	S3         ObjectStore
+	Bucket     string
+	Dispatcher *core.Dispatcher
+	Clock      core.Clock
+	BarrierTTL time.Duration
+	Log        *slog.Logger
+	// Progress, when set, is told how many items have been captured so far.
+	Progress func(backupID string, items int)
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+func prefix(id string) string { return "backups/" + id + "/" }
+
+// Backup snapshots a profile. It raises the barrier (no new claims), copies
+// every item, uploads, and lifts the barrier. It never waits for provider
+// calls in flight: those are listed as in-flight-at-cutoff.
+func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error) {
+	if strings.TrimSpace(profile) == "" {
+		return nil, &core.ValidationError{Code: core.CodeInvalidField, Field: "profile", Message: "profile (the bot name) is required"}
+	}
+	now := s.Clock.Now()
+	id := "bk_" + strings.ToLower(ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String())
+	ttl := s.BarrierTTL
+	if ttl <= 0 {
+		ttl = 5 * time.Minute
+	}
+	if err := s.Store.RaiseBarrier(ctx, profile, id, now, ttl); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := s.Store.LiftBarrier(context.WithoutCancel(ctx), profile, id); err != nil {
+			s.log().ErrorContext(ctx, "lift barrier failed; it expires by itself", "backup", id, "profile", profile, "err", err.Error())
+		}
+	}()
+	m := &Manifest{Format: 1, BackupID: id, Profile: profile, Table: s.Store.Table(), BarrierAt: now,
+		ItemsObject: prefix(id) + "items.jsonl.gz", StatusCounts: map[string]int{}, InFlightAtCutoff: []string{}}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	enc := json.NewEncoder(zw)
+	err := s.Store.ProfileKeys(ctx, profile, func(keys []map[string]types.AttributeValue) error {
+		for _, k := range keys {
+			item, err := s.Store.GetRaw(ctx, k)
+			if err != nil {
+				return err
+			}
+			if len(item) == 0 {
+				continue // deleted since the index was read
+			}
+			if st, ok := item["status"].(*types.AttributeValueMemberS); ok {
+				m.StatusCounts[st.Value]++
+				if core.Status(st.Value) == core.StatusInFlight {
+					if idv, ok := item["id"].(*types.AttributeValueMemberS); ok {
+						m.InFlightAtCutoff = append(m.InFlightAtCutoff, idv.Value)
+					}
+				}
+			}
+			line, err := EncodeItem(item)
+			if err != nil {
+				return err
+			}
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+			m.ItemCount++
+		}
+		if s.Progress != nil {
+			s.Progress(id, m.ItemCount)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", profile, err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	m.ItemsSHA256, m.ItemsBytes = hex.EncodeToString(sum[:]), int64(buf.Len())
+	sort.Strings(m.InFlightAtCutoff)
+	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(m.ItemsObject),
+		Body: bytes.NewReader(buf.Bytes()), ContentType: aws.String("application/gzip")}); err != nil {
+		return nil, fmt.Errorf("upload items: %w", err)
+	}
+	m.CompletedAt = s.Clock.Now()
+	m.ManifestSHA256 = m.checksum()
+	mb, _ := json.MarshalIndent(m, "", "  ")
+	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(prefix(id) + "manifest.json"),
+		Body: bytes.NewReader(mb), ContentType: aws.String("application/json")}); err != nil {
+		return nil, fmt.Errorf("upload manifest: %w", err)
+	}
+	s.log().InfoContext(ctx, "backup complete", "backup", id, "profile", profile, "items", m.ItemCount, "inFlightAtCutoff", len(m.InFlightAtCutoff))
+	return m, nil
+}
+
+// Manifest reads and verifies a snapshot's manifest.
+func (s *Service) Manifest(ctx context.Context, id string) (*Manifest, error) {
+	if !strings.HasPrefix(id, "bk_") || strings.ContainsAny(id, "/.") {
+		return nil, &core.ValidationError{Code: core.CodeInvalidField, Field: "backupId", Message: "not a backup id"}
+	}
+	b, err := s.get(ctx, prefix(id)+"manifest.json")
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: manifest is not valid JSON", ErrInvalidSnapshot)
+	}
+	if m.Format != 1 || m.BackupID != id || m.ManifestSHA256 != m.checksum() {
+		return nil, fmt.Errorf("%w: manifest checksum or identity does not match", ErrInvalidSnapshot)
+	}
+	return &m, nil
+}
+
+func (s *Service) get(ctx context.Context, key string) ([]byte, error) {
+	out, err := s.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot read %s: %v", ErrInvalidSnapshot, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, 1<<30))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrInvalidSnapshot, key, err)
+	}
+	return b, nil
+}
+
+// RestoreReport counts what a restore did.
+type RestoreReport struct {
+	BackupID   string         `json:"backupId"`
+	Profile    string         `json:"profile"`
+	Items      int            `json:"items"`
+	Written    int            `json:"written"`
+	Kept       int            `json:"keptExisting"`
+	Outcomes   map[string]int `json:"outcomes"`
+	Reconciled []string       `json:"reconciled"`
+}
+
+// Restore verifies the snapshot completely, then writes every item the table
+// does not already hold (existing items are newer facts and win), turning
+// uncertain intents into Unknown Outcome / needs-human per core.PlanRestore.
+// Running it twice gives the same state.
+func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error) {
+	m, err := s.Manifest(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.get(ctx, m.ItemsObject)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != m.ItemsBytes || hex.EncodeToString(sum[:]) != m.ItemsSHA256 {
+		return nil, fmt.Errorf("%w: items object does not match the manifest's size and checksum", ErrInvalidSnapshot)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: items object is not gzip", ErrInvalidSnapshot)
+	}
+	dec := json.NewDecoder(zr)
+	var items []map[string]types.AttributeValue
+	for {
+		var raw map[string]json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: item %d: %v", ErrInvalidSnapshot, len(items)+1, err)
+		}
+		item, err := DecodeItem(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: item %d: %v", ErrInvalidSnapshot, len(items)+1, err)
+		}
+		items = append(items, item)
+	}
+	if len(items) != m.ItemCount {
+		return nil, fmt.Errorf("%w: %d items, the manifest says %d", ErrInvalidSnapshot, len(items), m.ItemCount)
+	}
+	// Verified. Only now does anything get written.
+	rep := &RestoreReport{BackupID: id, Profile: m.Profile, Items: len(items), Outcomes: map[string]int{}, Reconciled: []string{}}
+	now := s.Clock.Now()
+	var toReconcile []string
+	for _, item := range items {
+		if sk, ok := item["sk"].(*types.AttributeValueMemberS); ok && sk.Value == "INTENT" {
+			in, err := dynamo.UnmarshalIntent(item)
+			if err != nil {
+				return rep, err
+			}
+			caps := s.capabilities(ctx, in)
+			outcome, err := core.PlanRestore(in, m.BarrierAt, now, caps)
+			if err != nil {
+				return rep, fmt.Errorf("plan restore of %s: %w", in.ID, err)
+			}
+			if item, err = dynamo.MarshalIntent(in); err != nil {
+				return rep, err
+			}
+			written, err := s.Store.PutIfAbsent(ctx, item)
+			if err != nil {
+				return rep, err
+			}
+			if !written {
+				rep.Kept++
+				continue
+			}
+			rep.Written++
+			rep.Outcomes[outcome]++
+			if outcome == core.RestoreReconcile {
+				toReconcile = append(toReconcile, in.ID)
+			}
+			continue
+		}
+		written, err := s.Store.PutIfAbsent(ctx, item)
+		if err != nil {
+			return rep, err
+		}
+		if written {
+			rep.Written++
+		} else {
+			rep.Kept++
+		}
+	}
+	for _, iid := range toReconcile {
+		if err := s.Dispatcher.Reconcile(ctx, iid); err != nil {
+			// It stays unknown-outcome; the sweeper re-enqueues reconciliation.
+			s.log().WarnContext(ctx, "reconcile after restore failed; the sweeper retries", "intent", iid, "err", err.Error())
+			continue
+		}
+		rep.Reconciled = append(rep.Reconciled, iid)
+	}
+	s.log().InfoContext(ctx, "restore complete", "backup", id, "profile", m.Profile, "written", rep.Written, "kept", rep.Kept)
+	return rep, nil
+}
+
+func (s *Service) capabilities(ctx context.Context, in *core.Intent) core.Capabilities {
+	p, ok := s.Dispatcher.Providers.Provider(in.Provider)
+	if !ok {
+		return core.Capabilities{}
+	}
+	c, err := p.Capabilities(ctx, in.Account, in.Action)
+	if err != nil {
+		return core.Capabilities{} // unknown: assume neither, the safe side
+	}
+	return c
+}

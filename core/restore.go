@@ -1,0 +1,72 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// Restore outcomes for one snapshotted intent.
+const (
+	RestoreUnchanged   = "unchanged"
+	RestoreReconcile   = "reconcile"   // unknown outcome; the provider will be asked
+	RestoreNeedsHuman  = "needs-human" // unknown outcome; no provider mechanism can tell
+	RestoreKeptPending = "kept"        // safe to deliver: the provider's key covers any send after the cutoff
+)
+
+// PlanRestore decides what a snapshotted intent becomes when restored. It is
+// pure and never resumes or retries uncertain work:
+//
+//   - in flight at the cutoff: the attempt may have reached the provider.
+//     Unknown outcome; reconcile if the provider offers lookup, else a human.
+//   - pending or retryable-failure: the original system kept running after the
+//     cutoff and may have sent it since. It is delivered automatically only if
+//     the provider's idempotency key still covers every send that can have
+//     happened (retention counted from the earliest possible first attempt);
+//     otherwise it is treated as a possible attempt at the cutoff: reconcile if
+//     the provider offers lookup, else a human decides.
+//   - anything else (unknown-outcome, needs-human, terminal) is restored as is.
+func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, error) {
+	switch in.Status {
+	case StatusInFlight:
+		ev := Evidence{Detail: fmt.Sprintf("attempt %d was in flight at the backup barrier (%s); its outcome is unknown", in.AttemptCount, cutoff.UTC().Format(time.RFC3339))}
+		in.Attempts = append(in.Attempts, Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: "in-flight-at-cutoff", Evidence: ev})
+		return uncertain(in, caps, now, "in flight at the backup cutoff")
+	case StatusPending, StatusRetryableFailure:
+		first := cutoff
+		if in.FirstAttemptAt != nil && in.FirstAttemptAt.Before(first) {
+			first = *in.FirstAttemptAt
+		}
+		if caps.IdempotencyKeys && now.Before(first.Add(caps.KeyRetention)) {
+			// Any send the original system made used the same key, within retention.
+			if in.FirstAttemptAt == nil {
+				in.FirstAttemptAt = &first
+			}
+			return RestoreKeptPending, nil
+		}
+		// Model the original system's possible send as an attempt at the cutoff.
+		if err := in.moveTo(StatusInFlight, "", now); err != nil {
+			return "", err
+		}
+		in.AttemptCount++
+		if in.FirstAttemptAt == nil {
+			in.FirstAttemptAt = &first
+		}
+		ev := Evidence{Detail: fmt.Sprintf("restored from a snapshot taken at %s while waiting for an attempt; the original system may have sent it after the cutoff", cutoff.UTC().Format(time.RFC3339))}
+		in.Attempts = append(in.Attempts, Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: "possibly-sent-after-cutoff", Evidence: ev})
+		return uncertain(in, caps, now, "restored while waiting; may have been sent after the backup cutoff")
+	}
+	return RestoreUnchanged, nil
+}
+
+func uncertain(in *Intent, caps Capabilities, now time.Time, why string) (string, error) {
+	if caps.Lookup {
+		if err := in.moveTo(StatusUnknownOutcome, why+"; reconciling with the provider's lookup", now); err != nil {
+			return "", err
+		}
+		return RestoreReconcile, nil
+	}
+	if err := in.moveTo(StatusNeedsHuman, why+"; the provider cannot tell whether it happened", now); err != nil {
+		return "", err
+	}
+	return RestoreNeedsHuman, nil
+}

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/botharness/outbox/adapters/backup"
+	"github.com/botharness/outbox/core"
+)
+
+func (e *env) backup(profile string) (*backup.Manifest, time.Duration) {
+	e.t.Helper()
+	start := time.Now()
+	r := e.do("POST", "/v1/admin/backups", opToken, nil, `{"profile":"`+profile+`"}`)
+	took := time.Since(start)
+	if r.status != 201 {
+		e.t.Fatalf("backup: %d %s", r.status, r.body)
+	}
+	var m backup.Manifest
+	r.json(e.t, &m)
+	return &m, took
+}
+
+func (e *env) restore(id string) (response, backup.RestoreReport) {
+	e.t.Helper()
+	r := e.do("POST", "/v1/admin/restores", opToken, nil, `{"backupId":"`+id+`"}`)
+	var rep backup.RestoreReport
+	if r.status == 200 {
+		r.json(e.t, &rep)
+	}
+	return r, rep
+}
+
+// fresh starts a new deployment (own table and queues) on the same sandbox and bucket.
+func (e *env) fresh() *env {
+	return startEnv(e.t, options{SweepInterval: 200 * time.Millisecond}, e.sb, e.sbURL)
+}
+
+// dump returns every intent item of the table, as JSON, sorted: a state fingerprint.
+func (e *env) dump() []string {
+	e.t.Helper()
+	out, err := e.clients.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(e.table)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rows []string
+	for _, it := range out.Items {
+		enc, err := backup.EncodeItem(it)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		b, _ := json.Marshal(enc)
+		rows = append(rows, string(b))
+	}
+	sort.Strings(rows)
+	return rows
+}
+
+func (e *env) drive(rounds int) {
+	for i := 0; i < rounds; i++ {
+		e.sweep()
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A provider call held open at backup time, with each provider capability.
+func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
+	for _, c := range []struct {
+		name, caps string
+		want       core.Status
+	}{
+		{"neither", `{"idempotencyKeys":false,"lookup":false}`, core.StatusNeedsHuman},
+		{"lookup", `{"lookup":true}`, core.StatusSucceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := newEnv(t, options{})
+			acct := "acct-bk-" + c.name
+			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `,"faults":[{"kind":"hang","delayMs":20000}]}`)
+			id := src.mustSubmit("bk-"+c.name, intentBody(acct, "chan-1", "held open"))
+			src.waitStatus(id, 5*time.Second, core.StatusInFlight)
+
+			m, took := src.backup(testBot)
+			if len(m.InFlightAtCutoff) != 1 || m.InFlightAtCutoff[0] != id {
+				t.Fatalf("manifest in-flight-at-cutoff = %v, want [%s]", m.InFlightAtCutoff, id)
+			}
+			if took > 3*time.Second {
+				t.Fatalf("backup took %v: it waited for the provider", took)
+			}
+			// The held request now completes at the provider: one effect, after the cutoff.
+			if _, err := (&httpPoster{src}).post("/_sandbox/release", `{"account":"`+acct+`"}`); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := src.effectsFor(id); n != 1 {
+				t.Fatalf("effects after release = %d", n)
+			}
+			src.stop()
+
+			dst := src.fresh()
+			r, rep := dst.restore(m.BackupID)
+			if r.status != 200 || rep.Written != 1 {
+				t.Fatalf("restore: %d %s", r.status, r.body)
+			}
+			in := dst.waitStatus(id, 10*time.Second, c.want)
+			found := false
+			for _, a := range in.Attempts {
+				found = found || a.Result == "in-flight-at-cutoff"
+			}
+			if !found {
+				t.Fatalf("the cutoff evidence is missing: %s", trail(in))
+			}
+			dst.drive(10)
+			dst.assertEffectsStay(id, 1, 500*time.Millisecond)
+			if got := dst.intent(id); got.Status != c.want {
+				t.Fatalf("status moved on to %s", got.Status)
+			}
+			t.Logf("%s: %s; effects=1", c.name, trail(in))
+
+			// A bot re-submitting the restored intent gets a replay.
+			again := dst.submit(botToken, "bk-"+c.name, intentBody(acct, "chan-1", "held open"))
+			if again.status != 200 || again.headers.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("re-submit after restore: %d %s", again.status, again.body)
+			}
+		})
+	}
+}
+
+func TestRestoreIsIdempotentAndRefusesCorruptSnapshots(t *testing.T) {
+	src := newEnv(t, options{})
+	src.faults(`{"account":"acct-bk2","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}]}`)
+	a := src.mustSubmit("bk2-a", intentBody("acct-bk2", "chan-1", "one"))
+	b := src.mustSubmit("bk2-b", intentBody("acct-bk2", "chan-2", "two"))
+	src.waitStatus(a, 10*time.Second, core.StatusNeedsHuman, core.StatusSucceeded)
+	src.waitStatus(b, 10*time.Second, core.StatusNeedsHuman, core.StatusSucceeded)
+	m, _ := src.backup(testBot)
+	if m.ItemCount != 2 {
+		t.Fatalf("items = %d", m.ItemCount)
+	}
+
+	dst := src.fresh()
+	if r, _ := dst.restore(m.BackupID); r.status != 200 {
+		t.Fatalf("restore: %d %s", r.status, r.body)
+	}
+	first := dst.dump()
+	if r, rep := dst.restore(m.BackupID); r.status != 200 || rep.Written != 0 || rep.Kept != 2 {
+		t.Fatalf("second restore: %d %s", r.status, r.body)
+	}
+	if second := dst.dump(); !equal(first, second) {
+		t.Fatalf("restoring twice changed the state")
+	}
+
+	// Tamper with the items object: the restore is refused and writes nothing.
+	ctx := context.Background()
+	obj, err := src.clients.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("outbox-backups"), Key: aws.String(m.ItemsObject)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	for _, bad := range [][]byte{data[:len(data)/2], append(append([]byte{}, data...), '!')} {
+		if _, err := src.clients.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("outbox-backups"), Key: aws.String(m.ItemsObject), Body: bytes.NewReader(bad)}); err != nil {
+			t.Fatal(err)
+		}
+		clean := src.fresh()
+		r, _ := clean.restore(m.BackupID)
+		if r.status != 422 || r.errorCode() != "snapshot_invalid" {
+			t.Fatalf("corrupt snapshot: %d %s", r.status, r.body)
+		}
+		if n := clean.itemCount(); n != 0 {
+			t.Fatalf("a refused restore wrote %d intents", n)
+		}
+	}
+}
+
+func TestRestoredPendingRule(t *testing.T) {
+	// A pending intent is snapshotted, then the original system sends it after the cutoff.
+	for _, c := range []struct {
+		name, caps string
+		want       core.Status
+	}{
+		{"keys within retention: delivered, provider dedupes", `{"idempotencyKeys":true,"keyRetentionSeconds":86400}`, core.StatusSucceeded},
+		{"neither: a human decides", `{"idempotencyKeys":false,"lookup":false}`, core.StatusNeedsHuman},
+		{"lookup: reconciled", `{"lookup":true}`, core.StatusSucceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := newEnv(t, options{DisableStream: true})
+			acct := "acct-pend-" + c.name[:4]
+			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `}`)
+			id := src.mustSubmit("pend-"+acct, intentBody(acct, "chan-1", "maybe sent later"))
+			m, _ := src.backup(testBot)
+			if m.StatusCounts["pending"] != 1 {
+				t.Fatalf("manifest: %+v", m.StatusCounts)
+			}
+			if err := src.st.App.Dispatcher.Attempt(context.Background(), id, "after-cutoff"); err != nil {
+				t.Fatal(err)
+			}
+			if n := src.effectsFor(id); n != 1 {
+				t.Fatalf("original system's send: %d effects", n)
+			}
+			src.stop()
+			dst := src.fresh()
+			if r, _ := dst.restore(m.BackupID); r.status != 200 {
+				t.Fatalf("restore: %d %s", r.status, r.body)
+			}
+			in := dst.waitStatus(id, 10*time.Second, c.want)
+			dst.drive(5)
+			dst.assertEffectsStay(id, 1, 500*time.Millisecond)
+			t.Logf("%s: %s", c.name, trail(in))
+		})
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
