@@ -42,6 +42,8 @@ const (
 	// the secrets named by OutboxStackProps.ProviderSecretNames only.
 	// Env OUTBOX_PROVIDER_SECRETS (comma separated names).
 	NeedProviderSecrets
+	// NeedBackupProfile: dynamodb:Query on the gsi2 (profile) index.
+	NeedBackupProfile
 )
 
 // Has reports whether n includes all of want.
@@ -119,7 +121,7 @@ func DefaultFunctions() []FunctionSpec {
 			Description: "Accepts intents under an idempotency identity; source revisions",
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
-			Routes: routesOf(routes.Intake...),
+			Routes:      routesOf(routes.Intake...),
 			// Provider config: intake checks the intent names a configured
 			// provider before accepting it.
 			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig,
@@ -156,8 +158,8 @@ func DefaultFunctions() []FunctionSpec {
 			// after the HTTP client gave up; the manifest reports progress.
 			Timeout:  120 * time.Second,
 			MemoryMB: 512,
-			Routes: routesOf(routes.Admin...),
-			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket |
+			Routes:   routesOf(routes.Admin...),
+			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket | NeedBackupProfile |
 				NeedRetryQueueSend | NeedProviderConfig,
 		},
 		{
@@ -165,9 +167,9 @@ func DefaultFunctions() []FunctionSpec {
 			Description: "Provider webhooks: verify signature, dedupe by event id, bind evidence, forward inbound to the inbox",
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
-			Routes: routesOf(routes.Webhook),
-			Public: true,
-			Needs:  tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
+			Routes:      routesOf(routes.Webhook),
+			Public:      true,
+			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
 		},
 	}
 }

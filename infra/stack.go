@@ -35,6 +35,8 @@ const (
 	// GSI1 is the sparse (status, due time) index the sweeper and the admin
 	// list query.
 	GSI1 = "gsi1"
+	// GSI2 lists every item of a profile (a bot), keys only, for backups.
+	GSI2 = "gsi2"
 	// TTLAttribute holds the epoch-seconds expiry of key-retention records.
 	TTLAttribute = "expiresAt"
 	// MetricsNamespace is the Embedded Metric Format namespace the functions
@@ -158,6 +160,12 @@ func (o *outbox) data() {
 		SortKey:        str("gsi1sk"),
 		ProjectionType: awsdynamodb.ProjectionType_ALL,
 	})
+	o.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(GSI2),
+		PartitionKey:   str("gsi2pk"),
+		SortKey:        str("gsi2sk"),
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
 
 	fourteenDays := awscdk.Duration_Days(jsii.Number(14))
 	queue := func(id, name string, visibility awscdk.Duration, dlq awssqs.IQueue) awssqs.Queue {
@@ -273,6 +281,9 @@ func (o *outbox) function(spec FunctionSpec) {
 	}
 	if n.Has(NeedIndexQuery) {
 		role.AddToPrincipalPolicy(allow(ActionsIndexQuery, jsii.String(*tableArn+"/index/"+GSI1)))
+	}
+	if n.Has(NeedBackupProfile) {
+		role.AddToPrincipalPolicy(allow(ActionsIndexQuery, jsii.String(*tableArn+"/index/"+GSI2)))
 	}
 	if len(tableActions) > 0 || n.Has(NeedIndexQuery) {
 		env[EnvTable] = o.table.TableName()

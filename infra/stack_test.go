@@ -333,8 +333,8 @@ func (t template) grants(tt *testing.T, prefix, name string) map[string][]string
 
 // ids of the named resources, as flat() renders references to them.
 type ids struct {
-	table, tableStream, index, retry, inbox, failures, bucket, bucketObjects string
-	logs                                                                     map[string]string
+	table, tableStream, index, profileIndex, retry, inbox, failures, bucket, bucketObjects string
+	logs                                                                                   map[string]string
 }
 
 func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
@@ -353,6 +353,7 @@ func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
 		table:         "<" + tableID + ".Arn>",
 		tableStream:   "<" + tableID + ".StreamArn>",
 		index:         "<" + tableID + ".Arn>/index/gsi1",
+		profileIndex:  "<" + tableID + ".Arn>/index/gsi2",
 		retry:         q("retry"),
 		inbox:         q("inbox"),
 		failures:      q("dispatch-failures"),
@@ -438,6 +439,10 @@ func TestTable(t *testing.T) {
 				"IndexName", "gsi1",
 				"KeySchema", []any{obj("AttributeName", "gsi1pk", "KeyType", "HASH"), obj("AttributeName", "gsi1sk", "KeyType", "RANGE")},
 				"Projection", obj("ProjectionType", "ALL"),
+			), obj(
+				"IndexName", "gsi2",
+				"KeySchema", []any{obj("AttributeName", "gsi2pk", "KeyType", "HASH"), obj("AttributeName", "gsi2sk", "KeyType", "RANGE")},
+				"Projection", obj("ProjectionType", "KEYS_ONLY"),
 			)},
 		)))
 	})
@@ -716,6 +721,8 @@ func TestLeastPrivilege(t *testing.T) {
 						r = x.tableStream
 					case "index":
 						r = x.index
+					case "profileIndex":
+						r = x.profileIndex
 					case "retry":
 						r = x.retry
 					case "inbox":
@@ -800,7 +807,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"sqs:SendMessage": {"retry"},
 		}),
 		"admin": with(rw, map[string][]string{
-			"dynamodb:Query":          {"index"},
+			"dynamodb:Query":          {"index", "profileIndex"},
 			"dynamodb:BatchWriteItem": {"table"},
 			"sqs:SendMessage":         {"retry"},
 			"s3:GetObject":            {"objects"},

@@ -79,13 +79,16 @@ func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time
 	return nil
 }
 
-// LiftBarrier removes the barrier this backup raised.
+// LiftBarrier expires the barrier this backup raised. It is an update, not
+// a delete: no function of the outbox deletes items.
 func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       barrierKey(bot),
+		UpdateExpression:          aws.String("SET #u = :zero"),
 		ConditionExpression:       aws.String("backupId = :b"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberS{Value: backupID}},
+		ExpressionAttributeNames:  map[string]string{"#u": "until"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberS{Value: backupID}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
