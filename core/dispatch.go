@@ -120,6 +120,12 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 		return nil
 	}
 	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
+	if ack, ok := ProviderAcknowledged(in); ok {
+		// A provider webhook already proved the effect (e.g. a late
+		// acknowledgement after a human-authorised retry): never send again.
+		res := SendResult{ExternalID: ack.ExternalID, Evidence: Evidence{Detail: "not sent: provider webhook " + ack.Evidence.Extra["eventId"] + " already proves the effect"}}
+		return d.record(ctx, in, att, &res, nil, Capabilities{}, log)
+	}
 
 	if d.Revalidator != nil {
 		checks, blocked, err := d.Revalidator.Revalidate(ctx, in)
@@ -177,6 +183,13 @@ func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now t
 	}
 	class := ClassOf(sendErr)
 	o := outcome{result: string(class), evidence: EvidenceOf(sendErr), reason: string(class)}
+	if ack, ok := ProviderAcknowledged(in); ok {
+		// A webhook that arrived while the attempt was in flight proves the
+		// effect; the outcome must agree with it whichever came first.
+		o.status = StatusSucceeded
+		o.reason = fmt.Sprintf("provider webhook %s proves the effect; the attempt itself saw %s", ack.Evidence.Extra["eventId"], class)
+		return o
+	}
 	first := now
 	if in.FirstAttemptAt != nil {
 		first = *in.FirstAttemptAt
@@ -239,7 +252,9 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 			in.Attempts = append(in.Attempts, a)
 			in.UpdatedAt = now
 			if o.status == StatusSucceeded && (in.Status == StatusUnknownOutcome || in.Status == StatusNeedsHuman) {
-				in.ExternalID = o.external
+				if o.external != "" {
+					in.ExternalID = o.external
+				}
 				return in.moveTo(StatusSucceeded, "late provider acknowledgement of the attempt", now)
 			}
 			o.enqueueOp = ""
@@ -295,6 +310,11 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 		a.Result = string(b.Status)
 		a.Evidence = Evidence{Detail: b.Reason}
 		in.Attempts = append(in.Attempts, a)
+		if MayHaveTakenEffect(in) {
+			// Blocking this attempt must not hide an earlier one that may have
+			// reached the provider: a terminal "revoked" would read as "never sent".
+			return in.moveTo(StatusNeedsHuman, b.Reason+"; an earlier attempt may have reached the provider", now)
+		}
 		return in.moveTo(b.Status, b.Reason, now)
 	})
 	if err != nil {
@@ -303,4 +323,20 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 	log.InfoContext(ctx, "attempt blocked by revalidation; nothing sent", "status", string(b.Status), "reason", b.Reason)
 	d.metrics().Count("AttemptBlocked", 1)
 	return nil
+}
+
+// MayHaveTakenEffect reports whether an earlier attempt's outcome is still
+// uncertain: it ended in an unknown outcome (or a lost lease, or was in
+// flight at a backup cutoff) and nothing since proved it absent or present.
+func MayHaveTakenEffect(in *Intent) bool {
+	uncertain := false
+	for _, a := range in.Attempts {
+		switch a.Result {
+		case string(ClassUnknownOutcome), "lease-expired", "in-flight-at-cutoff", "possibly-sent-after-cutoff":
+			uncertain = true
+		case "lookup-absent":
+			uncertain = false
+		}
+	}
+	return uncertain
 }

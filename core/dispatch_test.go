@@ -246,3 +246,35 @@ func TestDeadlinePassedExpiresWithoutSend(t *testing.T) {
 		t.Fatalf("got %s sends=%d", got.Status, r.prov.sends)
 	}
 }
+
+type blockSecond struct{ calls int }
+
+func (b *blockSecond) Revalidate(context.Context, *Intent) (*Checks, *Blocked, error) {
+	b.calls++
+	if b.calls >= 2 {
+		return &Checks{Result: "blocked"}, &Blocked{Status: StatusGrantRevoked, Reason: "grant g1 revoked"}, nil
+	}
+	return &Checks{Result: "ok"}, nil, nil
+}
+
+func TestBlockedRetryAfterUnknownOutcomeGoesToHuman(t *testing.T) {
+	// Attempt 1 may have gone out (covered by the key); the retry is then blocked.
+	r := newRig(Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour}, &UnknownOutcomeError{Err: errors.New("timeout")})
+	r.d.Revalidator = &blockSecond{}
+	in := r.submit(t)
+	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	r.drain(t)
+	got := r.get(t, in.ID)
+	if got.Status != StatusNeedsHuman || r.prov.sends != 1 {
+		t.Fatalf("got %s sends=%d: a block must not hide an uncertain attempt", got.Status, r.prov.sends)
+	}
+	// Without an uncertain attempt, the block is terminal.
+	r2 := newRig(Capabilities{}, &RetryableError{Class: ClassTransient, Err: errors.New("503")})
+	r2.d.Revalidator = &blockSecond{}
+	in2 := r2.submit(t)
+	_ = r2.d.Attempt(context.Background(), in2.ID, "stream")
+	r2.drain(t)
+	if got := r2.get(t, in2.ID); got.Status != StatusGrantRevoked {
+		t.Fatalf("got %s", got.Status)
+	}
+}

@@ -50,3 +50,26 @@ func TestPlanRestore(t *testing.T) {
 		})
 	}
 }
+
+func TestMayHaveTakenEffect(t *testing.T) {
+	cases := []struct {
+		results []string
+		want    bool
+	}{
+		{nil, false},
+		{[]string{"transient"}, false},
+		{[]string{"unknown-outcome"}, true},
+		{[]string{"unknown-outcome", "lookup-absent"}, false},
+		{[]string{"unknown-outcome", "lookup-absent", "lease-expired"}, true},
+		{[]string{"in-flight-at-cutoff"}, true},
+	}
+	for _, c := range cases {
+		in := &Intent{}
+		for _, r := range c.results {
+			in.Attempts = append(in.Attempts, Attempt{Result: r})
+		}
+		if got := MayHaveTakenEffect(in); got != c.want {
+			t.Errorf("%v: got %v", c.results, got)
+		}
+	}
+}

@@ -68,6 +68,10 @@ func run() error {
 	st, err := stack.Start(ctx, clients, stack.Options{
 		Table: env("OUTBOX_TABLE", "outbox"), ProviderConfig: providerCfg,
 		SweepInterval: 15 * time.Second, Tokens: tokens, Log: log,
+		// A permissive dev grant so the printed curl works; real grants are
+		// managed through PUT /v1/admin/grants/{grantId}.
+		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*",
+			Actions: []string{"*"}, Targets: []string{"*"}}},
 	})
 	if err != nil {
 		return err
@@ -84,7 +88,7 @@ outbox is running
 try:
   curl -sS -X POST http://%[1]s/v1/intents \
     -H 'Authorization: Bearer %[3]s' -H 'Idempotency-Key: hello-1' -H 'Content-Type: application/json' \
-    -d '{"kind":"reply","provider":"sandbox","account":"acct-1","action":"send_message","target":"chan-1","payload":{"text":"hello"},"grant":{"id":"g-1","version":1}}'
+    -d '{"kind":"reply","provider":"sandbox","account":"acct-1","action":"send_message","target":"chan-1","payload":{"text":"hello"},"grant":{"id":"dev-grant","version":1}}'
   curl -sS %[2]s/_sandbox/effects
 
 Ctrl-C stops everything this started.

@@ -32,6 +32,7 @@ type cli struct {
 	} `cmd:"" help:"Inspect intents through the admin API."`
 	Resolve   resolveCmd   `cmd:"" help:"Record a human decision on a needs-human intent."`
 	Recommend recommendCmd `cmd:"" help:"Attach a recommendation (orchestrators and operators); changes no state."`
+	Backup    backupCmd    `cmd:"" help:"Profile backups and managed restore."`
 }
 
 type setupCmd struct {
