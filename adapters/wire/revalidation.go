@@ -1,6 +1,53 @@
 package wire
 
-// wireRevalidation installs source/grant/capability revalidation (issue 4).
+import (
+	"context"
+	"fmt"
+
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/handlers/admin"
+	"github.com/botharness/outbox/adapters/handlers/intake"
+	"github.com/botharness/outbox/core"
+)
+
+// wireRevalidation installs source/grant/capability revalidation (issue 4):
+// the dispatcher revalidates before every attempt, intake refuses intents
+// their grant does not cover, a human retry is refused up front when
+// revalidation would block it, bots report source revisions, and operators
+// manage grants and capabilities through the admin API.
 func wireRevalidation(a *App) error {
+	if a.Clients.DynamoDB == nil {
+		return fmt.Errorf("revalidation: no DynamoDB client")
+	}
+	reg := dynamo.NewRegistry(a.Clients.DynamoDB, a.Config.Table)
+	rv := &core.Revalidation{Facts: reg, Grants: reg, Intents: a.Store, Clock: a.Config.Clock}
+	a.Dispatcher.Revalidator = rv
+	a.Intake.Grants = rv
+	a.Resolver.Gate = rv
+	a.Sources = &intake.Sources{Sources: &core.Sources{Store: reg, Clock: a.Config.Clock}}
+	routes := (&admin.Grants{
+		Authority: &core.Authority{Grants: reg, Capabilities: reg, Providers: a.Providers, Clock: a.Config.Clock},
+		Log:       a.Log,
+	}).Routes()
+	for k, f := range routes {
+		a.AdminExtra[k] = f
+	}
+	return nil
+}
+
+// SeedGrants creates each grant that does not exist yet (an existing grant
+// with the same id is left exactly as it is, whatever its version or state).
+// Local stacks and tests use it for dev grants; production grants are managed
+// through the admin API.
+func (a *App) SeedGrants(ctx context.Context, grants []core.Grant) error {
+	reg := dynamo.NewRegistry(a.Clients.DynamoDB, a.Config.Table)
+	for _, g := range grants {
+		if err := core.ValidateGrantID(g.ID); err != nil {
+			return fmt.Errorf("seed grant %q: %w", g.ID, err)
+		}
+		if _, err := reg.SeedGrant(ctx, g); err != nil {
+			return fmt.Errorf("seed grant %s: %w", g.ID, err)
+		}
+	}
 	return nil
 }

@@ -1,0 +1,242 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	mrand "math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/core"
+)
+
+// countingDB counts the read requests the registry makes.
+type countingDB struct {
+	*dynamodb.Client
+	gets, batches atomic.Int64
+}
+
+func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+func (c *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.batches.Add(1)
+	return c.Client.BatchGetItem(ctx, in, o...)
+}
+
+func registryForTest(t *testing.T) (*Registry, *countingDB) {
+	t.Helper()
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+		t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
+	}
+	ctx := context.Background()
+	clients, err := awsconfig.LoadClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	table := "reg_" + hex.EncodeToString(b[:])
+	if err := EnsureTable(ctx, clients.DynamoDB, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	db := &countingDB{Client: clients.DynamoDB}
+	return NewRegistry(db, table), db
+}
+
+func TestRegistryReadFactsIsOneBatchGet(t *testing.T) {
+	reg, db := registryForTest(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	exp := now.Add(time.Hour)
+	g := &core.Grant{ID: "g-1", Version: 1, Bot: "bot#1", Provider: "sandbox", Account: "acct", Actions: []string{"send_message"},
+		Targets: []string{"chan-*"}, ExpiresAt: &exp, CreatedAt: now, UpdatedAt: now}
+	if err := reg.PutGrant(ctx, g, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := &core.Capability{Provider: "sandbox", Account: "acct", Version: 1,
+		Actions: map[string]core.Withdrawal{"charge": {Reason: "compliance", At: now, By: "op"}}}
+	if err := reg.PutCapability(ctx, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reg.AdvanceSource(ctx, "bot#1", "m-1", regPtr(int64(4)), false, now); err != nil {
+		t.Fatal(err)
+	}
+	in := &core.Intent{ID: "i", Bot: "bot#1", Provider: "sandbox", Account: "acct", Action: "send_message", Target: "chan-1",
+		Grant: core.GrantRef{ID: "g-1", Version: 1}, Source: &core.SourceRef{ID: "m-1", Revision: 4}}
+	db.gets.Store(0)
+	db.batches.Store(0)
+	f, err := reg.ReadFacts(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.batches.Load() != 1 || db.gets.Load() != 0 {
+		t.Fatalf("reads: %d BatchGetItem, %d GetItem; want 1 and 0", db.batches.Load(), db.gets.Load())
+	}
+	if f.Grant == nil || f.Grant.Version != 1 || f.Grant.ExpiresAt == nil || !f.Grant.ExpiresAt.Equal(exp) || len(f.Grant.Targets) != 1 {
+		t.Fatalf("grant %+v", f.Grant)
+	}
+	if f.Capability == nil || f.Capability.Actions["charge"].Reason != "compliance" || f.Capability.Blocks("send_message") != "" {
+		t.Fatalf("capability %+v", f.Capability)
+	}
+	if f.Source == nil || f.Source.Revision != 4 || f.Source.Deleted {
+		t.Fatalf("source %+v", f.Source)
+	}
+	if _, b := core.Evaluate(in, f, now); b != nil {
+		t.Fatalf("blocked: %+v", b)
+	}
+	// Nothing stored: all nil, still one request.
+	db.batches.Store(0)
+	f, err = reg.ReadFacts(ctx, &core.Intent{ID: "j", Bot: "b", Provider: "sandbox", Account: "other", Grant: core.GrantRef{ID: "none"}, Source: &core.SourceRef{ID: "x"}})
+	if err != nil || f.Grant != nil || f.Capability != nil || f.Source != nil || db.batches.Load() != 1 {
+		t.Fatalf("%+v %v batches=%d", f, err, db.batches.Load())
+	}
+	// The grant's expiry is not the table's TTL attribute.
+	out, err := db.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(reg.table), Key: regKey(GrantPK("g-1"), grantSK)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Item[TTLAttribute]; ok {
+		t.Fatalf("grant item carries the TTL attribute %q", TTLAttribute)
+	}
+}
+
+func regPtr[T any](v T) *T { return &v }
+
+func TestRegistrySourcesMoveForwardOnly(t *testing.T) {
+	reg, _ := registryForTest(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	st, applied, err := reg.AdvanceSource(ctx, "bot-1", "m-1", regPtr(int64(5)), false, now)
+	if err != nil || !applied || st.Revision != 5 || st.Deleted {
+		t.Fatalf("%+v %v %v", st, applied, err)
+	}
+	st, applied, err = reg.AdvanceSource(ctx, "bot-1", "m-1", regPtr(int64(3)), false, now)
+	if err != nil || applied || st.Revision != 5 {
+		t.Fatalf("older: %+v %v %v", st, applied, err)
+	}
+	st, applied, err = reg.AdvanceSource(ctx, "bot-1", "m-1", regPtr(int64(5)), false, now)
+	if err != nil || applied || st.Revision != 5 {
+		t.Fatalf("equal: %+v %v %v", st, applied, err)
+	}
+	// Another bot's source of the same id is another source.
+	if st, _, _ := reg.AdvanceSource(ctx, "bot-2", "m-1", regPtr(int64(1)), false, now); st.Revision != 1 {
+		t.Fatalf("bot-2: %+v", st)
+	}
+	// A deletion arriving with an older revision is still a deletion.
+	st, applied, err = reg.AdvanceSource(ctx, "bot-1", "m-1", regPtr(int64(2)), true, now)
+	if err != nil || !applied || !st.Deleted || st.Revision != 5 {
+		t.Fatalf("stale delete: %+v %v %v", st, applied, err)
+	}
+	st, applied, err = reg.AdvanceSource(ctx, "bot-1", "m-1", nil, true, now)
+	if err != nil || applied || !st.Deleted {
+		t.Fatalf("repeat delete: %+v %v %v", st, applied, err)
+	}
+	st, applied, err = reg.AdvanceSource(ctx, "bot-1", "m-1", regPtr(int64(6)), false, now)
+	if err != nil || !applied || !st.Deleted || st.Revision != 6 {
+		t.Fatalf("deleted is sticky: %+v %v %v", st, applied, err)
+	}
+	// Delete without a revision on an unknown source.
+	st, applied, err = reg.AdvanceSource(ctx, "bot-1", "m-new", nil, true, now)
+	if err != nil || !applied || !st.Deleted || st.Revision != 0 {
+		t.Fatalf("delete unknown: %+v %v %v", st, applied, err)
+	}
+
+	// Concurrent, shuffled updates leave the highest revision.
+	revs := mrand.Perm(30)
+	var wg sync.WaitGroup
+	var appliedN atomic.Int64
+	for _, r := range revs {
+		wg.Add(1)
+		go func(r int64) {
+			defer wg.Done()
+			_, ok, err := reg.AdvanceSource(ctx, "bot-1", "m-race", &r, false, now)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				appliedN.Add(1)
+			}
+		}(int64(r + 1))
+	}
+	wg.Wait()
+	st, _, err = reg.AdvanceSource(ctx, "bot-1", "m-race", regPtr(int64(0)), false, now)
+	if err != nil || st.Revision != 30 {
+		t.Fatalf("after the race: %+v %v", st, err)
+	}
+	if appliedN.Load() < 1 || appliedN.Load() > 30 {
+		t.Fatalf("applied %d", appliedN.Load())
+	}
+}
+
+func TestRegistryGrantsConditionalAndListed(t *testing.T) {
+	reg, _ := registryForTest(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	mk := func(id, bot string, v int64) *core.Grant {
+		return &core.Grant{ID: id, Version: v, Bot: bot, Provider: "sandbox", Account: "*", Actions: []string{"*"}, Targets: []string{"*"}, CreatedAt: now, UpdatedAt: now}
+	}
+	if err := reg.PutGrant(ctx, mk("g-a", "bot-1", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.PutGrant(ctx, mk("g-a", "bot-1", 1), 0); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("create twice: %v", err)
+	}
+	if err := reg.PutGrant(ctx, mk("g-a", "bot-1", 3), 2); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("wrong expected version: %v", err)
+	}
+	if err := reg.PutGrant(ctx, mk("g-a", "bot-1", 2), 1); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := reg.SeedGrant(ctx, *mk("g-a", "bot-9", 1)); err != nil || created {
+		t.Fatalf("seed over an existing grant: %v %v", created, err)
+	}
+	if g, _ := reg.GetGrant(ctx, "g-a"); g.Version != 2 || g.Bot != "bot-1" {
+		t.Fatalf("seed changed the grant: %+v", g)
+	}
+	if err := reg.PutGrant(ctx, mk("g-b", "bot-2", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.PutGrant(ctx, mk("g-c", "bot-1", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	cursor := ""
+	for i := 0; i < 10; i++ {
+		page, next, err := reg.ListGrants(ctx, "", cursor, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range page {
+			ids = append(ids, g.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(ids) != 3 || ids[0] != "g-a" || ids[2] != "g-c" {
+		t.Fatalf("listed %v", ids)
+	}
+	page, _, err := reg.ListGrants(ctx, "bot-1", "", 100)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("bot filter: %d %v", len(page), err)
+	}
+	if _, err := reg.GetGrant(ctx, "g-none"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}

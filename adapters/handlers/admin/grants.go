@@ -1,0 +1,150 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/core"
+)
+
+// Grants serves the operators' grant and capability routes:
+//
+//	PUT  /v1/admin/grants/{grantId}                   create (201) or replace with version+1 (200)
+//	GET  /v1/admin/grants/{grantId}
+//	GET  /v1/admin/grants?bot=&limit=&cursor=         list by id
+//	POST /v1/admin/grants/{grantId}/revoke            {"reason": "...", "expectedVersion"?: n}
+//	PUT  /v1/admin/capabilities/{provider}/{account}  {"withdrawn": bool, "actions"?: [...], "reason": "..."}
+//	GET  /v1/admin/capabilities/{provider}/{account}
+//
+// Operators only: orchestrators and bots get 403.
+type Grants struct {
+	Authority *core.Authority
+	Log       *slog.Logger
+}
+
+// Routes returns the route handlers by route key, for Handler.Extra.
+func (g *Grants) Routes() map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	return map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{
+		"PUT /v1/admin/grants/{grantId}":                  g.put,
+		"GET /v1/admin/grants/{grantId}":                  g.get,
+		"GET /v1/admin/grants":                            g.list,
+		"POST /v1/admin/grants/{grantId}/revoke":          g.revoke,
+		"PUT /v1/admin/capabilities/{provider}/{account}": g.putCapability,
+		"GET /v1/admin/capabilities/{provider}/{account}": g.getCapability,
+	}
+}
+
+var errOperatorsOnly = fmt.Errorf("%w: only operators manage grants and capabilities", core.ErrForbidden)
+
+func (g *Grants) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
+	switch {
+	case errors.Is(err, core.ErrGrantRevoked):
+		return httpjson.Error(http.StatusConflict, "grant_revoked", err.Error(), "")
+	case errors.Is(err, core.ErrConflict):
+		return httpjson.Error(http.StatusConflict, "version_conflict", err.Error()+"; read it again and retry", "expectedVersion")
+	case errors.Is(err, core.ErrNotFound):
+		return httpjson.Error(http.StatusNotFound, "not_found", "no such grant", "")
+	}
+	return Fail(ctx, g.Log, err)
+}
+
+func (g *Grants) put(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	if p.Kind != core.PrincipalOperator { // before reading the body: no shape hints for others
+		return g.fail(ctx, errOperatorsOnly)
+	}
+	var body core.GrantRequest
+	if resp, ok := DecodeBody(req, &body); !ok {
+		return resp
+	}
+	gr, created, err := g.Authority.PutGrant(ctx, p, req.PathParameters["grantId"], body)
+	if err != nil {
+		return g.fail(ctx, err)
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	g.log().InfoContext(ctx, "grant written", "grant", gr.ID, "version", gr.Version, "bot", gr.Bot, "operator", p.Name)
+	return httpjson.JSON(status, gr, nil)
+}
+
+func (g *Grants) get(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	gr, err := g.Authority.GetGrant(ctx, p, req.PathParameters["grantId"])
+	if err != nil {
+		return g.fail(ctx, err)
+	}
+	return httpjson.JSON(http.StatusOK, gr, nil)
+}
+
+func (g *Grants) list(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	limit := 50
+	if v := req.QueryStringParameters["limit"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return httpjson.Error(http.StatusBadRequest, core.CodeInvalidField, "limit must be 1 to 100", "limit")
+		}
+		limit = n
+	}
+	items, next, err := g.Authority.ListGrants(ctx, p, req.QueryStringParameters["bot"], req.QueryStringParameters["cursor"], limit)
+	if err != nil {
+		return g.fail(ctx, err)
+	}
+	if items == nil {
+		items = []*core.Grant{}
+	}
+	return httpjson.JSON(http.StatusOK, map[string]any{"items": items, "nextCursor": next}, nil)
+}
+
+func (g *Grants) revoke(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	if p.Kind != core.PrincipalOperator {
+		return g.fail(ctx, errOperatorsOnly)
+	}
+	var body core.RevokeRequest
+	if resp, ok := DecodeBody(req, &body); !ok {
+		return resp
+	}
+	gr, err := g.Authority.RevokeGrant(ctx, p, req.PathParameters["grantId"], body)
+	if err != nil {
+		return g.fail(ctx, err)
+	}
+	g.log().InfoContext(ctx, "grant revoked", "grant", gr.ID, "version", gr.Version, "operator", p.Name)
+	return httpjson.JSON(http.StatusOK, gr, nil)
+}
+
+func (g *Grants) putCapability(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	if p.Kind != core.PrincipalOperator {
+		return g.fail(ctx, errOperatorsOnly)
+	}
+	var body core.CapabilityRequest
+	if resp, ok := DecodeBody(req, &body); !ok {
+		return resp
+	}
+	c, err := g.Authority.SetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"], body)
+	if err != nil {
+		return g.fail(ctx, err)
+	}
+	g.log().InfoContext(ctx, "capability changed", "provider", c.Provider, "account", c.Account, "version", c.Version, "operator", p.Name)
+	return httpjson.JSON(http.StatusOK, c, nil)
+}
+
+func (g *Grants) getCapability(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	c, err := g.Authority.GetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"])
+	if err != nil {
+		return g.fail(ctx, err)
+	}
+	return httpjson.JSON(http.StatusOK, c, nil)
+}
+
+func (g *Grants) log() *slog.Logger {
+	if g.Log == nil {
+		return slog.Default()
+	}
+	return g.Log
+}

@@ -1,0 +1,37 @@
+package intake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/botharness/outbox/core"
+)
+
+// Sources serves PUT /v1/sources/{sourceId}: a bot reports the current
+// revision of a source it answers, {"revision": n, "deleted": bool}. The
+// source is scoped to the calling bot. Revisions only move forward; an older
+// revision answers 200 with the current state and "applied": false.
+type Sources struct {
+	Sources *core.Sources
+}
+
+var _ SourceUpdater = (*Sources)(nil)
+
+// PutSourceRevision decodes the body strictly and records the revision.
+func (s *Sources) PutSourceRevision(ctx context.Context, p core.Principal, sourceID string, body []byte) (any, error) {
+	if len(body) > 16<<10 {
+		return nil, &core.ValidationError{Code: core.CodePayloadTooLarge, Message: "the body is over 16 KiB"}
+	}
+	if !json.Valid(body) {
+		return nil, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the request body is not valid JSON"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var u core.SourceUpdate
+	if err := dec.Decode(&u); err != nil {
+		return nil, &core.ValidationError{Code: core.CodeMalformedJSON,
+			Message: `the body must be {"revision": <integer>, "deleted": <bool, optional>}: ` + err.Error()}
+	}
+	return s.Sources.Put(ctx, p, sourceID, u)
+}
