@@ -155,9 +155,19 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 }
 
 func (d *Dispatcher) sendRequest(in *Intent) SendRequest {
+	started := d.Clock.Now()
+	switch {
+	case in.Status == StatusInFlight:
+		started = in.UpdatedAt // the claim
+	case in.FirstAttemptAt != nil:
+		// Reconciling: the window starts at the earliest attempt that may
+		// have taken effect (a lookup must cover every attempt under the key).
+		started = *in.FirstAttemptAt
+	}
 	return SendRequest{
 		IntentID: in.ID, IdempotencyKey: in.ID, Bot: in.Bot, Account: in.Account, Action: in.Action,
 		Target: in.Target, Payload: in.Payload, PayloadHash: in.PayloadHash, Attempt: in.AttemptCount,
+		AttemptStartedAt: started,
 	}
 }
 

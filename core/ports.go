@@ -75,6 +75,9 @@ type SendRequest struct {
 	Payload        []byte
 	PayloadHash    string
 	Attempt        int
+	// AttemptStartedAt is when the attempt being made (Send) or reconciled
+	// (Lookup) started, so a lookup can bound its search window.
+	AttemptStartedAt time.Time
 }
 
 // SendResult is the provider's proof of the effect.

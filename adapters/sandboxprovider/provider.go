@@ -71,6 +71,9 @@ func (p *Provider) Capabilities(ctx context.Context, account, action string) (co
 	if err != nil {
 		return core.Capabilities{}, err
 	}
+	if tok := p.cfg.Tokens[account]; tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return core.Capabilities{}, fmt.Errorf("sandbox capabilities: %w", err)

@@ -1,0 +1,216 @@
+// Package httpx is the transport and classification code every provider
+// adapter shares. Its one job is to turn "what the wire did" into core's
+// structured error classes without ever guessing in the unsafe direction:
+//
+//   - A failure before any byte of the request was written (refused
+//     connection, DNS failure, dial timeout) is proof of no effect:
+//     *core.RetryableError{Class: ClassTransient}.
+//   - A failure after the first byte may have left (reset, EOF, timeout while
+//     waiting for the response) is *core.UnknownOutcomeError: the provider may
+//     have committed.
+//   - The request is never replayed by net/http behind our back (GetBody is
+//     cleared, see Do) and redirects are never followed (see Client).
+//
+// It also keeps secrets out of errors: a *url.Error carries the request URL,
+// and some providers (Telegram) put the bot token in the path. Errors leaving
+// this package name only scheme and host.
+package httpx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/botharness/outbox/core"
+)
+
+// DefaultBodyLimit bounds how much of a response body an adapter reads.
+const DefaultBodyLimit = 256 << 10
+
+// Client returns a copy of base (or of a zero client when base is nil) that
+// never follows redirects: a redirect would be a second request nobody decided
+// to make. It does not set a global timeout; adapters bound each call with a
+// context deadline so that the deadline is visible to the trace in Do.
+func Client(base *http.Client) *http.Client {
+	var c http.Client
+	if base != nil {
+		c = *base
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+// Response is what came back for one request.
+type Response struct {
+	Status int
+	Header http.Header
+	// Body is at most the limit given to Do.
+	Body []byte
+	// ReadErr is set when the body could not be read completely (the status
+	// line and headers did arrive). Whether that matters is the adapter's call.
+	ReadErr error
+}
+
+// Do performs one request and classifies a transport failure. ctx should carry
+// the attempt's deadline. A nil error means a status line arrived; the
+// adapter classifies the status and body. A non-nil error is always
+// *core.RetryableError (ClassTransient, nothing left) or
+// *core.UnknownOutcomeError (something may have left).
+func Do(ctx context.Context, c *http.Client, method, rawURL string, header http.Header, body []byte, limit int64) (*Response, error) {
+	if limit <= 0 {
+		limit = DefaultBodyLimit
+	}
+	// wrote turns true once any byte of the request may have been handed to
+	// the connection. Header writes are buffered, so this can be early; it is
+	// never late, which is the direction that matters.
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{
+		WroteHeaderField: func(string, []string) { wrote.Store(true) },
+		WroteHeaders:     func() { wrote.Store(true) },
+		WroteRequest:     func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, rawURL, rd)
+	if err != nil {
+		// Nothing left: the request could not even be built (bad URL).
+		err = Redact(err)
+		return nil, &core.PermanentError{Class: core.ClassRejectedInput, Evidence: core.Evidence{Detail: err.Error()}, Err: err}
+	}
+	// net/http silently re-sends a request on a new connection when a reused
+	// keep-alive connection dies, if it thinks the request is replayable (an
+	// idempotent method, or any method carrying an Idempotency-Key header).
+	// Only the outbox may decide to send again, so make the body
+	// non-rewindable: then the transport cannot replay it.
+	req.GetBody = nil
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		err = Redact(err)
+		ev := core.Evidence{Detail: err.Error()}
+		if !wrote.Load() {
+			return nil, &core.RetryableError{Class: core.ClassTransient, Evidence: ev, Err: fmt.Errorf("request never left: %w", err)}
+		}
+		return nil, &core.UnknownOutcomeError{Evidence: ev, Err: fmt.Errorf("no response after sending: %w", err)}
+	}
+	defer resp.Body.Close()
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if readErr != nil {
+		readErr = Redact(readErr)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw, ReadErr: readErr}, nil
+}
+
+// Redact removes the path and query of any URL carried by err (a *url.Error
+// anywhere in its chain), keeping scheme and host. Tokens in paths or query
+// strings therefore never reach evidence or logs.
+func Redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	return &redacted{op: ue.Op, where: RedactURL(ue.URL), err: ue.Err}
+}
+
+type redacted struct {
+	op, where string
+	err       error
+}
+
+func (r *redacted) Error() string {
+	return fmt.Sprintf("%s %s: %v", r.op, r.where, r.err)
+}
+func (r *redacted) Unwrap() error { return r.err }
+
+// Timeout reports whether the underlying error is a timeout.
+func (r *redacted) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(r.err, &t) && t.Timeout()
+}
+
+// RedactURL keeps only scheme and host of a URL.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "<url>"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// RetryAfter parses a Retry-After header: delta-seconds or an HTTP date
+// (RFC 9110 §10.2.3). Zero when absent or unparseable.
+func RetryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(h, 10, 64); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// Excerpt returns at most n bytes of b as text, for evidence. Callers must
+// only pass provider error texts, never request bodies or secrets.
+func Excerpt(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+// Typed constructors, so adapters read as a mapping table.
+
+// Rejected is a permanent rejected-input failure.
+func Rejected(ev core.Evidence, format string, a ...any) error {
+	return &core.PermanentError{Class: core.ClassRejectedInput, Evidence: ev, Err: fmt.Errorf(format, a...)}
+}
+
+// Unauthorized is a permanent authorisation failure.
+func Unauthorized(ev core.Evidence, format string, a ...any) error {
+	return &core.PermanentError{Class: core.ClassUnauthorized, Evidence: ev, Err: fmt.Errorf(format, a...)}
+}
+
+// RateLimited is a retryable rate-limit failure; retryAfter may be zero.
+func RateLimited(ev core.Evidence, retryAfter time.Duration, format string, a ...any) error {
+	if retryAfter > 0 && ev.RetryAfter == "" {
+		ev.RetryAfter = strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10)
+	}
+	return &core.RetryableError{Class: core.ClassRateLimited, RetryAfter: retryAfter, Evidence: ev, Err: fmt.Errorf(format, a...)}
+}
+
+// Transient is a retryable failure with proof that nothing took effect.
+func Transient(ev core.Evidence, format string, a ...any) error {
+	return &core.RetryableError{Class: core.ClassTransient, Evidence: ev, Err: fmt.Errorf(format, a...)}
+}
+
+// Unknown is an unknown outcome: the request may have taken effect.
+func Unknown(ev core.Evidence, format string, a ...any) error {
+	return &core.UnknownOutcomeError{Evidence: ev, Err: fmt.Errorf(format, a...)}
+}
