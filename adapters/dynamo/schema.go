@@ -80,8 +80,8 @@ func EnsureTable(ctx context.Context, db SchemaAPI, name string) error {
 			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(TTLAttribute), Enabled: aws.Bool(true)},
 		})
 		if ttlErr != nil {
-			// DynamoDB Local accepts TTL but never deletes; a repeat call errors
-			// with "already enabled", which is fine.
+			// A repeat call errors with "TimeToLive is already enabled",
+			// which is the state we want.
 			return nil
 		}
 	}
