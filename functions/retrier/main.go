@@ -2,33 +2,14 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/wire"
 )
 
 func main() {
-	cfg, err := wire.FromEnv("OUTBOX_TABLE", "OUTBOX_RETRY_QUEUE_URL", "OUTBOX_PROVIDER_CONFIG")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	clients, err := awsconfig.LoadClients(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	app, err := wire.New(clients, cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	app := wire.MustBoot("OUTBOX_TABLE", "OUTBOX_RETRY_QUEUE_URL", "OUTBOX_PROVIDER_CONFIG")
 	h := &retrier.Handler{D: app.Dispatcher, Log: app.Log}
 	lambda.Start(h.Handle)
 }
