@@ -19,8 +19,6 @@ package dynamo
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -202,20 +200,11 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 		in.ExpressionAttributeNames = map[string]string{"#b": "bot"}
 		in.ExpressionAttributeValues[":b"] = regS(bot)
 	}
-	if cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cursor)
-		var keys map[string]string
-		if err == nil {
-			err = json.Unmarshal(raw, &keys)
-		}
-		if err != nil || keys["gsi1pk"] != grantsGSI {
-			return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
-		}
-		in.ExclusiveStartKey = map[string]types.AttributeValue{}
-		for k, v := range keys {
-			in.ExclusiveStartKey[k] = regS(v)
-		}
+	start, err := decodeCursor(cursor, "gsi1pk", grantsGSI)
+	if err != nil {
+		return nil, "", err
 	}
+	in.ExclusiveStartKey = start
 	res, err := r.db.Query(ctx, in)
 	if err != nil {
 		return nil, "", fmt.Errorf("list grants: %w", err)
@@ -228,17 +217,7 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 		}
 		out = append(out, g)
 	}
-	next := ""
-	if len(res.LastEvaluatedKey) > 0 {
-		keys := map[string]string{}
-		for k, v := range res.LastEvaluatedKey {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				keys[k] = sv.Value
-			}
-		}
-		b, _ := json.Marshal(keys)
-		next = base64.RawURLEncoding.EncodeToString(b)
-	}
+	next := encodeCursor(res.LastEvaluatedKey)
 	return out, next, nil
 }
 

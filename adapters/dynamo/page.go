@@ -2,8 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,20 +17,9 @@ func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string,
 	if status.Terminal() || !status.Valid() {
 		return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "status", Message: "status must be a non-terminal status (terminal intents are not indexed)"}
 	}
-	var start map[string]types.AttributeValue
-	if cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cursor)
-		var keys map[string]string
-		if err == nil {
-			err = json.Unmarshal(raw, &keys)
-		}
-		if err != nil || keys["gsi1pk"] != statusPfx+string(status) {
-			return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
-		}
-		start = map[string]types.AttributeValue{}
-		for k, v := range keys {
-			start[k] = &types.AttributeValueMemberS{Value: v}
-		}
+	start, err := decodeCursor(cursor, "gsi1pk", statusPfx+string(status))
+	if err != nil {
+		return nil, "", err
 	}
 	res, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table),
@@ -53,16 +40,6 @@ func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string,
 		}
 		out = append(out, in)
 	}
-	next := ""
-	if len(res.LastEvaluatedKey) > 0 {
-		keys := map[string]string{}
-		for k, v := range res.LastEvaluatedKey {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				keys[k] = sv.Value
-			}
-		}
-		b, _ := json.Marshal(keys)
-		next = base64.RawURLEncoding.EncodeToString(b)
-	}
+	next := encodeCursor(res.LastEvaluatedKey)
 	return out, next, nil
 }
