@@ -150,8 +150,49 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 		log.WarnContext(ctx, "capabilities unavailable; assuming neither keys nor lookup", "err", capErr.Error())
 		caps = Capabilities{}
 	}
+	if reason, unsafe := unsafeResend(in, caps, d.Clock.Now()); unsafe {
+		// An earlier attempt may have taken effect and nothing would stop the
+		// provider from doing it again: stop before sending, not after.
+		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: reason}, log)
+	}
 	res, sendErr := prov.Send(ctx, d.sendRequest(in))
 	return d.record(ctx, in, att, &res, sendErr, caps, log)
+}
+
+// unsafeResend decides, right before a send, whether it could duplicate an
+// earlier attempt that may have taken effect. Such a resend is safe only
+// under the provider's idempotency key while the key is still retained
+// (counted from the first attempt), or when a human authorised it after the
+// last uncertain attempt. The check is made at send time, not only when the
+// retry was scheduled: a queue, a sweep or a slow retrier can deliver it late.
+func unsafeResend(in *Intent, caps Capabilities, now time.Time) (string, bool) {
+	if !MayHaveTakenEffect(in) || humanAuthorisedRetry(in) {
+		return "", false
+	}
+	if caps.IdempotencyKeys && in.FirstAttemptAt != nil && now.Before(in.FirstAttemptAt.Add(caps.KeyRetention)) {
+		return "", false
+	}
+	if caps.IdempotencyKeys {
+		return "an earlier attempt may have taken effect and the provider's key retention has passed; a retry could duplicate it", true
+	}
+	return "an earlier attempt may have taken effect and the provider cannot deduplicate a retry", true
+}
+
+// humanAuthorisedRetry: the newest decision is an operator's retry, made after
+// the last attempt.
+func humanAuthorisedRetry(in *Intent) bool {
+	var last time.Time
+	if n := len(in.Attempts); n > 0 {
+		last = in.Attempts[n-1].EndedAt
+	}
+	for i := len(in.Resolutions) - 1; i >= 0; i-- {
+		r := in.Resolutions[i]
+		if r.Recommend {
+			continue
+		}
+		return r.Decision == string(DecisionRetry) && !r.At.Before(last)
+	}
+	return false
 }
 
 func (d *Dispatcher) sendRequest(in *Intent) SendRequest {
@@ -212,9 +253,15 @@ func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now t
 	switch class {
 	case ClassRejectedInput, ClassUnauthorized:
 		o.status = StatusFailed
+		if MayHaveTakenEffect(in) {
+			// "failed" would claim nothing happened; an earlier attempt may have.
+			o.status, o.reason = StatusNeedsHuman, string(class)+" now, but an earlier attempt may have taken effect"
+		}
 	case ClassRateLimited, ClassTransient:
 		if delay, ok := bp.Next(in.AttemptCount, first, now, retryAfter); ok {
 			o.status, o.delay, o.enqueueOp = StatusRetryableFailure, delay, OpAttempt
+		} else if MayHaveTakenEffect(in) {
+			o.status, o.reason = StatusNeedsHuman, "retries exhausted, and an earlier attempt may have taken effect"
 		} else {
 			o.status, o.reason = StatusFailed, "retries exhausted; every attempt failed with proof of no effect"
 		}
@@ -330,8 +377,11 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 	if err != nil {
 		return fmt.Errorf("record blocked attempt of %s: %w", claimed.ID, err)
 	}
-	log.InfoContext(ctx, "attempt blocked by revalidation; nothing sent", "status", string(b.Status), "reason", b.Reason)
+	log.InfoContext(ctx, "attempt blocked; nothing sent", "status", string(b.Status), "reason", b.Reason)
 	d.metrics().Count("AttemptBlocked", 1)
+	if b.Status == StatusNeedsHuman || MayHaveTakenEffect(claimed) {
+		d.metrics().Count("NeedsHuman", 1)
+	}
 	return nil
 }
 

@@ -351,15 +351,41 @@ func (w *Webhooks) duplicate(res WebhookResult, seen *EventRecord, log *slog.Log
 	return res
 }
 
-// bind attaches acknowledgements, statuses and echoes to their intent.
+// bind attaches acknowledgements, statuses and echoes to their intent: the
+// one named by our identity if the event carries it and it belongs to this
+// provider account, else the one the provider's message id is mapped to.
+// Anything else is recorded unresolved.
 func (w *Webhooks) bind(ctx context.Context, ev ProviderEvent, rec EventRecord, res WebhookResult, log *slog.Logger) (WebhookResult, error) {
-	id, matchedBy, reason, err := w.match(ctx, ev)
-	if err != nil {
-		return res, err
+	reason := "no intent is bound to this provider message id"
+	if ev.IntentID != "" {
+		out, ok, err := w.bindTo(ctx, ev, rec, res, ev.IntentID, "identity", log)
+		if err != nil || ok {
+			return out, err
+		}
+		// An identity we do not know (or another account's): fall back to
+		// the message id, which is scoped to the account.
+		reason = "the event names no intent of this provider account"
 	}
-	if id == "" {
-		return w.unresolved(ctx, ev, rec, res, reason, log)
+	if ev.MessageID != "" {
+		id, err := w.Store.IntentForMessage(ctx, ev.Provider, ev.Account, ev.MessageID)
+		switch {
+		case err == nil:
+			out, ok, err := w.bindTo(ctx, ev, rec, res, id, "external-id", log)
+			if err != nil || ok {
+				return out, err
+			}
+		case !errors.Is(err, ErrNotFound):
+			return res, err
+		}
 	}
+	return w.unresolved(ctx, ev, rec, res, reason, log)
+}
+
+var errForeignIntent = errors.New("intent belongs to another provider account")
+
+// bindTo binds the event to intent id. ok is false when that intent does not
+// exist for this provider account (nothing was written).
+func (w *Webhooks) bindTo(ctx context.Context, ev ProviderEvent, rec EventRecord, res WebhookResult, id, matchedBy string, log *slog.Logger) (WebhookResult, bool, error) {
 	rec.State, rec.IntentID = EventBound, id
 	mapping := true
 	for {
@@ -376,7 +402,7 @@ func (w *Webhooks) bind(ctx context.Context, ev ProviderEvent, rec EventRecord, 
 		})
 		switch {
 		case errors.Is(err, ErrDuplicateEvent):
-			return w.duplicate(res, nil, log), nil
+			return w.duplicate(res, nil, log), true, nil
 		case errors.Is(err, ErrMappingTaken) && mapping:
 			// The provider reused a message id across intents: keep the
 			// first mapping, still record this evidence.
@@ -385,9 +411,9 @@ func (w *Webhooks) bind(ctx context.Context, ev ProviderEvent, rec EventRecord, 
 			mapping = false
 			continue
 		case errors.Is(err, ErrNotFound), errors.Is(err, errForeignIntent):
-			return w.unresolved(ctx, ev, rec, res, "the matched intent does not exist for this provider account", log)
+			return res, false, nil
 		case err != nil:
-			return res, err
+			return res, false, err
 		}
 		res.Result, res.IntentID, res.Status = WebhookBound, stored.ID, stored.Status
 		if decided.resolved != "" {
@@ -406,39 +432,8 @@ func (w *Webhooks) bind(ctx context.Context, ev ProviderEvent, rec EventRecord, 
 		w.metrics().Count("WebhookBound", 1)
 		log.InfoContext(ctx, "webhook evidence bound", "intent", stored.ID, "status", string(stored.Status),
 			"matchedBy", matchedBy, "appended", decided.plan.Changed)
-		return res, nil
+		return res, true, nil
 	}
-}
-
-var errForeignIntent = errors.New("intent belongs to another provider account")
-
-// match finds the intent an event is about: by our identity, else by the
-// provider's message id. An empty id means unmatched, with the reason.
-func (w *Webhooks) match(ctx context.Context, ev ProviderEvent) (id, matchedBy, reason string, err error) {
-	if ev.IntentID != "" {
-		in, err := w.Intents.Get(ctx, ev.IntentID)
-		switch {
-		case err == nil && in.Provider == ev.Provider && in.Account == ev.Account:
-			return in.ID, "identity", "", nil
-		case err != nil && !errors.Is(err, ErrNotFound):
-			return "", "", "", err
-		}
-		// An identity we do not know (or another account's): fall back to
-		// the message id, which is scoped to the account.
-	}
-	if ev.MessageID != "" {
-		id, err := w.Store.IntentForMessage(ctx, ev.Provider, ev.Account, ev.MessageID)
-		switch {
-		case err == nil:
-			return id, "external-id", "", nil
-		case !errors.Is(err, ErrNotFound):
-			return "", "", "", err
-		}
-	}
-	if ev.IntentID != "" {
-		return "", "", "the event names no intent of this provider account", nil
-	}
-	return "", "", "no intent is bound to this provider message id", nil
 }
 
 func (w *Webhooks) unresolved(ctx context.Context, ev ProviderEvent, rec EventRecord, res WebhookResult, reason string, log *slog.Logger) (WebhookResult, error) {

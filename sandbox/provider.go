@@ -166,8 +166,12 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	respBody, replayed, messageID := s.commitLocked(a, ks, key, req)
+	emit := s.commitWebhooksLocked(a, key, req, messageID, replayed)
 	finish()
 	s.mu.Unlock()
+	if emit != nil {
+		emit() // early webhooks are delivered here, before the response
+	}
 
 	outcome := "committed"
 	if replayed {

@@ -38,7 +38,8 @@ type Server struct {
 	genDone  chan struct{} // closed by Reset: requests of the old generation give up
 	isClosed bool
 	closed   chan struct{}
-	holds    sync.WaitGroup // requests inside a fault hold
+	holds    sync.WaitGroup // requests inside a fault hold, and webhook senders
+	wh       webhookState   // webhook sender (webhooks.go)
 }
 
 type account struct {
@@ -49,6 +50,7 @@ type account struct {
 	keys    map[string]*keyState
 	release chan struct{} // closed by Release: held requests stop holding
 	held    int
+	hook    *WebhookConfig // webhook sender config (webhooks.go), nil = none
 }
 
 // keyState is everything the sandbox knows about one idempotency key of one account.
@@ -125,6 +127,8 @@ func New(now func() time.Time, opts ...Option) *Server {
 	mux.HandleFunc("POST /_sandbox/reset", s.handleReset)
 	mux.HandleFunc("POST /_sandbox/release", s.handleRelease)
 	mux.HandleFunc("GET /_sandbox/health", s.handleHealth)
+	mux.HandleFunc("POST /_sandbox/emit", s.handleEmit)
+	mux.HandleFunc("GET /_sandbox/webhooks", s.handleWebhooks)
 	s.mux = mux
 	return s
 }
@@ -158,6 +162,7 @@ func (s *Server) Reset() {
 	s.gen++
 	close(s.genDone)
 	s.genDone = make(chan struct{})
+	s.wh.reset()
 }
 
 // ErrInvalidConfig wraps every validation error of Configure.
@@ -188,6 +193,7 @@ func (s *Server) Configure(c Config) (AccountState, error) {
 	if c.Token != nil {
 		a.token = *c.Token
 	}
+	a.configureWebhook(c.Webhook)
 	if c.Faults != nil {
 		if c.Append {
 			a.faults = append(a.faults, slices.Clone(c.Faults)...)
@@ -208,6 +214,11 @@ func (c Config) validate() error {
 		}
 		if p.ConcurrentKeyPolicy != nil && *p.ConcurrentKeyPolicy != PolicyWait && *p.ConcurrentKeyPolicy != PolicyConflict {
 			return fmt.Errorf("%w: concurrentKeyPolicy must be %q or %q", ErrInvalidConfig, PolicyWait, PolicyConflict)
+		}
+	}
+	if c.Webhook != nil {
+		if err := c.Webhook.validate(); err != nil {
+			return err
 		}
 	}
 	for i, f := range c.Faults {
@@ -346,6 +357,7 @@ func (a *account) state() AccountState {
 		TokenSet:     a.token != "",
 		Faults:       append([]Fault{}, a.faults...),
 		Held:         a.held,
+		Webhook:      a.hook.state(),
 	}
 }
 

@@ -103,6 +103,9 @@ type Config struct {
 	// replaces it, or is appended to it when Append is true.
 	Faults []Fault `json:"faults"`
 	Append bool    `json:"append,omitempty"`
+	// Webhook: nil keeps the account's webhook; an object with an empty url
+	// turns it off; otherwise it replaces it (see webhooks.go).
+	Webhook *WebhookConfig `json:"webhook,omitempty"`
 }
 
 // AccountState is what GET /_sandbox/faults reports for an account.
@@ -114,6 +117,8 @@ type AccountState struct {
 	// Held is the number of requests currently held by a hang or
 	// hang_no_commit fault.
 	Held int `json:"held"`
+	// Webhook is the account's webhook sender, if configured (no secret).
+	Webhook *WebhookState `json:"webhook,omitempty"`
 }
 
 // Effect is one side effect the sandbox really performed.

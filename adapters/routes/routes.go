@@ -25,6 +25,7 @@ var Admin = []string{
 	"POST /v1/admin/backups",
 	"GET /v1/admin/backups/{backupId}",
 	"POST /v1/admin/restores",
+	"GET /v1/admin/webhooks/unresolved",
 }
 
 // Webhook is the providers' callback route; it has no authorizer because

@@ -1,6 +1,75 @@
 package wire
 
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/adapters/handlers/webhook"
+	"github.com/botharness/outbox/adapters/sandboxprovider"
+	"github.com/botharness/outbox/adapters/webhooksig"
+	"github.com/botharness/outbox/core"
+)
+
+// EnvWebhookSecrets holds the providers' webhook signing secrets locally, as
+// JSON: {"sandbox/acct-1": "whsec_...", "sandbox/acct-2": ["whsec_new", "whsec_old"],
+// "sandbox/*": "whsec_..."}. In AWS the same document would live in Secrets
+// Manager (the names arrive in OUTBOX_PROVIDER_SECRETS) behind
+// webhooksig.SecretSource; that implementation is not written yet, so a
+// deployed webhook function without OUTBOX_WEBHOOK_SECRETS refuses every
+// event with 401 (fails closed).
+const EnvWebhookSecrets = "OUTBOX_WEBHOOK_SECRETS"
+
+// UnresolvedRoute lists unresolved webhook events for operators.
+const UnresolvedRoute = "GET /v1/admin/webhooks/unresolved"
+
 // wireWebhooks installs the provider webhook handler (issue 5).
 func wireWebhooks(a *App) error {
+	secrets, err := webhooksig.ParseSecrets(os.Getenv(EnvWebhookSecrets))
+	if err != nil {
+		return fmt.Errorf("%s: %w", EnvWebhookSecrets, err)
+	}
+	store := dynamo.NewWebhooks(a.Clients.DynamoDB, a.Config.Table)
+	wh := &core.Webhooks{
+		Store:   store,
+		Intents: a.Store,
+		Inbox:   &webhook.SQSInbox{Client: a.Clients.SQS, URL: a.Config.InboxQueueURL},
+		Clock:   a.Config.Clock,
+		Metrics: a.Metrics,
+		Log:     a.Log,
+	}
+	verifier := &webhooksig.Verifier{Secrets: secrets, Now: a.Config.Clock.Now}
+	h := &webhook.Handler{
+		Webhooks: wh,
+		Providers: map[string]webhook.Provider{
+			sandboxprovider.Name: &webhook.Sandbox{Name: sandboxprovider.Name, Verifier: verifier},
+		},
+		Log: a.Log,
+	}
+	a.Webhook = h.Handle
+	a.AdminExtra[UnresolvedRoute] = func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+		if p.Kind != core.PrincipalOperator && p.Kind != core.PrincipalOrchestrator {
+			return httpjson.Error(http.StatusForbidden, "forbidden", "operators only", "")
+		}
+		limit, _ := strconv.Atoi(req.QueryStringParameters["limit"])
+		if limit <= 0 {
+			limit = 50
+		}
+		recs, next, err := store.ListUnresolved(ctx, req.QueryStringParameters["cursor"], limit)
+		if ve, ok := err.(*core.ValidationError); ok {
+			return httpjson.Error(http.StatusBadRequest, ve.Code, ve.Message, ve.Field)
+		}
+		if err != nil {
+			a.Log.ErrorContext(ctx, "list unresolved webhook events", "err", err.Error())
+			return httpjson.Error(http.StatusInternalServerError, "internal", "could not list unresolved events", "")
+		}
+		return httpjson.JSON(http.StatusOK, map[string]any{"events": recs, "next": next}, nil)
+	}
 	return nil
 }

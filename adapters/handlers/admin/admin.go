@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -157,6 +158,9 @@ func DecodeBody(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2H
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body must be a JSON object of the documented shape: "+err.Error(), ""), false
+	}
+	if dec.More() || dec.Decode(&struct{}{}) != io.EOF {
+		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body must be exactly one JSON object", ""), false
 	}
 	return events.APIGatewayV2HTTPResponse{}, true
 }

@@ -1,0 +1,185 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/core"
+)
+
+func webhooksForTest(t *testing.T) (*Webhooks, *Store) {
+	t.Helper()
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+		t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
+	}
+	ctx := context.Background()
+	clients, err := awsconfig.LoadClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	table := "wh_" + hex.EncodeToString(b[:])
+	if err := EnsureTable(ctx, clients.DynamoDB, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	return NewWebhooks(clients.DynamoDB, table), New(clients.DynamoDB, table)
+}
+
+var whNow = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+func testIntent(t *testing.T, s *Store, id string) {
+	t.Helper()
+	in := &core.Intent{ID: id, Bot: "b", Provider: "sandbox", Account: "a1", Status: core.StatusSucceeded, CreatedAt: whNow, UpdatedAt: whNow, Attempts: []core.Attempt{}}
+	if _, created, err := s.Create(context.Background(), in); err != nil || !created {
+		t.Fatalf("create %s: %v", id, err)
+	}
+}
+
+func appendEntry(eventID string, mapMsg bool) func(*core.Intent) (core.BindPlan, error) {
+	return func(in *core.Intent) (core.BindPlan, error) {
+		in.Attempts = append(in.Attempts, core.Attempt{Trigger: core.TriggerWebhook, Result: core.ResultAck, Evidence: core.Evidence{Extra: map[string]string{"eventId": eventID}}})
+		return core.BindPlan{Changed: true, MapMessage: mapMsg}, nil
+	}
+}
+
+func TestWebhookBindIsAtomicAndUnique(t *testing.T) {
+	w, s := webhooksForTest(t)
+	ctx := context.Background()
+	testIntent(t, s, "it_1")
+	testIntent(t, s, "it_2")
+	rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_1", Kind: core.EventAck, State: core.EventBound, IntentID: "it_1", MessageID: "sbx_1", ReceivedAt: whNow}
+	got, err := w.BindEvent(ctx, rec, appendEntry("evt_1", true))
+	if err != nil || got.Version != 1 || len(got.Attempts) != 1 {
+		t.Fatalf("bind: %v %+v", err, got)
+	}
+	if id, err := w.IntentForMessage(ctx, "sandbox", "a1", "sbx_1"); err != nil || id != "it_1" {
+		t.Fatalf("mapping: %q %v", id, err)
+	}
+	if _, err := w.IntentForMessage(ctx, "sandbox", "a2", "sbx_1"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("mapping is per account: %v", err)
+	}
+	if seen, err := w.SeenEvent(ctx, "sandbox", "a1", "evt_1"); err != nil || seen == nil || seen.State != core.EventBound || seen.IntentID != "it_1" {
+		t.Fatalf("seen %+v %v", seen, err)
+	}
+	// The same event again: refused, intent untouched.
+	if _, err := w.BindEvent(ctx, rec, appendEntry("evt_1", true)); !errors.Is(err, core.ErrDuplicateEvent) {
+		t.Fatalf("replay: %v", err)
+	}
+	// Another intent claiming the same provider message id: nothing written at all.
+	rec2 := rec
+	rec2.EventID, rec2.IntentID = "evt_2", "it_2"
+	if _, err := w.BindEvent(ctx, rec2, appendEntry("evt_2", true)); !errors.Is(err, core.ErrMappingTaken) {
+		t.Fatalf("mapping conflict: %v", err)
+	}
+	if seen, _ := w.SeenEvent(ctx, "sandbox", "a1", "evt_2"); seen != nil {
+		t.Fatal("a cancelled transaction left the uniqueness item")
+	}
+	if in, _ := s.Get(ctx, "it_2"); in.Version != 0 {
+		t.Fatal("a cancelled transaction changed the intent")
+	}
+	// A lost version race re-reads and decides again.
+	calls := 0
+	rec3 := rec
+	rec3.EventID = "evt_3"
+	got, err = w.BindEvent(ctx, rec3, func(in *core.Intent) (core.BindPlan, error) {
+		calls++
+		if calls == 1 {
+			if _, err := s.Update(ctx, "it_1", func(in *core.Intent) error { in.StatusReason = "someone else"; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return appendEntry("evt_3", false)(in)
+	})
+	if err != nil || calls != 2 || got.StatusReason != "someone else" || len(got.Attempts) != 2 {
+		t.Fatalf("race: %v calls=%d %+v", err, calls, got)
+	}
+	// Nothing to change: only the uniqueness item is written.
+	rec4 := rec
+	rec4.EventID = "evt_4"
+	if _, err := w.BindEvent(ctx, rec4, func(*core.Intent) (core.BindPlan, error) { return core.BindPlan{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := s.Get(ctx, "it_1"); in.Version != 3 {
+		t.Fatalf("version %d, want 3", in.Version)
+	}
+}
+
+func TestWebhookInboundClaim(t *testing.T) {
+	w, _ := webhooksForTest(t)
+	ctx := context.Background()
+	rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_in", Kind: core.EventInbound, ReceivedAt: whNow}
+	claim := func(now time.Time) core.InboundClaim {
+		t.Helper()
+		c, err := w.ClaimInbound(ctx, rec, now, now.Add(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := claim(whNow); c != core.ClaimNew {
+		t.Fatalf("first claim %v", c)
+	}
+	if c := claim(whNow.Add(10 * time.Second)); c != core.ClaimBusy {
+		t.Fatalf("inside the claim %v", c)
+	}
+	if c := claim(whNow.Add(31 * time.Second)); c != core.ClaimTakenOver {
+		t.Fatalf("after the claim %v", c)
+	}
+	if c := claim(whNow.Add(40 * time.Second)); c != core.ClaimBusy {
+		t.Fatalf("inside the new claim %v", c)
+	}
+	if err := w.MarkForwarded(ctx, rec, whNow.Add(41*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(whNow.Add(time.Hour)); c != core.ClaimDone {
+		t.Fatalf("after forwarding %v", c)
+	}
+	if err := w.MarkForwarded(ctx, rec, whNow); err == nil {
+		t.Fatal("marking twice must fail its condition")
+	}
+}
+
+func TestWebhookUnresolvedListAndKeys(t *testing.T) {
+	w, _ := webhooksForTest(t)
+	ctx := context.Background()
+	for i, id := range []string{"evt_a", "evt_b", "evt_c"} {
+		rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: id, Kind: core.EventEcho, State: core.EventUnresolved,
+			MessageID: "sbx_x", Reason: "no match", Raw: `{"n":` + string(rune('0'+i)) + `}`, ReceivedAt: whNow.Add(time.Duration(i) * time.Second)}
+		if err := w.RecordEvent(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.RecordEvent(ctx, core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_a", State: core.EventUnresolved, ReceivedAt: whNow}); !errors.Is(err, core.ErrDuplicateEvent) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if err := w.RecordEvent(ctx, core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_ign", State: core.EventIgnored, ReceivedAt: whNow}); err != nil {
+		t.Fatal(err)
+	}
+	page, next, err := w.ListUnresolved(ctx, "", 2)
+	if err != nil || len(page) != 2 || next == "" || page[0].EventID != "evt_a" || page[0].Raw != `{"n":0}` {
+		t.Fatalf("page 1: %+v %q %v", page, next, err)
+	}
+	page, next, err = w.ListUnresolved(ctx, next, 2)
+	if err != nil || len(page) != 1 || page[0].EventID != "evt_c" {
+		t.Fatalf("page 2: %+v %q %v", page, next, err)
+	}
+	if _, _, err := w.ListUnresolved(ctx, "bm9wZQ", 2); err == nil {
+		t.Fatal("bad cursor accepted")
+	}
+	if EventPK("p", "a#b", "c") == EventPK("p", "a", "b#c") || MappingPK("p", "a%23b", "c") == MappingPK("p", "a#b", "c") {
+		t.Fatal("key parts are ambiguous")
+	}
+}

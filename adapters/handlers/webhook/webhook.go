@@ -1,0 +1,147 @@
+// Package webhook is the providers' callback endpoint,
+// POST /v1/webhooks/{provider}/{account}. There is no authorizer on the route:
+// each provider's adapter verifies the request's signature with the
+// account's secret before anything is stored. Then core deduplicates by the
+// provider's event id and binds, records or forwards the event.
+//
+// Answers: 200 {"result": bound|duplicate|unresolved|forwarded|ignored, ...};
+// 401 invalid_signature (missing, bad or stale signature; nothing stored);
+// 413 payload_too_large; 400 malformed_json / invalid_field for a signed but
+// malformed event; 404 unknown_provider; 409 event_in_progress (another
+// delivery of the same inbound event is being forwarded: deliver again
+// later); 500 internal (nothing half-done; deliver again).
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/core"
+)
+
+// MaxBodyBytes is the largest webhook body accepted (256 KiB).
+const MaxBodyBytes = 256 << 10
+
+// Provider is one provider's webhook dialect: its signature scheme and its
+// event format.
+type Provider interface {
+	// Verify authenticates the raw request for the account. An error wrapping
+	// ErrUnauthenticated means 401; any other error is a server failure.
+	Verify(ctx context.Context, account string, headers map[string]string, body []byte) error
+	// Decode turns a verified body into an event; errors are *core.ValidationError.
+	Decode(account string, headers map[string]string, body []byte) (core.ProviderEvent, error)
+}
+
+// Challenger is implemented by providers whose endpoint must answer a
+// verified handshake itself (Slack's url_verification): after Verify, if
+// Challenge reports true, its response is returned and nothing is stored.
+type Challenger interface {
+	Challenge(account string, headers map[string]string, body []byte) (events.APIGatewayV2HTTPResponse, bool)
+}
+
+// ErrUnauthenticated marks a request whose signature does not verify.
+var ErrUnauthenticated = errors.New("webhook signature not verified")
+
+// Handler serves the webhook route.
+type Handler struct {
+	Webhooks  *core.Webhooks
+	Providers map[string]Provider
+	// MaxBodyBytes defaults to MaxBodyBytes.
+	MaxBodyBytes int
+	Log          *slog.Logger
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.Default()
+	}
+	return h.Log
+}
+
+// Handle is the Lambda handler.
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	provider, account := req.PathParameters["provider"], req.PathParameters["account"]
+	p, ok := h.Providers[provider]
+	if !ok || account == "" {
+		return httpjson.Error(http.StatusNotFound, "unknown_provider", "no webhook endpoint for this provider", "provider"), nil
+	}
+	limit := h.MaxBodyBytes
+	if limit <= 0 {
+		limit = MaxBodyBytes
+	}
+	// Cheap size check before decoding anything.
+	if len(req.Body) > limit*4/3+4 {
+		return tooLarge(limit), nil
+	}
+	body := []byte(req.Body)
+	if req.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(req.Body)
+		if err != nil {
+			return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", ""), nil
+		}
+		body = b
+	}
+	if len(body) > limit {
+		return tooLarge(limit), nil
+	}
+	log := h.log().With("provider", provider, "account", account)
+	if err := p.Verify(ctx, account, req.Headers, body); err != nil {
+		if errors.Is(err, ErrUnauthenticated) {
+			// Nothing is stored for an unauthenticated request; the reason is
+			// logged, not told (no oracle for forgers).
+			log.WarnContext(ctx, "webhook rejected: signature not verified", "reason", err.Error())
+			return httpjson.Error(http.StatusUnauthorized, "invalid_signature", "the webhook signature is missing, invalid or outside the allowed time window", ""), nil
+		}
+		log.ErrorContext(ctx, "webhook verification failed", "err", err.Error())
+		return internal(), nil
+	}
+	if c, ok := p.(Challenger); ok {
+		if resp, ok := c.Challenge(account, req.Headers, body); ok {
+			return resp, nil
+		}
+	}
+	ev, err := p.Decode(account, req.Headers, body)
+	if err != nil {
+		return h.fail(ctx, log, err), nil
+	}
+	ev.Provider, ev.Account = provider, account
+	sum := sha256.Sum256(body)
+	ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
+	ev.Raw = body
+	res, err := h.Webhooks.Handle(ctx, ev)
+	if err != nil {
+		return h.fail(ctx, log.With("eventId", ev.EventID), err), nil
+	}
+	return httpjson.JSON(http.StatusOK, res, nil), nil
+}
+
+func (h *Handler) fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {
+	var ve *core.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return httpjson.Error(http.StatusBadRequest, ve.Code, ve.Message, ve.Field)
+	case errors.Is(err, core.ErrEventInProgress):
+		r := httpjson.Error(http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", "")
+		r.Headers["Retry-After"] = strconv.Itoa(5)
+		return r
+	}
+	log.ErrorContext(ctx, "webhook failed", "err", err.Error())
+	return internal()
+}
+
+func tooLarge(limit int) events.APIGatewayV2HTTPResponse {
+	return httpjson.Error(http.StatusRequestEntityTooLarge, core.CodePayloadTooLarge, "the webhook body exceeds "+strconv.Itoa(limit)+" bytes", "")
+}
+
+func internal() events.APIGatewayV2HTTPResponse {
+	return httpjson.Error(http.StatusInternalServerError, "internal", "the event could not be processed; deliver it again", "")
+}
