@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -32,6 +33,7 @@ type Clients struct {
 	Streams  *dynamodbstreams.Client
 	SQS      *sqs.Client
 	S3       *s3.Client
+	Secrets  *secretsmanager.Client
 }
 
 // New builds every client from cfg.
@@ -46,6 +48,7 @@ func New(cfg aws.Config) Clients {
 		}),
 		Streams: dynamodbstreams.NewFromConfig(cfg),
 		SQS:     sqs.NewFromConfig(cfg),
+		Secrets: secretsmanager.NewFromConfig(cfg),
 		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {
 			// Emulators (fauxqs, LocalStack) serve buckets by path, not by host.
 			o.UsePathStyle = os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""

@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
@@ -26,6 +29,10 @@ import (
 // event with 401 (fails closed).
 const EnvWebhookSecrets = "OUTBOX_WEBHOOK_SECRETS"
 
+// EnvProviderSecrets names Secrets Manager secrets (comma separated) holding
+// webhook secrets in the same format; the CDK stack sets it and grants read.
+const EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
+
 // UnresolvedRoute lists unresolved webhook events for operators.
 const UnresolvedRoute = "GET /v1/admin/webhooks/unresolved"
 
@@ -34,6 +41,24 @@ func wireWebhooks(a *App) error {
 	secrets, err := webhooksig.ParseSecrets(os.Getenv(EnvWebhookSecrets))
 	if err != nil {
 		return fmt.Errorf("%s: %w", EnvWebhookSecrets, err)
+	}
+	if names := os.Getenv(EnvProviderSecrets); names != "" && a.Clients.Secrets != nil {
+		// In AWS the secrets live in Secrets Manager, each a document in the
+		// OUTBOX_WEBHOOK_SECRETS format; read once per cold start (a rotation
+		// lists old and new secret until every function has restarted).
+		for _, name := range strings.Split(names, ",") {
+			out, err := a.Clients.Secrets.GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: aws.String(strings.TrimSpace(name))})
+			if err != nil {
+				return fmt.Errorf("read webhook secrets %s: %w", name, err)
+			}
+			more, err := webhooksig.ParseSecrets(aws.ToString(out.SecretString))
+			if err != nil {
+				return fmt.Errorf("webhook secrets %s: %w", name, err)
+			}
+			for k, v := range more {
+				secrets[k] = append(secrets[k], v...)
+			}
+		}
 	}
 	store := dynamo.NewWebhooks(a.Clients.DynamoDB, a.Config.Table)
 	wh := &core.Webhooks{
