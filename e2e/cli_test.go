@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/botharness/outbox/core"
+)
+
+// The operator CLI, built and run as an operator would, against the local API.
+func TestOperatorCLI(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "outboxctl")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/outboxctl")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build outboxctl: %v\n%s", err, out)
+	}
+	e := newEnv(t, options{})
+	id := needsHuman(t, e, "acct-cli", "cli-1")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "OUTBOX_API_URL="+e.api.URL, "OUTBOX_OPERATOR_TOKEN="+opToken)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("outboxctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("intents", "list"); !strings.Contains(out, id) || !strings.Contains(out, "unknown-outcome") {
+		t.Fatalf("list does not show the intent and its last result:\n%s", out)
+	}
+	if out := run("intents", "show", id); !strings.Contains(out, "needs-human") || !strings.Contains(out, "stream") {
+		t.Fatalf("show:\n%s", out)
+	}
+	run("recommend", id, "--decision", "abandon", "--summary", "duplicate of a manual send")
+	if out := run("resolve", id, "--decision", "abandon", "--reason", "sent by hand"); !strings.Contains(out, "abandoned") {
+		t.Fatalf("resolve:\n%s", out)
+	}
+	// The same command again (a retried shell) is the same decision, not an error.
+	run("resolve", id, "--decision", "abandon", "--reason", "sent by hand")
+	if in := e.intent(id); in.Status != core.StatusAbandoned || len(in.Resolutions) != 2 {
+		t.Fatalf("after the CLI: %s with %d resolutions", in.Status, len(in.Resolutions))
+	}
+	if out := run("backup", "create", "--profile", testBot); !strings.Contains(out, "bk_") || !strings.Contains(out, "items     1") {
+		t.Fatalf("backup:\n%s", out)
+	}
+	e.assertEffectsStay(id, 1, 0)
+}
