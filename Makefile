@@ -26,6 +26,10 @@ test: deps ## Unit + integration tests (starts and stops its own emulators)
 test-unit: ## Unit tests only (no emulators)
 	go test -count=1 ./core/... ./adapters/... ./sandbox/...
 
+.PHONY: bench
+bench: deps ## Benchmarks against the raw emulator in one run: a table + build/bench/results.json (not part of make test)
+	@bash bench/run.sh
+
 .PHONY: build
 build: ## Build linux/$(GOARCH) Lambda bootstraps into dist/<function>/bootstrap
 	@set -e; for f in $(FUNCTIONS); do \
