@@ -158,7 +158,9 @@ func (o *outbox) data() {
 		IndexName:      jsii.String(GSI1),
 		PartitionKey:   str("gsi1pk"),
 		SortKey:        str("gsi1sk"),
-		ProjectionType: awsdynamodb.ProjectionType_ALL,
+		// Keys only: an intent moves between gsi1 partitions on every status
+		// change; listings batch-read the items instead (adapters/dynamo/hydrate.go).
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
 	o.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(GSI2),

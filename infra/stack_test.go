@@ -438,7 +438,7 @@ func TestTable(t *testing.T) {
 			"GlobalSecondaryIndexes", []any{obj(
 				"IndexName", "gsi1",
 				"KeySchema", []any{obj("AttributeName", "gsi1pk", "KeyType", "HASH"), obj("AttributeName", "gsi1sk", "KeyType", "RANGE")},
-				"Projection", obj("ProjectionType", "ALL"),
+				"Projection", obj("ProjectionType", "KEYS_ONLY"),
 			), obj(
 				"IndexName", "gsi2",
 				"KeySchema", []any{obj("AttributeName", "gsi2pk", "KeyType", "HASH"), obj("AttributeName", "gsi2sk", "KeyType", "RANGE")},

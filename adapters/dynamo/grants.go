@@ -195,11 +195,6 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": regS(grantsGSI)},
 		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
 	}
-	if bot != "" {
-		in.FilterExpression = aws.String("#b = :b")
-		in.ExpressionAttributeNames = map[string]string{"#b": "bot"}
-		in.ExpressionAttributeValues[":b"] = regS(bot)
-	}
 	start, err := decodeCursor(cursor, "gsi1pk", grantsGSI)
 	if err != nil {
 		return nil, "", err
@@ -209,11 +204,18 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 	if err != nil {
 		return nil, "", fmt.Errorf("list grants: %w", err)
 	}
-	out := make([]*core.Grant, 0, len(res.Items))
-	for _, item := range res.Items {
+	items, err := hydrate(ctx, r.db, r.table, res.Items)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*core.Grant, 0, len(items))
+	for _, item := range items {
 		g, err := unmarshalGrant(item)
 		if err != nil {
 			return nil, "", err
+		}
+		if bot != "" && g.Bot != bot {
+			continue // the index holds keys only, so the bot filter applies here
 		}
 		out = append(out, g)
 	}

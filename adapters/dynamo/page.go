@@ -32,8 +32,12 @@ func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string,
 	if err != nil {
 		return nil, "", fmt.Errorf("list %s intents: %w", status, err)
 	}
-	out := make([]*core.Intent, 0, len(res.Items))
-	for _, item := range res.Items {
+	items, err := hydrate(ctx, s.db, s.table, res.Items)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*core.Intent, 0, len(items))
+	for _, item := range items {
 		in, err := UnmarshalIntent(item)
 		if err != nil {
 			return nil, "", err

@@ -41,7 +41,8 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String("gsi1pk"), KeyType: types.KeyTypeHash},
 				{AttributeName: aws.String("gsi1sk"), KeyType: types.KeyTypeRange},
 			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			// Keys only: listings read the items behind (see hydrate).
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}, {
 			// Profile index for backups: every item of a bot, keys only.
 			IndexName: aws.String(gsi2Name),

@@ -33,6 +33,7 @@ type API interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // Store is the intent store.
@@ -237,7 +238,11 @@ func (s *Store) ListByStatus(ctx context.Context, status core.Status, dueBefore 
 		if err != nil {
 			return nil, fmt.Errorf("query %s intents: %w", status, err)
 		}
-		for _, item := range res.Items {
+		items, err := hydrate(ctx, s.db, s.table, res.Items)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
 			in, err := UnmarshalIntent(item)
 			if err != nil {
 				return nil, err

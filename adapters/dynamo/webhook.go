@@ -354,8 +354,12 @@ func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int)
 	if err != nil {
 		return nil, "", fmt.Errorf("list unresolved webhook events: %w", err)
 	}
-	recs := make([]core.EventRecord, 0, len(out.Items))
-	for _, item := range out.Items {
+	items, err := hydrate(ctx, w.db, w.table, out.Items)
+	if err != nil {
+		return nil, "", err
+	}
+	recs := make([]core.EventRecord, 0, len(items))
+	for _, item := range items {
 		rec, err := unmarshalEvent(item)
 		if err != nil {
 			return nil, "", err

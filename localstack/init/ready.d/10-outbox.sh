@@ -2,7 +2,7 @@
 # LocalStack ready.d hook: create the outbox's resources, idempotently. The container has no
 # Go, so this mirrors `go run ./cmd/outboxctl setup` (adapters/dynamo/schema.go,
 # adapters/sqsqueue/setup.go) with awslocal:
-#   table  outbox          pk S HASH, sk S RANGE; GSI gsi1 (gsi1pk S HASH, gsi1sk S RANGE, ALL), gsi2 (gsi2pk/gsi2sk, KEYS_ONLY);
+#   table  outbox          pk S HASH, sk S RANGE; GSI gsi1 (gsi1pk S HASH, gsi1sk S RANGE, KEYS_ONLY), gsi2 (gsi2pk/gsi2sk, KEYS_ONLY);
 #                          stream NEW_AND_OLD_IMAGES; PAY_PER_REQUEST; TTL on expiresAt
 #   queues outbox-retry-dlq, outbox-retry (VisibilityTimeout 360, RedrivePolicy
 #          maxReceiveCount 5 -> outbox-retry-dlq), outbox-inbox
@@ -32,7 +32,7 @@ else
 		AttributeName=gsi1pk,AttributeType=S AttributeName=gsi1sk,AttributeType=S \
 		AttributeName=gsi2pk,AttributeType=S AttributeName=gsi2sk,AttributeType=S \
 		--key-schema AttributeName=pk,KeyType=HASH AttributeName=sk,KeyType=RANGE \
-		--global-secondary-indexes '[{"IndexName":"gsi1","KeySchema":[{"AttributeName":"gsi1pk","KeyType":"HASH"},{"AttributeName":"gsi1sk","KeyType":"RANGE"}],"Projection":{"ProjectionType":"ALL"}},{"IndexName":"gsi2","KeySchema":[{"AttributeName":"gsi2pk","KeyType":"HASH"},{"AttributeName":"gsi2sk","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' \
+		--global-secondary-indexes '[{"IndexName":"gsi1","KeySchema":[{"AttributeName":"gsi1pk","KeyType":"HASH"},{"AttributeName":"gsi1sk","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}},{"IndexName":"gsi2","KeySchema":[{"AttributeName":"gsi2pk","KeyType":"HASH"},{"AttributeName":"gsi2sk","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' \
 		--stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES \
 		>/dev/null
 fi
