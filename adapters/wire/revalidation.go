@@ -7,6 +7,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/handlers/intake"
+	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
 )
 
@@ -21,6 +22,11 @@ func wireRevalidation(a *App) error {
 	}
 	reg := dynamo.NewRegistry(a.Clients.DynamoDB, a.Config.Table)
 	rv := &core.Revalidation{Facts: reg, Grants: reg, Intents: a.Store, Clock: a.Config.Clock}
+	if a.Config.RequestCacheTTL > 0 {
+		// Only intake reads grants through this; every attempt re-reads them
+		// consistently (Facts), so a cached grant can never cause a send.
+		rv.Grants = ttlcache.NewGrants(reg, a.Config.RequestCacheTTL)
+	}
 	a.Dispatcher.Revalidator = rv
 	a.Intake.Grants = rv
 	a.Resolver.Gate = rv

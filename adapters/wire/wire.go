@@ -22,6 +22,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/emf"
 	"github.com/botharness/outbox/adapters/sqsqueue"
+	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
 )
 
@@ -34,24 +35,28 @@ type Config struct {
 	ProviderConfig string // JSON, see ProviderSettings
 	Lease          time.Duration
 	SweepGrace     time.Duration
-	Backoff        *core.BackoffPolicy
-	Reconcile      *core.ReconcilePolicy
-	Clock          core.Clock
-	Owner          string
-	Log            *slog.Logger
-	MetricsOut     io.Writer
+	// RequestCacheTTL keeps token principals and intake grant reads in
+	// memory this long (0: no cache). The dispatcher's own checks never use it.
+	RequestCacheTTL time.Duration
+	Backoff         *core.BackoffPolicy
+	Reconcile       *core.ReconcilePolicy
+	Clock           core.Clock
+	Owner           string
+	Log             *slog.Logger
+	MetricsOut      io.Writer
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
 func FromEnv(required ...string) (Config, error) {
 	c := Config{
-		Table:          os.Getenv("OUTBOX_TABLE"),
-		RetryQueueURL:  os.Getenv("OUTBOX_RETRY_QUEUE_URL"),
-		InboxQueueURL:  os.Getenv("OUTBOX_INBOX_QUEUE_URL"),
-		BackupBucket:   os.Getenv("OUTBOX_BACKUP_BUCKET"),
-		ProviderConfig: os.Getenv("OUTBOX_PROVIDER_CONFIG"),
-		Lease:          durationEnv("OUTBOX_LEASE", 60*time.Second),
-		SweepGrace:     durationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
+		Table:           os.Getenv("OUTBOX_TABLE"),
+		RetryQueueURL:   os.Getenv("OUTBOX_RETRY_QUEUE_URL"),
+		InboxQueueURL:   os.Getenv("OUTBOX_INBOX_QUEUE_URL"),
+		BackupBucket:    os.Getenv("OUTBOX_BACKUP_BUCKET"),
+		ProviderConfig:  os.Getenv("OUTBOX_PROVIDER_CONFIG"),
+		Lease:           durationEnv("OUTBOX_LEASE", 60*time.Second),
+		SweepGrace:      durationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
+		RequestCacheTTL: durationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
 	}
 	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
 		c.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q}}`, os.Getenv("OUTBOX_SANDBOX_URL"))
@@ -88,9 +93,11 @@ func Logger() *slog.Logger {
 
 // App is the assembled system.
 type App struct {
-	Config     Config
-	Store      *dynamo.Store
-	Tokens     *dynamo.Tokens
+	Config Config
+	Store  *dynamo.Store
+	Tokens *dynamo.Tokens
+	// Authn resolves bearer tokens for the authorizer (cached per RequestCacheTTL).
+	Authn      core.TokenStore
 	Queue      *sqsqueue.Queue
 	Providers  core.ProviderMap
 	Intake     *core.Intake
@@ -160,6 +167,10 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Log:        cfg.Log,
 		Clients:    clients,
 		AdminExtra: map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{},
+	}
+	app.Authn = app.Tokens
+	if cfg.RequestCacheTTL > 0 {
+		app.Authn = ttlcache.NewTokens(app.Tokens, cfg.RequestCacheTTL)
 	}
 	if err := wireRevalidation(app); err != nil {
 		return nil, err

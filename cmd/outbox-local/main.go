@@ -67,7 +67,7 @@ func run() error {
 	providerCfg := env("OUTBOX_PROVIDER_CONFIG", fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":3000}}`, sandboxURL))
 	st, err := stack.Start(ctx, clients, stack.Options{
 		Table: env("OUTBOX_TABLE", "outbox"), ProviderConfig: providerCfg,
-		SweepInterval: 15 * time.Second, Tokens: tokens, Log: log,
+		SweepInterval: 15 * time.Second, Tokens: tokens, Log: log, RequestCacheTTL: 5 * time.Second,
 		// A permissive dev grant so the printed curl works; real grants are
 		// managed through PUT /v1/admin/grants/{grantId}.
 		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*",

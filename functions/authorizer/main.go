@@ -10,6 +10,6 @@ import (
 
 func main() {
 	app := wire.MustBoot("OUTBOX_TABLE")
-	h := &authorizer.Handler{Tokens: app.Tokens, Log: app.Log}
+	h := &authorizer.Handler{Tokens: app.Authn, Log: app.Log}
 	lambda.Start(h.Handle)
 }

@@ -40,8 +40,10 @@ type Options struct {
 	Clock          core.Clock
 	Lease          time.Duration
 	SweepGrace     time.Duration
-	Backoff        *core.BackoffPolicy
-	Reconcile      *core.ReconcilePolicy
+	// RequestCacheTTL: see wire.Config (0, the default here, disables it).
+	RequestCacheTTL time.Duration
+	Backoff         *core.BackoffPolicy
+	Reconcile       *core.ReconcilePolicy
 	// PollInterval for the stream and queue pollers (default 100ms).
 	PollInterval time.Duration
 	// SweepInterval runs the sweeper on a schedule; 0 disables the ticker.
@@ -108,7 +110,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	}
 	app, err := wire.New(clients, wire.Config{
 		Table: o.Table, BackupBucket: o.Bucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
-		Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
+		RequestCacheTTL: o.RequestCacheTTL, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 	})
 	if err != nil {
@@ -127,7 +129,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		Queues:     queues,
 		Intake:     &intake.Handler{Intake: app.Intake, Store: app.Store, Sources: app.Sources, Log: app.Log},
 		Admin:      &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Extra: app.AdminExtra, Log: app.Log},
-		Authorizer: &authorizer.Handler{Tokens: app.Tokens, Log: app.Log},
+		Authorizer: &authorizer.Handler{Tokens: app.Authn, Log: app.Log},
 		Dispatcher: &dispatcher.Handler{D: app.Dispatcher, Log: app.Log},
 		Retrier:    &retrier.Handler{D: app.Dispatcher, Log: app.Log},
 		Sweeper:    &sweeper.Handler{S: app.Sweeper, Log: app.Log},

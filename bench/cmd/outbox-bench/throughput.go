@@ -72,7 +72,7 @@ type variant struct {
 //	handler      the intake handler called directly (authorizer context given): no HTTP, no authorizer
 //	intake       POST /v1/intents over HTTP through the local gateway and the authorizer
 func (r *runner) throughput() error {
-	st, api, stop, err := r.startStack(stack.Options{DisableStream: true, DisableQueue: true})
+	st, api, stop, err := r.startStack(stack.Options{DisableStream: true, DisableQueue: true, RequestCacheTTL: 5 * time.Second}) // as deployed (OUTBOX_REQUEST_CACHE_TTL default)
 	if err != nil {
 		return err
 	}
