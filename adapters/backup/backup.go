@@ -101,14 +101,17 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 	if ttl <= 0 {
 		ttl = 5 * time.Minute
 	}
-	if err := s.Store.RaiseBarrier(ctx, profile, id, now, ttl); err != nil {
-		return nil, err
-	}
+	// Lift on every way out, including a failed raise: the raise may have
+	// been applied with its response lost. The lift is conditional on this
+	// backup's id, so it never touches another backup's barrier.
 	defer func() {
 		if err := s.Store.LiftBarrier(context.WithoutCancel(ctx), profile, id); err != nil {
 			s.log().ErrorContext(ctx, "lift barrier failed; it expires by itself", "backup", id, "profile", profile, "err", err.Error())
 		}
 	}()
+	if err := s.Store.RaiseBarrier(ctx, profile, id, now, ttl); err != nil {
+		return nil, err
+	}
 	m := &Manifest{Format: 1, BackupID: id, Profile: profile, Table: s.Store.Table(), BarrierAt: now,
 		ItemsObject: prefix(id) + "items.jsonl.gz", StatusCounts: map[string]int{}, InFlightAtCutoff: []string{}}
 	var buf bytes.Buffer
