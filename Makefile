@@ -30,6 +30,14 @@ test-unit: ## Unit tests only (no emulators)
 bench: deps ## Benchmarks against the raw emulator in one run: a table + build/bench/results.json (not part of make test)
 	@bash bench/run.sh
 
+.PHONY: chaos fuzz
+chaos: deps ## Fault-injection suite: seeded schedules against emulators + sandbox, counting provider-side effects (SEED= replays one, N= count, FAULTS= focus)
+	@bash chaos/run.sh
+
+FUZZTIME ?= 30s
+fuzz: ## Run every Go fuzz target for FUZZTIME each (make test runs their seed corpora)
+	@FUZZTIME=$(FUZZTIME) bash chaos/fuzz.sh
+
 .PHONY: build
 build: ## Build linux/$(GOARCH) Lambda bootstraps into dist/<function>/bootstrap
 	@set -e; for f in $(FUNCTIONS); do \

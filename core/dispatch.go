@@ -150,7 +150,8 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 		log.WarnContext(ctx, "capabilities unavailable; assuming neither keys nor lookup", "err", capErr.Error())
 		caps = Capabilities{}
 	}
-	if reason, unsafe := unsafeResend(in, caps, d.Clock.Now()); unsafe {
+	// The request must also finish inside the retention: allow it the lease.
+	if reason, unsafe := unsafeResend(in, caps, d.Clock.Now().Add(d.Lease)); unsafe {
 		// An earlier attempt may have taken effect and nothing would stop the
 		// provider from doing it again: stop before sending, not after.
 		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: reason}, log)

@@ -1,0 +1,192 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/sqsqueue"
+	"github.com/botharness/outbox/adapters/streamfilter"
+	"github.com/botharness/outbox/adapters/wire"
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/host"
+)
+
+// Env is what a run shares between schedules: the AWS configuration, a
+// fault-free client for the checks, and a few tables ("slots"), each with a
+// stream observer. Schedules in one slot run one after another; slots run in
+// parallel. A slot per parallel schedule keeps each schedule's sweepers (on
+// its own fake clock) to its own intents.
+type Env struct {
+	cfg     aws.Config
+	ddb     *dynamodb.Client
+	prefix  string
+	queues  sqsqueue.QueueURLs
+	bucket  string
+	filter  *streamfilter.Pattern
+	slots   chan *slot
+	all     []*slot
+	logOut  io.Writer
+	routeMu sync.Mutex
+	route   map[string]*World // intent id -> its schedule
+}
+
+var debugObserver = os.Getenv("CHAOS_DEBUG_OBSERVER") == "1"
+
+type slot struct {
+	table  string
+	stream *host.StreamPoller
+}
+
+// webhookSecret signs every sandbox account's webhooks; the workers read it
+// from the product's own setting (wire.EnvWebhookSecrets).
+var webhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("outbox-chaos-webhook-signing-key"))
+
+// NewEnv creates `parallel` tables with their stream observers.
+func NewEnv(ctx context.Context, parallel int) (*Env, error) {
+	if err := os.Setenv(wire.EnvWebhookSecrets, fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret)); err != nil {
+		return nil, err
+	}
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The SDK's standard retryer, as in production, with a short backoff so
+	// injected throttling does not slow the suite down.
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 10 * time.Millisecond })
+	}
+	// Injected faults make the SDK log warnings about bodies it could not drain.
+	cfg.Logger = logging.Nop{}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	e := &Env{
+		cfg:    cfg,
+		prefix: "chaos_" + hex.EncodeToString(b[:]),
+		slots:  make(chan *slot, parallel),
+		route:  map[string]*World{},
+		logOut: io.Discard,
+	}
+	clients := awsconfig.New(cfg)
+	e.ddb = clients.DynamoDB
+	if e.filter, err = streamfilter.Compile(streamfilter.DispatcherPattern); err != nil {
+		return nil, err
+	}
+	if e.queues, err = sqsqueue.EnsureQueues(ctx, clients.SQS, e.prefix, 360, 5); err != nil {
+		return nil, err
+	}
+	e.bucket = strings.ReplaceAll(e.prefix, "_", "-") + "-backups"
+	if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(e.bucket)}); err != nil {
+		return nil, fmt.Errorf("create bucket %s: %w", e.bucket, err)
+	}
+	streams := host.NewStreamsClient(cfg)
+	for i := 0; i < parallel; i++ {
+		s := &slot{table: fmt.Sprintf("%s_%d", e.prefix, i)}
+		if err := dynamo.EnsureTable(ctx, clients.DynamoDB, s.table); err != nil {
+			e.Close()
+			return nil, err
+		}
+		s.stream, err = host.NewStreamPoller(host.StreamPollerConfig{
+			DynamoDB: clients.DynamoDB, Streams: streams, TableName: s.table,
+			BatchSize: 100, StartingPosition: host.StartTrimHorizon, PollInterval: 40 * time.Millisecond,
+			MaxRetryAttempts: -1, Handler: e.observe, FunctionName: "chaos-observer",
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		if err == nil {
+			err = s.stream.Start(context.WithoutCancel(ctx))
+		}
+		e.all = append(e.all, s)
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("stream observer: %w", err)
+		}
+		e.slots <- s
+	}
+	return e, nil
+}
+
+// Close stops the observers and deletes the tables.
+func (e *Env) Close() {
+	for _, s := range e.all {
+		if s.stream != nil {
+			s.stream.Stop()
+		}
+		_, _ = e.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(s.table)})
+	}
+}
+
+// observe receives every record of every slot's stream and hands it to the
+// schedule that owns the intent.
+func (e *Env) observe(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	for _, r := range ev.Records {
+		if debugObserver {
+			fmt.Fprintf(os.Stderr, "observe %s %s keys=%v\n", r.EventName, r.Change.SequenceNumber, r.Change.Keys["pk"].String())
+		}
+		id := ""
+		if img := r.Change.NewImage; img != nil {
+			if v, ok := img["id"]; ok && v.DataType() == events.DataTypeString {
+				id = v.String()
+			}
+		}
+		if id == "" {
+			continue
+		}
+		e.routeMu.Lock()
+		w := e.route[id]
+		e.routeMu.Unlock()
+		if w != nil {
+			w.onRecord(r, e.filter.Match(streamfilter.RecordForFilter(r)))
+		}
+	}
+	return events.DynamoDBEventResponse{}, nil
+}
+
+func (e *Env) register(w *World, ids ...string) {
+	e.routeMu.Lock()
+	defer e.routeMu.Unlock()
+	for _, id := range ids {
+		e.route[id] = w
+	}
+}
+
+func (e *Env) unregister(ids ...string) {
+	e.routeMu.Lock()
+	defer e.routeMu.Unlock()
+	for _, id := range ids {
+		delete(e.route, id)
+	}
+}
+
+// deleteIntent removes a checked schedule's item so the slot's status index
+// stays small.
+func (e *Env) deleteIntent(ctx context.Context, table, id string) {
+	_, _ = e.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(table),
+		Key: map[string]dynamoAV{
+			"pk": strAV(dynamo.IntentPK(id)),
+			"sk": strAV("INTENT"),
+		},
+	})
+}
+
+// get reads an intent without faults.
+func (e *Env) get(ctx context.Context, table, id string) (*core.Intent, error) {
+	return dynamo.New(e.ddb, table).Get(ctx, id)
+}
