@@ -306,8 +306,14 @@ func (r *Revalidation) AuthorizeIntake(ctx context.Context, bot string, in *Inte
 	if r.Intents != nil {
 		// Already accepted under this identity with the same request: let the
 		// conditional put find it and replay it (its attempt will be blocked).
-		if ex, err := r.Intents.Get(ctx, in.ID); err == nil && ex.Bot == bot && ex.RequestHash == in.RequestHash {
+		ex, err := r.Intents.Get(ctx, in.ID)
+		if err == nil && ex.Bot == bot && ex.RequestHash == in.RequestHash {
 			return nil
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			// Could not tell whether this is a replay: answer "try again"
+			// (5xx), never a refusal a replay must not get.
+			return fmt.Errorf("check for a replay of %s: %w", in.ID, err)
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrGrantDoesNotCover, problem)

@@ -412,3 +412,21 @@ func TestRevalidateSourcesPut(t *testing.T) {
 		t.Fatalf("deleted is sticky: %+v %v", r, err)
 	}
 }
+
+type failingGets struct{ *memStore }
+
+func (f failingGets) Get(context.Context, string) (*Intent, error) {
+	return nil, errors.New("ThrottlingException: rate exceeded")
+}
+
+// Chaos seed 3925073398: a refused grant plus a failed replay check answered
+// 403 to an identical resubmission. Not knowing must mean "try again".
+func TestAuthorizeIntakeReplayCheckFailureIsNotARefusal(t *testing.T) {
+	reg := newMemRegistry()
+	rv := &Revalidation{Facts: reg, Grants: reg, Intents: failingGets{newMemStore()}, Clock: &fakeClock{t: time.Now()}}
+	in := &Intent{ID: "it_1", Bot: "bot1", Provider: "fake", Account: "a1", Action: "send", Target: "c1", Grant: GrantRef{ID: "missing", Version: 1}}
+	err := rv.AuthorizeIntake(context.Background(), "bot1", in)
+	if err == nil || errors.Is(err, ErrGrantDoesNotCover) {
+		t.Fatalf("got %v, want a retryable error", err)
+	}
+}
