@@ -102,12 +102,12 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (Subm
 	if len(body) > MaxBodyBytes {
 		return SubmitResult{}, &ValidationError{Code: CodePayloadTooLarge, Message: fmt.Sprintf("the request body is over %d bytes", MaxBodyBytes)}
 	}
-	req, err := decodeSubmit(body)
+	canonical, req, err := decodeSubmit(body)
 	if err != nil {
 		return SubmitResult{}, err
 	}
 	now := s.Clock.Now()
-	in, err := s.build(bot, key, body, req, now)
+	in, err := s.build(bot, key, canonical, req, now)
 	if err != nil {
 		return SubmitResult{}, err
 	}
@@ -129,10 +129,22 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (Subm
 	return SubmitResult{Intent: existing, Replayed: true}, nil
 }
 
-func decodeSubmit(body []byte) (*SubmitRequest, error) {
+// decodeSubmit canonicalises the whole body once (RFC 8785 is applied
+// recursively, so the payload and metadata inside the canonical body are
+// already canonical) and decodes the request from it.
+func decodeSubmit(body []byte) ([]byte, *SubmitRequest, error) {
 	if !json.Valid(body) {
-		return nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body is not valid JSON"}
+		return nil, nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body is not valid JSON"}
 	}
+	canonical, err := Canonicalize(body)
+	if err != nil {
+		return nil, nil, &ValidationError{Code: CodeMalformedJSON, Message: err.Error()}
+	}
+	req, err := decodeStrict(canonical)
+	return canonical, req, err
+}
+
+func decodeStrict(body []byte) (*SubmitRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var req SubmitRequest
@@ -167,7 +179,7 @@ func jsonKind(goKind string) string {
 	return "value of another type"
 }
 
-func (s *Intake) build(bot, key string, body []byte, req *SubmitRequest, now time.Time) (*Intent, error) {
+func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, now time.Time) (*Intent, error) {
 	switch req.Kind {
 	case KindReply, KindAction:
 	case "":
@@ -224,19 +236,11 @@ func (s *Intake) build(bot, key string, body []byte, req *SubmitRequest, now tim
 	if !p.SupportsAction(req.Action) {
 		return nil, &ValidationError{Code: CodeUnknownAction, Field: "action", Message: fmt.Sprintf("provider %q has no action %q", req.Provider, req.Action)}
 	}
-	requestHash, err := CanonicalHash(body)
-	if err != nil {
-		return nil, &ValidationError{Code: CodeMalformedJSON, Message: err.Error()}
-	}
-	payload, err := Canonicalize(req.Payload)
-	if err != nil {
-		return nil, invalid("payload", "payload cannot be canonicalised: %v", err)
-	}
+	requestHash := HashBytes(canonical)
+	payload := append(json.RawMessage(nil), req.Payload...)
 	var metadata json.RawMessage
 	if len(req.Metadata) > 0 {
-		if metadata, err = Canonicalize(req.Metadata); err != nil {
-			return nil, invalid("metadata", "metadata cannot be canonicalised: %v", err)
-		}
+		metadata = append(json.RawMessage(nil), req.Metadata...)
 	}
 	return &Intent{
 		ID:             IntentID(bot, key),
