@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,4 +230,33 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+func TestBackupCarriesTheProfilesSourceRevisions(t *testing.T) {
+	src := newEnv(t, options{DisableStream: true})
+	if r := src.do("PUT", "/v1/sources/msg-7", botToken, nil, `{"revision":3}`); r.status != 200 {
+		t.Fatalf("source: %d %s", r.status, r.body)
+	}
+	body := strings.Replace(intentBody("acct-src", "chan-1", "answer"), `"grant"`, `"source":{"id":"msg-7","revision":3},"grant"`, 1)
+	id := src.mustSubmit("src-1", body)
+	m, _ := src.backup(testBot)
+	if m.ItemCount != 2 {
+		t.Fatalf("snapshot has %d items, want the intent and its source", m.ItemCount)
+	}
+	src.stop()
+	dst := src.fresh()
+	if r, rep := dst.restore(m.BackupID); r.status != 200 || rep.Written != 2 {
+		t.Fatalf("restore: %d %s", r.status, r.body)
+	}
+	// The restored table knows revision 3: an older report does not move it back.
+	if r := dst.do("PUT", "/v1/sources/msg-7", botToken, nil, `{"revision":2}`); r.status != 200 || !strings.Contains(string(r.body), `"revision":3`) {
+		t.Fatalf("restored source: %d %s", r.status, r.body)
+	}
+	if r := dst.do("PUT", "/v1/sources/msg-7", botToken, nil, `{"revision":4}`); r.status != 200 || !strings.Contains(string(r.body), `"revision":4`) {
+		t.Fatalf("advance restored source: %d %s", r.status, r.body)
+	}
+	dst.drive(3)
+	in := dst.waitStatus(id, 10*time.Second, core.StatusSourceRevised, core.StatusNeedsHuman)
+	t.Logf("%s", trail(in))
+	dst.assertEffectsStay(id, 0, 200*time.Millisecond)
 }

@@ -282,9 +282,12 @@ func unmarshalSource(item map[string]types.AttributeValue) (*core.SourceState, e
 // conditional update when the revision did not move).
 func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *int64, deleted bool, now time.Time) (*core.SourceState, bool, error) {
 	k := regKey(SourcePK(bot, id), sourceSK)
-	names := map[string]string{"#r": "revision", "#d": "deleted", "#u": "updatedAt", "#b": "bot", "#s": "sourceId"}
+	// gsi2 (the profile index) lists the source with its bot's outbox, so a
+	// profile backup carries the revisions its intents are checked against.
+	names := map[string]string{"#r": "revision", "#d": "deleted", "#u": "updatedAt", "#b": "bot", "#s": "sourceId", "#g2p": "gsi2pk", "#g2s": "gsi2sk"}
 	vals := map[string]types.AttributeValue{
 		":u": regS(now.UTC().Format(time.RFC3339Nano)), ":b": regS(bot), ":s": regS(id),
+		":g2p": regS(ProfilePK(bot)), ":g2s": regS("SOURCE#" + id),
 		":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
 	}
 	update := func(expr, cond string, vals map[string]types.AttributeValue) (map[string]types.AttributeValue, bool, error) {
@@ -327,7 +330,7 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 			v[":t"] = vals[":t"]
 			delete(v, ":f")
 		}
-		item, applied, err = update("SET #r = :r, #d = "+del+", #u = :u, #b = :b, #s = :s",
+		item, applied, err = update("SET #g2p = :g2p, #g2s = :g2s, #r = :r, #d = "+del+", #u = :u, #b = :b, #s = :s",
 			"attribute_not_exists(#r) OR #r < :r", v)
 		if err != nil {
 			return nil, false, err
@@ -339,7 +342,7 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 		for kk, vv := range vals {
 			v[kk] = vv
 		}
-		item, applied, err = update("SET #d = :t, #u = :u, #b = :b, #s = :s, #r = if_not_exists(#r, :z)",
+		item, applied, err = update("SET #g2p = :g2p, #g2s = :g2s, #d = :t, #u = :u, #b = :b, #s = :s, #r = if_not_exists(#r, :z)",
 			"attribute_not_exists(#d) OR #d = :f", v)
 		if err != nil {
 			return nil, false, err
