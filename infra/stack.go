@@ -155,9 +155,9 @@ func (o *outbox) data() {
 		RemovalPolicy:       o.removal,
 	})
 	o.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(GSI1),
-		PartitionKey:   str("gsi1pk"),
-		SortKey:        str("gsi1sk"),
+		IndexName:    jsii.String(GSI1),
+		PartitionKey: str("gsi1pk"),
+		SortKey:      str("gsi1sk"),
 		// Keys only: an intent moves between gsi1 partitions on every status
 		// change; listings batch-read the items instead (adapters/dynamo/hydrate.go).
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
