@@ -15,6 +15,8 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/adapters/handlers/webhook"
+	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/adapters/sandboxprovider"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
@@ -76,6 +78,15 @@ func wireWebhooks(a *App) error {
 			sandboxprovider.Name: &webhook.Sandbox{Name: sandboxprovider.Name, Verifier: verifier},
 		},
 		Log: a.Log,
+	}
+	// Slack and Telegram verify with the secrets configured on their accounts
+	// in OUTBOX_PROVIDER_CONFIG (signingSecret / webhookSecret); their routes
+	// exist only when the provider is configured.
+	if p, ok := a.Providers[slack.Name].(*slack.Provider); ok {
+		h.Providers[slack.Name] = &webhook.Slack{Accounts: p.Account, Now: a.Config.Clock.Now}
+	}
+	if p, ok := a.Providers[telegram.Name].(*telegram.Provider); ok {
+		h.Providers[telegram.Name] = &webhook.Telegram{Accounts: p.Account}
 	}
 	a.Webhook = h.Handle
 	a.AdminExtra[UnresolvedRoute] = func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {

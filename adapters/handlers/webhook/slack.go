@@ -1,0 +1,137 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/core"
+)
+
+// Slack is Slack's Events API dialect (adapters/providers/slack/events.go):
+// requests signed with the account's signing secret (X-Slack-Signature v0,
+// X-Slack-Request-Timestamp, five-minute window), a url_verification
+// handshake answered with its challenge, and event_callback envelopes whose
+// event_id is the deduplication key.
+//
+// The route's account is the Slack team id (the key of slack.accounts in
+// OUTBOX_PROVIDER_CONFIG); the envelope's team_id must match it, because one
+// Slack app (one signing secret) may be installed in several workspaces.
+//
+// Inner message events mean:
+//   - our bot's message (bot_id == the account's botId): an echo, carrying
+//     the intent id from our message metadata when present (else core
+//     resolves it by the message ts, or records it as unresolved);
+//   - a user's message (user set, no bot_id): inbound, forwarded once; the
+//     inner event is what reaches the inbox (the envelope's legacy
+//     verification token does not);
+//   - anything else (another bot's message, edits, deletions, other event
+//     types, app_rate_limited): recorded and ignored.
+type Slack struct {
+	// Accounts returns the configured account (slack.Provider.Account).
+	Accounts func(team string) (slack.Account, bool)
+	// Now is the clock for the replay window (default time.Now).
+	Now func() time.Time
+}
+
+func (s *Slack) account(team string) (slack.Account, bool) {
+	if s.Accounts == nil {
+		return slack.Account{}, false
+	}
+	return s.Accounts(team)
+}
+
+// Verify checks the v0 signature with the account's signing secret. An
+// unknown account, or one without a signing secret, is refused (fails closed).
+func (s *Slack) Verify(_ context.Context, account string, headers map[string]string, body []byte) error {
+	a, ok := s.account(account)
+	if !ok || a.SigningSecret == "" {
+		return fmt.Errorf("%w: %w", ErrUnauthenticated, slack.ErrMissingSignature)
+	}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	err := slack.VerifySlackSignature(a.SigningSecret, headerValue(headers, slack.HeaderTimestamp), body, headerValue(headers, slack.HeaderSignature), now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
+	return nil
+}
+
+// Challenge answers a (verified) url_verification request with its challenge.
+func (s *Slack) Challenge(_ string, _ map[string]string, body []byte) (events.APIGatewayV2HTTPResponse, bool) {
+	e, err := slack.ParseEvent(body)
+	if err != nil || e.Type != slack.TypeURLVerification {
+		return events.APIGatewayV2HTTPResponse{}, false
+	}
+	return events.APIGatewayV2HTTPResponse{
+		StatusCode: http.StatusOK,
+		Headers:    map[string]string{"Content-Type": "application/json"},
+		Body:       string(slack.ChallengeResponse(e.Challenge)),
+	}, true
+}
+
+// slackRaw is the part of the envelope ParseEvent does not keep.
+type slackRaw struct {
+	Event             json.RawMessage `json:"event"`
+	MinuteRateLimited int64           `json:"minute_rate_limited"`
+}
+
+// Decode parses a verified Events API body.
+func (s *Slack) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
+	var ev core.ProviderEvent
+	bad := func(field, msg string) (core.ProviderEvent, error) {
+		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var raw slackRaw
+	if err := dec.Decode(&raw); err != nil || dec.More() {
+		return ev, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the body is not one JSON object"}
+	}
+	e, err := slack.ParseEvent(body)
+	if err != nil {
+		return bad("event", "the body is not a Slack Events API request")
+	}
+	if e.TeamID != "" && e.TeamID != account {
+		return bad("team_id", "team_id must equal the account in the URL")
+	}
+	ev = core.ProviderEvent{Account: account, EventID: e.EventID, Type: e.Type, OccurredAt: e.EventTime, Kind: core.EventOther}
+	switch e.Type {
+	case slack.TypeEventCallback:
+	case slack.TypeAppRateLimited:
+		// No event_id: the rate-limited minute identifies it.
+		ev.EventID = "app_rate_limited:" + strconv.FormatInt(raw.MinuteRateLimited, 10)
+		return ev, nil
+	case slack.TypeURLVerification:
+		// Answered by Challenge; never stored.
+		return bad("type", "url_verification is answered, not stored")
+	default:
+		if ev.EventID == "" {
+			return bad("event_id", "event_id is required")
+		}
+		return ev, nil
+	}
+	ev.Type = e.Inner.Type
+	if e.Inner.Subtype != "" {
+		ev.Type += "." + e.Inner.Subtype
+	}
+	a, _ := s.account(account)
+	switch {
+	case e.IsOwnEcho(a.BotID):
+		if e.ExternalID() == "" {
+			return bad("event.ts", "event.ts is required for our own message")
+		}
+		ev.Kind, ev.MessageID, ev.IntentID = core.EventEcho, e.ExternalID(), e.IntentID()
+	case e.IsMessage() && e.Inner.Type == "message" && e.Inner.BotID == "" && e.Inner.User != "":
+		ev.Kind, ev.MessageID, ev.Inbound = core.EventInbound, e.ExternalID(), raw.Event
+	}
+	return ev, nil // core validates the rest
+}
