@@ -144,12 +144,7 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 	if !ok {
 		return d.record(ctx, in, att, nil, &PermanentError{Class: ClassRejectedInput, Err: fmt.Errorf("%w: %s", ErrUnknownProvider, in.Provider)}, Capabilities{}, log)
 	}
-	caps, capErr := prov.Capabilities(ctx, in.Account, in.Action)
-	if capErr != nil {
-		// Without a declaration we must assume the provider offers neither.
-		log.WarnContext(ctx, "capabilities unavailable; assuming neither keys nor lookup", "err", capErr.Error())
-		caps = Capabilities{}
-	}
+	caps := d.Capabilities(ctx, in)
 	// The request must also finish inside the retention: allow it the lease.
 	if reason, unsafe := unsafeResend(in, caps, d.Clock.Now().Add(d.Lease)); unsafe {
 		// An earlier attempt may have taken effect and nothing would stop the
@@ -158,6 +153,23 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 	}
 	res, sendErr := prov.Send(ctx, d.sendRequest(in))
 	return d.record(ctx, in, att, &res, sendErr, caps, log)
+}
+
+// Capabilities asks the intent's provider what it declares for the
+// intent's account and action. An unknown provider or a failed declaration
+// counts as neither keys nor lookup: when we cannot tell, we assume the
+// least protection.
+func (d *Dispatcher) Capabilities(ctx context.Context, in *Intent) Capabilities {
+	prov, ok := d.Providers.Provider(in.Provider)
+	if !ok {
+		return Capabilities{}
+	}
+	caps, err := prov.Capabilities(ctx, in.Account, in.Action)
+	if err != nil {
+		d.log().WarnContext(ctx, "capabilities unavailable; assuming neither keys nor lookup", "intent", in.ID, "err", err.Error())
+		return Capabilities{}
+	}
+	return caps
 }
 
 // unsafeResend decides, right before a send, whether it could duplicate an
@@ -320,22 +332,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 		}
 		o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
 		a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
-		if o.status == StatusRetryableFailure {
-			due := now.Add(o.delay)
-			a.NextDueAt = &due
-		}
-		in.Attempts = append(in.Attempts, a)
-		if err := in.moveTo(o.status, o.reason, now); err != nil {
-			return err
-		}
-		if o.external != "" {
-			in.ExternalID = o.external
-		}
-		if o.status == StatusRetryableFailure {
-			due := now.Add(o.delay)
-			in.NextAttemptAt = &due
-		}
-		return nil
+		return o.apply(in, a, now)
 	})
 	if err != nil {
 		// The outcome fact could not be written. The lease will expire and the
@@ -347,14 +344,39 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 	if stored.Status == StatusNeedsHuman && !late {
 		d.metrics().Count("NeedsHuman", 1)
 	}
-	if o.enqueueOp != "" {
-		msg := RetryMessage{IntentID: stored.ID, Attempt: stored.AttemptCount, Op: o.enqueueOp}
-		if err := d.Queue.Enqueue(ctx, msg, o.delay); err != nil {
-			// The intent records its due time; the sweeper re-enqueues it.
-			log.WarnContext(ctx, "enqueue failed; sweeper will re-enqueue", "err", err.Error())
-		}
-	}
+	d.enqueue(ctx, stored, o.enqueueOp, o.delay, log)
 	return nil
+}
+
+// apply appends attempt a and moves the intent as the outcome says. Pure.
+func (o outcome) apply(in *Intent, a Attempt, now time.Time) error {
+	var due *time.Time
+	if o.status == StatusRetryableFailure {
+		t := now.Add(o.delay)
+		due, a.NextDueAt = &t, &t
+	}
+	in.Attempts = append(in.Attempts, a)
+	if err := in.moveTo(o.status, o.reason, now); err != nil {
+		return err
+	}
+	if o.external != "" {
+		in.ExternalID = o.external
+	}
+	in.NextAttemptAt = due
+	return nil
+}
+
+// enqueue sends the follow-up message (a retry or a reconciliation) for the
+// stored intent. A failed send is only logged: the intent records its due
+// time and the sweeper re-enqueues overdue work.
+func (d *Dispatcher) enqueue(ctx context.Context, stored *Intent, op string, delay time.Duration, log *slog.Logger) {
+	if op == "" {
+		return
+	}
+	msg := RetryMessage{IntentID: stored.ID, Attempt: stored.AttemptCount, Op: op}
+	if err := d.Queue.Enqueue(ctx, msg, delay); err != nil {
+		log.WarnContext(ctx, "enqueue failed; the sweeper re-enqueues it", "err", err.Error())
+	}
 }
 
 func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Attempt, b *Blocked, log *slog.Logger) error {

@@ -80,6 +80,11 @@ func (m *memStore) ListByStatus(_ context.Context, status Status, dueBefore time
 	return out, nil
 }
 
+func (m *memStore) CountByStatus(ctx context.Context, status Status) (int, error) {
+	l, err := m.ListByStatus(ctx, status, time.Time{}, 0)
+	return len(l), err
+}
+
 type sentMsg struct {
 	msg   RetryMessage
 	delay time.Duration

@@ -61,12 +61,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 	}
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount)
 	prov, ok := d.Providers.Provider(in.Provider)
-	var caps Capabilities
-	if ok {
-		if caps, err = prov.Capabilities(ctx, in.Account, in.Action); err != nil {
-			caps = Capabilities{}
-		}
-	}
+	caps := d.Capabilities(ctx, in)
 	var lr LookupResult
 	var lookupErr error
 	if ok && caps.Lookup {
@@ -118,7 +113,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 			cur.NextAttemptAt = &due
 			enqueue = true
 			return nil
-		case withinWindow && ok && caps.Lookup:
+		case withinWindow && caps.Lookup:
 			// Pending, absent but not yet settled, or lookup failing: poll again.
 			next = StatusUnknownOutcome
 			enqueue = true
@@ -151,9 +146,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		if next == StatusRetryableFailure {
 			op, delay = OpAttempt, stored.NextAttemptAt.Sub(now)
 		}
-		if err := d.Queue.Enqueue(ctx, RetryMessage{IntentID: id, Attempt: stored.AttemptCount, Op: op}, delay); err != nil {
-			log.WarnContext(ctx, "enqueue failed; sweeper will re-enqueue", "err", err.Error())
-		}
+		d.enqueue(ctx, stored, op, delay, log)
 	}
 	return nil
 }

@@ -86,8 +86,8 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 		return nil, fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, cur.Status)
 	}
 	var caps Capabilities
-	if prov, ok := d.Providers.Provider(cur.Provider); ok {
-		caps, _ = prov.Capabilities(ctx, cur.Account, cur.Action)
+	if req.Decision == DecisionRetry {
+		caps = d.Capabilities(ctx, cur)
 	}
 	if req.Decision == DecisionRetry && r.Gate != nil {
 		_, blocked, err := r.Gate.Revalidate(ctx, cur)
@@ -107,27 +107,25 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 			return fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, in.Status)
 		}
 		res := Resolution{At: now, By: p.Name, ByKind: p.Kind, Decision: string(req.Decision), Reason: req.Reason, Key: key}
+		var to Status
+		var why string
 		switch req.Decision {
 		case DecisionReconcile:
-			in.Resolutions = append(in.Resolutions, res)
-			return in.moveTo(StatusUnknownOutcome, "operator asked to reconcile again", now)
+			to, why = StatusUnknownOutcome, "operator asked to reconcile again"
 		case DecisionRetry:
 			keyCovers := caps.IdempotencyKeys && in.FirstAttemptAt != nil && now.Before(in.FirstAttemptAt.Add(caps.KeyRetention))
-			if !keyCovers {
-				res.DuplicateRiskAccepted = true
-			}
-			in.Resolutions = append(in.Resolutions, res)
-			return in.moveTo(StatusPending, "retry authorised by operator "+p.Name, now)
+			res.DuplicateRiskAccepted = !keyCovers
+			to, why = StatusPending, "retry authorised by operator "+p.Name
 		case DecisionAcceptSuccess:
-			in.Resolutions = append(in.Resolutions, res)
 			if req.ExternalID != "" {
 				in.ExternalID = req.ExternalID
 			}
-			return in.moveTo(StatusSucceeded, "success accepted by operator "+p.Name, now)
+			to, why = StatusSucceeded, "success accepted by operator "+p.Name
 		default:
-			in.Resolutions = append(in.Resolutions, res)
-			return in.moveTo(StatusAbandoned, "abandoned by operator "+p.Name, now)
+			to, why = StatusAbandoned, "abandoned by operator "+p.Name
 		}
+		in.Resolutions = append(in.Resolutions, res)
+		return in.moveTo(to, why, now)
 	})
 	if errors.Is(err, errReplayed) {
 		return d.Store.Get(ctx, id)

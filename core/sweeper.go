@@ -10,6 +10,8 @@ import (
 // IntentLister finds non-terminal intents by status and due time.
 type IntentLister interface {
 	ListByStatus(ctx context.Context, status Status, dueBefore time.Time, limit int) ([]*Intent, error)
+	// CountByStatus counts without reading the intents (the alarm gauge).
+	CountByStatus(ctx context.Context, status Status) (int, error)
 }
 
 // Sweeper repairs what crashes leave behind. Every repair is a conditional
@@ -46,7 +48,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	inflight, err := s.List.ListByStatus(ctx, StatusInFlight, now, limit)
 	errs = append(errs, err)
 	for _, in := range inflight {
-		if err := s.expireLease(ctx, in.ID, now); err != nil {
+		if err := s.expireLease(ctx, in, now); err != nil {
 			rep.Errors++
 			errs = append(errs, err)
 		} else {
@@ -86,9 +88,8 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 			rep.PendingKicked++
 		}
 	}
-	human, err := s.List.ListByStatus(ctx, StatusNeedsHuman, now.Add(24*365*time.Hour), 1000)
+	rep.NeedingHuman, err = s.List.CountByStatus(ctx, StatusNeedsHuman)
 	errs = append(errs, err)
-	rep.NeedingHuman = len(human)
 	if s.Gauges != nil {
 		s.Gauges("IntentsNeedingHuman", rep.NeedingHuman)
 	}
@@ -97,20 +98,14 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 
 // expireLease turns an in-flight intent whose lease ran out into an Unknown
 // Outcome and routes it exactly as if the provider call had timed out.
-func (s *Sweeper) expireLease(ctx context.Context, id string, now time.Time) error {
+func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time) error {
 	d := s.D
-	var caps Capabilities
+	// Provider I/O stays outside the conditional write (which may re-run).
+	caps := d.Capabilities(ctx, listed)
 	var o outcome
-	var changed bool
-	stored, err := d.Store.Update(ctx, id, func(in *Intent) error {
-		changed = false
+	stored, err := d.Store.Update(ctx, listed.ID, func(in *Intent) error {
 		if in.Status != StatusInFlight || in.Lease == nil || now.Before(in.Lease.Until) {
 			return ErrNotClaimable
-		}
-		if p, ok := d.Providers.Provider(in.Provider); ok {
-			if c, err := p.Capabilities(ctx, in.Account, in.Action); err == nil {
-				caps = c
-			}
 		}
 		lost := &UnknownOutcomeError{
 			Evidence: Evidence{Detail: fmt.Sprintf("lease held by %s expired at %s before an outcome was recorded; the request may have gone out", in.Lease.Owner, in.Lease.Until.Format(time.RFC3339))},
@@ -121,36 +116,19 @@ func (s *Sweeper) expireLease(ctx context.Context, id string, now time.Time) err
 		if in.FirstAttemptAt != nil && len(in.Attempts) == 0 {
 			started = *in.FirstAttemptAt
 		}
-		a := Attempt{N: in.AttemptCount, Trigger: "sweeper", StartedAt: started, EndedAt: now, Result: "lease-expired", Evidence: lost.Evidence}
-		if o.status == StatusRetryableFailure {
-			due := now.Add(o.delay)
-			a.NextDueAt = &due
-		}
-		in.Attempts = append(in.Attempts, a)
-		if err := in.moveTo(o.status, o.reason, now); err != nil {
-			return err
-		}
-		if o.status == StatusRetryableFailure {
-			due := now.Add(o.delay)
-			in.NextAttemptAt = &due
-		}
-		changed = true
-		return nil
+		return o.apply(in, Attempt{N: in.AttemptCount, Trigger: "sweeper", StartedAt: started, EndedAt: now, Result: "lease-expired", Evidence: lost.Evidence}, now)
 	})
-	if errors.Is(err, ErrNotClaimable) || errors.Is(err, ErrConflict) || !changed && err == nil {
+	if errors.Is(err, ErrNotClaimable) || errors.Is(err, ErrConflict) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("expire lease of %s: %w", id, err)
+		return fmt.Errorf("expire lease of %s: %w", listed.ID, err)
 	}
-	d.log().InfoContext(ctx, "lease expired; unknown outcome", "intent", id, "bot", stored.Bot, "attempt", stored.AttemptCount, "status", string(stored.Status))
+	log := d.log().With("intent", listed.ID, "bot", stored.Bot, "attempt", stored.AttemptCount)
+	log.InfoContext(ctx, "lease expired; unknown outcome", "status", string(stored.Status))
 	if stored.Status == StatusNeedsHuman {
 		d.metrics().Count("NeedsHuman", 1)
 	}
-	if o.enqueueOp != "" {
-		if err := d.Queue.Enqueue(ctx, RetryMessage{IntentID: id, Attempt: stored.AttemptCount, Op: o.enqueueOp}, o.delay); err != nil {
-			d.log().WarnContext(ctx, "enqueue after lease expiry failed; next sweep re-enqueues", "intent", id, "err", err.Error())
-		}
-	}
+	d.enqueue(ctx, stored, o.enqueueOp, o.delay, log)
 	return nil
 }

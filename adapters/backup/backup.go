@@ -266,7 +266,7 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 			if err != nil {
 				return rep, err
 			}
-			caps := s.capabilities(ctx, in)
+			caps := s.Dispatcher.Capabilities(ctx, in)
 			outcome, err := core.PlanRestore(in, m.BarrierAt, now, caps)
 			if err != nil {
 				return rep, fmt.Errorf("plan restore of %s: %w", in.ID, err)
@@ -309,16 +309,4 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 	}
 	s.log().InfoContext(ctx, "restore complete", "backup", id, "profile", m.Profile, "written", rep.Written, "kept", rep.Kept)
 	return rep, nil
-}
-
-func (s *Service) capabilities(ctx context.Context, in *core.Intent) core.Capabilities {
-	p, ok := s.Dispatcher.Providers.Provider(in.Provider)
-	if !ok {
-		return core.Capabilities{}
-	}
-	c, err := p.Capabilities(ctx, in.Account, in.Action)
-	if err != nil {
-		return core.Capabilities{} // unknown: assume neither, the safe side
-	}
-	return c
 }

@@ -218,6 +218,31 @@ func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent)
 	return nil, fmt.Errorf("intent %s after %d tries: %w", id, tries, core.ErrConflict)
 }
 
+// CountByStatus counts the non-terminal intents in a status from the index
+// alone (Select COUNT): no item is read.
+func (s *Store) CountByStatus(ctx context.Context, status core.Status) (int, error) {
+	n := 0
+	var start map[string]types.AttributeValue
+	for {
+		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.table),
+			IndexName:                 aws.String(gsiName),
+			KeyConditionExpression:    aws.String("gsi1pk = :p"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: statusPfx + string(status)}},
+			Select:                    types.SelectCount,
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return 0, fmt.Errorf("count %s intents: %w", status, err)
+		}
+		n += int(res.Count)
+		if len(res.LastEvaluatedKey) == 0 {
+			return n, nil
+		}
+		start = res.LastEvaluatedKey
+	}
+}
+
 // ListByStatus returns non-terminal intents in status whose due time is at or
 // before dueBefore, oldest first, up to limit.
 func (s *Store) ListByStatus(ctx context.Context, status core.Status, dueBefore time.Time, limit int) ([]*core.Intent, error) {
