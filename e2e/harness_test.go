@@ -296,14 +296,31 @@ func (e *env) effects(query string) int {
 		e.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// An error body would decode to Count 0 and make "no effect" checks vacuous.
+		e.t.Fatalf("sandbox effects%s: status %d", query, resp.StatusCode)
+	}
 	var er sandbox.EffectsResponse
 	if err := json.NewDecoder(resp.Body).Decode(&er); err != nil {
 		e.t.Fatal(err)
 	}
+	if er.Count != len(er.Effects) {
+		e.t.Fatalf("sandbox effects%s: count %d but %d effects listed", query, er.Count, len(er.Effects))
+	}
 	return er.Count
 }
 
-func (e *env) effectsFor(id string) int { return e.effects("?idempotencyKey=" + id) }
+// effectsFor counts the sandbox's effects for an intent, by the intent id it
+// carries and by the idempotency key it was sent under; the two must agree,
+// so a change of key scheme cannot turn "no effect" checks vacuous.
+func (e *env) effectsFor(id string) int {
+	e.t.Helper()
+	byIntent := e.effects("?intentId=" + id)
+	if byKey := e.effects("?idempotencyKey=" + id); byKey != byIntent {
+		e.t.Fatalf("intent %s: %d effects by intent id, %d by idempotency key", id, byIntent, byKey)
+	}
+	return byIntent
+}
 
 // itemCount counts the table's intent items.
 func (e *env) itemCount() int {

@@ -24,9 +24,11 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/streamfilter"
 )
 
@@ -34,11 +36,11 @@ import (
 const (
 	// GSI1 is the sparse (status, due time) index the sweeper and the admin
 	// list query.
-	GSI1 = "gsi1"
+	GSI1 = dynamo.StatusIndex
 	// GSI2 lists every item of a profile (a bot), keys only, for backups.
-	GSI2 = "gsi2"
+	GSI2 = dynamo.ProfileIndex
 	// TTLAttribute holds the epoch-seconds expiry of key-retention records.
-	TTLAttribute = "expiresAt"
+	TTLAttribute = dynamo.TTLAttribute
 	// MetricsNamespace is the Embedded Metric Format namespace the functions
 	// emit into, without dimensions.
 	MetricsNamespace = "Outbox"
@@ -141,10 +143,24 @@ func (o *outbox) data() {
 	str := func(n string) *awsdynamodb.Attribute {
 		return &awsdynamodb.Attribute{Name: jsii.String(n), Type: awsdynamodb.AttributeType_STRING}
 	}
+	// The table is built from the adapter's own definition (keys, indexes,
+	// projections), so the deployed table cannot drift from what the code queries.
+	def := dynamo.TableInput("")
+	keys := func(ks []ddbtypes.KeySchemaElement) (pk, sk *awsdynamodb.Attribute) {
+		for _, k := range ks {
+			if k.KeyType == ddbtypes.KeyTypeHash {
+				pk = str(*k.AttributeName)
+			} else {
+				sk = str(*k.AttributeName)
+			}
+		}
+		return pk, sk
+	}
+	pk, sk := keys(def.KeySchema)
 	o.table = awsdynamodb.NewTable(stack, jsii.String("Table"), &awsdynamodb.TableProps{
 		TableName:    r.name("table"),
-		PartitionKey: str("pk"),
-		SortKey:      str("sk"),
+		PartitionKey: pk,
+		SortKey:      sk,
 		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Stream:       awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
@@ -154,20 +170,20 @@ func (o *outbox) data() {
 		DeletionProtection:  jsii.Bool(!r.Dev),
 		RemovalPolicy:       o.removal,
 	})
-	o.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:    jsii.String(GSI1),
-		PartitionKey: str("gsi1pk"),
-		SortKey:      str("gsi1sk"),
-		// Keys only: an intent moves between gsi1 partitions on every status
-		// change; listings batch-read the items instead (adapters/dynamo/hydrate.go).
-		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
-	})
-	o.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(GSI2),
-		PartitionKey:   str("gsi2pk"),
-		SortKey:        str("gsi2sk"),
-		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
-	})
+	projections := map[ddbtypes.ProjectionType]awsdynamodb.ProjectionType{
+		ddbtypes.ProjectionTypeAll:      awsdynamodb.ProjectionType_ALL,
+		ddbtypes.ProjectionTypeKeysOnly: awsdynamodb.ProjectionType_KEYS_ONLY,
+	}
+	for _, g := range def.GlobalSecondaryIndexes {
+		gpk, gsk := keys(g.KeySchema)
+		proj, ok := projections[g.Projection.ProjectionType]
+		if !ok {
+			panic("infra: unsupported projection " + string(g.Projection.ProjectionType))
+		}
+		o.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName: g.IndexName, PartitionKey: gpk, SortKey: gsk, ProjectionType: proj,
+		})
+	}
 
 	fourteenDays := awscdk.Duration_Days(jsii.Number(14))
 	queue := func(id, name string, visibility awscdk.Duration, dlq awssqs.IQueue) awssqs.Queue {

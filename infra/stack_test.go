@@ -13,9 +13,11 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/streamfilter"
 )
 
@@ -1068,4 +1070,35 @@ func TestPropsRejectUnknownArchitecture(t *testing.T) {
 		}
 	}()
 	(&OutboxStackProps{AssetDir: "/x", Architecture: "sparc"}).resolve()
+}
+
+// The deployed table must be the one the adapter queries: same key schema,
+// same indexes with the same keys and projections, same TTL attribute.
+func TestTableMatchesTheAdapterSchema(t *testing.T) {
+	tb := prodT.one(t, "AWS::DynamoDB::Table", "TableName", prodPrefix+"-table")
+	def := dynamo.TableInput("x")
+	keySchema := func(ks []ddbtypes.KeySchemaElement) []any {
+		out := []any{}
+		for _, k := range ks {
+			out = append(out, map[string]any{"AttributeName": *k.AttributeName, "KeyType": string(k.KeyType)})
+		}
+		return out
+	}
+	if got, want := tb.Props["KeySchema"], keySchema(def.KeySchema); !reflect.DeepEqual(got, want) {
+		t.Errorf("table key schema %v, adapter %v", got, want)
+	}
+	want := []any{}
+	for _, g := range def.GlobalSecondaryIndexes {
+		want = append(want, map[string]any{
+			"IndexName":  *g.IndexName,
+			"KeySchema":  keySchema(g.KeySchema),
+			"Projection": map[string]any{"ProjectionType": string(g.Projection.ProjectionType)},
+		})
+	}
+	if got := tb.Props["GlobalSecondaryIndexes"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("table indexes\n got %v\nwant %v (adapters/dynamo.TableInput)", got, want)
+	}
+	if ttl, _ := tb.Props["TimeToLiveSpecification"].(map[string]any); ttl["AttributeName"] != dynamo.TTLAttribute {
+		t.Errorf("TTL attribute %v, adapter %s", ttl["AttributeName"], dynamo.TTLAttribute)
+	}
 }

@@ -54,14 +54,23 @@ func (s *Store) Table() string { return s.table }
 
 const (
 	intentSK  = "INTENT"
-	gsiName   = "gsi1"
-	gsi2Name  = "gsi2"
+	gsiName   = StatusIndex
+	gsi2Name  = ProfileIndex
 	timeKey   = "2006-01-02T15:04:05.000000000Z"
 	statusPfx = "STATUS#"
 )
 
 // IntentPK is the partition key of an intent item.
 func IntentPK(id string) string { return "INTENT#" + id }
+
+// Index names; the CDK stack builds the table from TableInput, so these and
+// the key attributes exist in one place.
+const (
+	// StatusIndex lists non-terminal intents by status and due time (sparse).
+	StatusIndex = "gsi1"
+	// ProfileIndex lists every item of a profile (a bot), for backups.
+	ProfileIndex = "gsi2"
+)
 
 // ProfilePK groups a profile's (a bot's) items in gsi2.
 func ProfilePK(bot string) string { return "PROFILE#" + bot }
