@@ -55,9 +55,9 @@ func NewWebhooks(db API, table string) *Webhooks {
 	return &Webhooks{db: db, table: table, EventTTL: 30 * 24 * time.Hour, MappingTTL: 90 * 24 * time.Hour, Tries: 8}
 }
 
-func keyPart(s string) string {
-	return strings.NewReplacer("%", "%25", "#", "%23").Replace(s)
-}
+var keyEscaper = strings.NewReplacer("%", "%25", "#", "%23")
+
+func keyPart(s string) string { return keyEscaper.Replace(s) }
 
 // EventPK is the partition key of an event's uniqueness item.
 func EventPK(provider, account, eventID string) string {

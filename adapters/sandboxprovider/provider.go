@@ -5,19 +5,16 @@
 package sandboxprovider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
-	"strconv"
-	"sync/atomic"
 	"time"
 
+	"github.com/botharness/outbox/adapters/providers/httpx"
 	"github.com/botharness/outbox/core"
 )
 
@@ -48,10 +45,9 @@ func New(client *http.Client, cfg Config) *Provider {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	c := *client
-	// A redirect would be a second request we did not decide to make.
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Provider{cfg: cfg, client: &c}
+	// httpx.Client never follows redirects: a redirect would be a second
+	// request nobody decided to make.
+	return &Provider{cfg: cfg, client: httpx.Client(client)}
 }
 
 func (p *Provider) Name() string                      { return Name }
@@ -130,47 +126,27 @@ func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResul
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	// wrote becomes true once any byte of the request may have left: from then
-	// on a failure without a response is an unknown outcome, not a retry.
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{
-		WroteHeaderField: func(string, []string) { wrote.Store(true) },
-		WroteHeaders:     func() { wrote.Store(true) },
-		WroteRequest:     func(httptrace.WroteRequestInfo) { wrote.Store(true) },
-	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, p.url(r.Account, "messages", nil), bytes.NewReader(body))
-	if err != nil {
-		return core.SendResult{}, &core.PermanentError{Class: core.ClassRejectedInput, Err: err}
-	}
-	// net/http silently replays a request carrying an Idempotency-Key on a
-	// reused connection that failed; only we may decide to resend, so make the
-	// request non-replayable.
-	req.GetBody = nil
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", r.IdempotencyKey)
+	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {r.IdempotencyKey}}
 	if tok := p.cfg.Tokens[r.Account]; tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+		h.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := p.client.Do(req)
+	// httpx decides transient (nothing left) vs unknown (something may have
+	// left) and keeps net/http from replaying the request on its own.
+	resp, err := httpx.Do(ctx, p.client, http.MethodPost, p.url(r.Account, "messages", nil), h, body, 64<<10)
 	if err != nil {
-		ev := core.Evidence{Detail: err.Error()}
-		if !wrote.Load() {
-			return core.SendResult{}, &core.RetryableError{Class: core.ClassTransient, Evidence: ev, Err: fmt.Errorf("request never left: %w", err)}
-		}
-		return core.SendResult{}, &core.UnknownOutcomeError{Evidence: ev, Err: fmt.Errorf("no response after sending: %w", err)}
+		return core.SendResult{}, err
 	}
-	defer resp.Body.Close()
-	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return classify(resp, raw, readErr)
+	return classify(resp)
 }
 
-func classify(resp *http.Response, raw []byte, readErr error) (core.SendResult, error) {
-	ev := core.Evidence{HTTPStatus: resp.StatusCode}
+func classify(resp *httpx.Response) (core.SendResult, error) {
+	raw, readErr := resp.Body, resp.ReadErr
+	ev := core.Evidence{HTTPStatus: resp.Status}
 	var ed errorDoc
 	_ = json.Unmarshal(raw, &ed)
 	ev.ProviderCode = ed.Error.Code
 	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+	case resp.Status >= 200 && resp.Status < 300:
 		var m message
 		if readErr != nil || json.Unmarshal(raw, &m) != nil || m.ID == "" {
 			// Accepted, but the proof (the message id) was lost on the way.
@@ -182,36 +158,21 @@ func classify(resp *http.Response, raw []byte, readErr error) (core.SendResult, 
 			ev.Extra = map[string]string{"replayed": "true"}
 		}
 		return core.SendResult{ExternalID: m.ID, Evidence: ev}, nil
-	case resp.StatusCode == http.StatusTooManyRequests:
-		ra := retryAfter(resp.Header.Get("Retry-After"))
+	case resp.Status == http.StatusTooManyRequests:
+		ra := httpx.RetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		ev.RetryAfter = resp.Header.Get("Retry-After")
 		return core.SendResult{}, &core.RetryableError{Class: core.ClassRateLimited, RetryAfter: ra, Evidence: ev, Err: errors.New("rate limited")}
-	case resp.StatusCode == http.StatusServiceUnavailable && (ed.Error.Committed == nil || !*ed.Error.Committed):
+	case resp.Status == http.StatusServiceUnavailable && (ed.Error.Committed == nil || !*ed.Error.Committed):
 		// The sandbox documents 503 as "not committed, safe to retry".
 		return core.SendResult{}, &core.RetryableError{Class: core.ClassTransient, Evidence: ev, Err: errors.New("provider unavailable, not committed")}
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden:
 		return core.SendResult{}, &core.PermanentError{Class: core.ClassUnauthorized, Evidence: ev, Err: fmt.Errorf("authorisation refused: %s", ed.Error.Code)}
-	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusUnprocessableEntity:
+	case resp.Status == http.StatusBadRequest || resp.Status == http.StatusNotFound || resp.Status == http.StatusUnprocessableEntity:
 		return core.SendResult{}, &core.PermanentError{Class: core.ClassRejectedInput, Evidence: ev, Err: fmt.Errorf("rejected: %s", ed.Error.Code)}
 	default:
 		// 500 and any other status: the provider may have committed.
-		return core.SendResult{}, &core.UnknownOutcomeError{Evidence: ev, Err: fmt.Errorf("ambiguous status %d", resp.StatusCode)}
+		return core.SendResult{}, &core.UnknownOutcomeError{Evidence: ev, Err: fmt.Errorf("ambiguous status %d", resp.Status)}
 	}
-}
-
-func retryAfter(h string) time.Duration {
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(h); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 type lookupDoc struct {

@@ -3,6 +3,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,7 +86,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return httpjson.JSON(http.StatusOK, in, nil), nil
 	case "POST /v1/admin/intents/{id}/resolution":
 		var body core.ResolutionRequest
-		if resp, ok := decode(req, &body); !ok {
+		if resp, ok := DecodeBody(req, &body); !ok {
 			return resp, nil
 		}
 		key, _ := httpjson.Header(req, "Idempotency-Key")
@@ -101,7 +102,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return httpjson.JSON(http.StatusOK, in, nil), nil
 	case "POST /v1/admin/intents/{id}/recommendation":
 		var body core.RecommendationRequest
-		if resp, ok := decode(req, &body); !ok {
+		if resp, ok := DecodeBody(req, &body); !ok {
 			return resp, nil
 		}
 		in, err := h.Resolver.Recommend(ctx, p, id, body)
@@ -140,11 +141,6 @@ func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	return httpjson.JSON(http.StatusOK, map[string]any{"items": rows, "nextCursor": next}, nil)
 }
 
-// Decode reads a JSON body strictly; on failure it returns the 400 to send.
-func decode(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2HTTPResponse, bool) {
-	return DecodeBody(req, v)
-}
-
 // DecodeBody is the shared strict JSON body decoder for admin routes.
 func DecodeBody(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2HTTPResponse, bool) {
 	body := []byte(req.Body)
@@ -154,7 +150,7 @@ func DecodeBody(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2H
 	if len(body) > 64<<10 {
 		return httpjson.Error(http.StatusRequestEntityTooLarge, core.CodePayloadTooLarge, "the body is over 64 KiB", ""), false
 	}
-	dec := json.NewDecoder(bytesReader(body))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body must be a JSON object of the documented shape: "+err.Error(), ""), false

@@ -3,6 +3,7 @@
 package httpjson
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -71,6 +72,15 @@ func Header(req events.APIGatewayV2HTTPRequest, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Body returns the request body, decoding the base64 that API Gateway uses
+// for content types it does not treat as text.
+func Body(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+	if req.IsBase64Encoded {
+		return base64.StdEncoding.DecodeString(req.Body)
+	}
+	return []byte(req.Body), nil
 }
 
 // Unauthorized is the answer when no principal reached the handler.

@@ -3,7 +3,6 @@ package intake
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -43,7 +42,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		if h.Sources == nil {
 			break
 		}
-		body, err := bodyOf(req)
+		body, err := httpjson.Body(req)
 		if err != nil {
 			return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", ""), nil
 		}
@@ -56,18 +55,11 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	return httpjson.Error(http.StatusNotFound, "not_found", "no such route", ""), nil
 }
 
-func bodyOf(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
-	if req.IsBase64Encoded {
-		return base64.StdEncoding.DecodeString(req.Body)
-	}
-	return []byte(req.Body), nil
-}
-
 func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	if p.Kind != core.PrincipalBot {
 		return httpjson.Error(http.StatusForbidden, "forbidden", "only bots submit intents", "")
 	}
-	body, err := bodyOf(req)
+	body, err := httpjson.Body(req)
 	if err != nil {
 		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", "")
 	}

@@ -106,11 +106,10 @@ type Config struct {
 
 // Provider is the adapter.
 type Provider struct {
-	cfg      Config
-	client   *http.Client
-	keys     map[string][][]byte // account -> signing keys (current first)
-	actions  map[string]bool
-	validate *regexp.Regexp
+	cfg     Config
+	client  *http.Client
+	keys    map[string][][]byte // account -> signing keys (current first)
+	actions map[string]bool
 }
 
 var _ core.Provider = (*Provider)(nil)
@@ -125,7 +124,7 @@ func New(client *http.Client, cfg Config) (*Provider, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	p := &Provider{cfg: cfg, client: httpx.Client(client), keys: map[string][][]byte{}, validate: actionName}
+	p := &Provider{cfg: cfg, client: httpx.Client(client), keys: map[string][][]byte{}}
 	if len(cfg.Actions) > 0 {
 		p.actions = map[string]bool{}
 		for _, a := range cfg.Actions {
@@ -217,7 +216,7 @@ func (p *Provider) SupportsAction(action string) bool {
 	if p.actions != nil {
 		return p.actions[action]
 	}
-	return p.validate.MatchString(action)
+	return actionName.MatchString(action)
 }
 
 // Capabilities declares what the account's receiver promises (see package doc).

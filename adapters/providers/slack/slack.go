@@ -230,7 +230,7 @@ func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResul
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	resp, err := httpx.Do(ctx, p.client, http.MethodPost, p.cfg.BaseURL+"/chat.postMessage", h, body, 256<<10)
+	resp, err := httpx.Do(ctx, p.client, http.MethodPost, p.cfg.BaseURL+"/chat.postMessage", h, body, httpx.DefaultBodyLimit)
 	if err != nil {
 		return core.SendResult{}, err
 	}
