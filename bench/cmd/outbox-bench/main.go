@@ -35,6 +35,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/core"
@@ -227,7 +228,7 @@ func randName(prefix string) string {
 
 // startStack starts the local stack on a fresh table and queues and serves
 // its gateway on 127.0.0.1. stop ends its pollers (a forgotten poller would
-// keep loading the emulator during later phases) and drops the table.
+// keep loading the emulator during later phases) and drops the table and queues.
 func (r *runner) startStack(o stack.Options) (st *stack.Stack, api string, stop func(), err error) {
 	if o.Table == "" {
 		o.Table = randName("bench_")
@@ -261,7 +262,14 @@ func (r *runner) startStack(o stack.Options) (st *stack.Stack, api string, stop 
 		return nil, "", nil, err
 	}
 	var once sync.Once
-	stop = func() { once.Do(func() { closeAPI(); st.Stop(); dropTable() }) }
+	dropQueues := func() {
+		ctx, cancel := context.WithTimeout(uncounted(context.Background()), 30*time.Second)
+		defer cancel()
+		for _, q := range []string{st.Queues.Retry, st.Queues.RetryDLQ, st.Queues.Inbox} {
+			_, _ = r.clients.SQS.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(q)})
+		}
+	}
+	stop = func() { once.Do(func() { closeAPI(); st.Stop(); dropTable(); dropQueues() }) }
 	r.closers = append(r.closers, stop)
 	return st, url, stop, nil
 }
