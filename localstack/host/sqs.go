@@ -131,18 +131,18 @@ func (p *SQSPoller) Start(ctx context.Context) error {
 		p.mu.Unlock()
 		return errors.New("host: SQS poller already running")
 	}
-	p.running = true
+	// cancel is in place before the lock is released, so a Stop during the
+	// ARN lookup aborts the start rather than missing it.
+	runCtx, cancel := context.WithCancel(ctx)
+	p.running, p.cancel = true, cancel
 	p.mu.Unlock()
-	if _, err := p.resolveArn(ctx); err != nil {
+	if _, err := p.resolveArn(runCtx); err != nil {
+		cancel()
 		p.mu.Lock()
-		p.running = false
+		p.running, p.cancel = false, nil
 		p.mu.Unlock()
 		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	p.mu.Lock()
-	p.cancel = cancel
-	p.mu.Unlock()
 	for i := 0; i < p.cfg.Concurrency; i++ {
 		p.wg.Add(1)
 		go func() {

@@ -206,17 +206,22 @@ func (p *StreamPoller) Start(ctx context.Context) error {
 		p.mu.Unlock()
 		return errors.New("host: stream poller already running")
 	}
-	p.running = true
+	// cancel is in place before the lock is released, so a Stop that comes
+	// while Start is still describing the stream aborts it rather than
+	// missing it.
+	runCtx, cancel := context.WithCancel(ctx)
+	p.running, p.cancel = true, cancel
 	p.mu.Unlock()
 
 	fail := func(err error) error {
+		cancel()
 		p.mu.Lock()
-		p.running = false
+		p.running, p.cancel = false, nil
 		p.mu.Unlock()
 		return err
 	}
 	if p.StreamArn() == "" {
-		out, err := p.cfg.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(p.cfg.TableName)})
+		out, err := p.cfg.DynamoDB.DescribeTable(runCtx, &dynamodb.DescribeTableInput{TableName: aws.String(p.cfg.TableName)})
 		if err != nil {
 			return fail(fmt.Errorf("host: describe table %s: %w", p.cfg.TableName, err))
 		}
@@ -228,14 +233,11 @@ func (p *StreamPoller) Start(ctx context.Context) error {
 		p.mu.Unlock()
 	}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	shards, err := p.describeShards(ctx)
+	shards, err := p.describeShards(runCtx)
 	if err != nil {
-		cancel()
 		return fail(err)
 	}
 	p.mu.Lock()
-	p.cancel = cancel
 	p.refresh = make(chan struct{}, 1)
 	p.addShardsLocked(shards, p.firstRun)
 	p.firstRun = false
@@ -245,16 +247,14 @@ func (p *StreamPoller) Start(ctx context.Context) error {
 	// Position the first iterators before returning.
 	iters := make(map[string]*string, len(ready))
 	for _, s := range ready {
-		it, err := p.initialIterator(ctx, s)
+		it, err := p.initialIterator(runCtx, s)
 		if err != nil {
 			p.mu.Lock()
 			for _, r := range ready {
 				r.started = false
 			}
-			p.running = false
 			p.mu.Unlock()
-			cancel()
-			return err
+			return fail(err)
 		}
 		iters[s.id] = it
 	}
