@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,7 +109,8 @@ func TestConcurrentWaitsForHeldOwner(t *testing.T) {
 
 // If the owner ends without committing, a waiter goes on and commits itself.
 func TestConcurrentWaiterCommitsWhenOwnerDoesNot(t *testing.T) {
-	e := newEnv(t)
+	var logs syncBuffer
+	e := newEnv(t, WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
 	first := make(chan result, 1)
 	go func() { first <- e.send("a1", "k1", "t", sendOpts{}) }()
@@ -153,7 +156,8 @@ func TestConcurrentConflictPolicy(t *testing.T) {
 // A waiter whose client gives up leaves without an effect. The owner does
 // not commit, so a waiter that wrongly stayed would go on and commit one.
 func TestConcurrentWaiterClientGivesUp(t *testing.T) {
-	e := newEnv(t)
+	var logs syncBuffer
+	e := newEnv(t, WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
 	first := make(chan result, 1)
 	go func() { first <- e.send("a1", "k1", "t", sendOpts{}) }()
@@ -162,6 +166,11 @@ func TestConcurrentWaiterClientGivesUp(t *testing.T) {
 	if r := e.send("a1", "k1", "t", sendOpts{client: impatient}); r.err == nil {
 		t.Fatalf("expected timeout, got %d", r.status)
 	}
+	// Release only once the server has seen the waiter's client go: the
+	// departure, not the owner's end, must be what ends its wait.
+	waitFor(t, "waiter saw its client leave", func() bool {
+		return strings.Contains(logs.String(), "client_gone_while_waiting")
+	})
 	e.sb.Release("a1")
 	if r := <-first; r.status != http.StatusServiceUnavailable {
 		t.Fatalf("first %d", r.status)
