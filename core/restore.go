@@ -36,11 +36,17 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 		if in.FirstAttemptAt != nil && in.FirstAttemptAt.Before(first) {
 			first = *in.FirstAttemptAt
 		}
+		possible := Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: "possibly-sent-after-cutoff",
+			Evidence: Evidence{Detail: fmt.Sprintf("restored from a snapshot taken at %s while waiting for an attempt; the original system may have sent it after the cutoff", cutoff.UTC().Format(time.RFC3339))}}
 		if caps.IdempotencyKeys && now.Before(first.Add(caps.KeyRetention)) {
-			// Any send the original system made used the same key, within retention.
+			// Any send the original system made used the same key, within
+			// retention. The possible send is still recorded: every later
+			// send is then checked against the key's retention (chaos seed
+			// 2766320928: a retry after the key expired duplicated it).
 			if in.FirstAttemptAt == nil {
 				in.FirstAttemptAt = &first
 			}
+			in.Attempts = append(in.Attempts, possible)
 			return RestoreKeptPending, nil
 		}
 		// Model the original system's possible send as an attempt at the cutoff.
@@ -51,8 +57,8 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 		if in.FirstAttemptAt == nil {
 			in.FirstAttemptAt = &first
 		}
-		ev := Evidence{Detail: fmt.Sprintf("restored from a snapshot taken at %s while waiting for an attempt; the original system may have sent it after the cutoff", cutoff.UTC().Format(time.RFC3339))}
-		in.Attempts = append(in.Attempts, Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: "possibly-sent-after-cutoff", Evidence: ev})
+		possible.N = in.AttemptCount
+		in.Attempts = append(in.Attempts, possible)
 		return uncertain(in, caps, now, "restored while waiting; may have been sent after the backup cutoff")
 	}
 	return RestoreUnchanged, nil

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -40,12 +42,18 @@ func TestPlanRestore(t *testing.T) {
 			if err != nil || got != c.want || in.Status != c.wantStat {
 				t.Fatalf("got %s %s %v, want %s %s", got, in.Status, err, c.want, c.wantStat)
 			}
-			if got == RestoreReconcile || got == RestoreNeedsHuman {
+			if got == RestoreUnchanged {
+				if len(in.Attempts) != before {
+					t.Fatalf("history changed")
+				}
+			} else {
 				if len(in.Attempts) != before+1 {
 					t.Fatalf("the cutoff must be recorded as evidence")
 				}
-			} else if len(in.Attempts) != before {
-				t.Fatalf("history changed")
+				// Every later send must treat the cutoff as a possible send.
+				if !MayHaveTakenEffect(in) {
+					t.Fatalf("restored intent does not count as possibly sent")
+				}
 			}
 		})
 	}
@@ -71,5 +79,31 @@ func TestMayHaveTakenEffect(t *testing.T) {
 		if got := MayHaveTakenEffect(in); got != c.want {
 			t.Errorf("%v: got %v", c.results, got)
 		}
+	}
+}
+
+// Chaos seed 2766320928: a pending intent restored under a key still retained
+// was delivered, rate limited, and retried after the key had expired — a
+// second effect if the original system had sent it after the cutoff.
+func TestRestoredPendingIsNotResentPastKeyRetention(t *testing.T) {
+	r := newRig(Capabilities{IdempotencyKeys: true, KeyRetention: 30 * time.Second},
+		&RetryableError{Class: ClassRateLimited, RetryAfter: time.Minute, Err: errors.New("429")})
+	r.d.Lease = time.Second
+	in := r.submit(t)
+	cutoff := r.clock.Now()
+	if _, err := r.store.Update(context.Background(), in.ID, func(i *Intent) error {
+		out, err := PlanRestore(i, cutoff, r.clock.Now(), r.prov.caps)
+		if err == nil && out != RestoreKeptPending {
+			t.Fatalf("plan %s", out)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.d.Attempt(context.Background(), in.ID, "stream") // within retention: sent (429)
+	r.drain(t)                                             // the retry falls after retention
+	got := r.get(t, in.ID)
+	if r.prov.sends != 1 || got.Status != StatusNeedsHuman {
+		t.Fatalf("sends=%d status=%s: a resend past the key's retention could duplicate a post-cutoff send", r.prov.sends, got.Status)
 	}
 }
