@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/logging"
 
@@ -176,14 +177,25 @@ func (e *Env) unregister(ids ...string) {
 
 // deleteIntent removes a checked schedule's item so the slot's status index
 // stays small.
-func (e *Env) deleteIntent(ctx context.Context, table, id string) {
-	_, _ = e.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+// deleteIntent simulates losing an intent and returns the version it had
+// when it was lost (0 if it did not exist).
+func (e *Env) deleteIntent(ctx context.Context, table, id string) int64 {
+	out, err := e.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(table),
 		Key: map[string]dynamoAV{
 			"pk": strAV(dynamo.IntentPK(id)),
 			"sk": strAV("INTENT"),
 		},
+		ReturnValues: ddbtypes.ReturnValueAllOld,
 	})
+	if err != nil || len(out.Attributes) == 0 {
+		return 0
+	}
+	in, err := dynamo.UnmarshalIntent(out.Attributes)
+	if err != nil {
+		return 0
+	}
+	return in.Version
 }
 
 // get reads an intent without faults.

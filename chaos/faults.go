@@ -608,12 +608,31 @@ func genRestore(g *Gen) Step {
 			lost[b.intents[r.IntN(len(b.intents))]] = true
 		}
 		w.waitSandboxIdle()
-		w.syncStream(ctx) // every version so far is in the history before the cut
+		// Lose first, then cut: a write that lands between a cut and the
+		// loss (a delayed webhook) belongs before the cut, and nothing can
+		// write a lost intent until the restore brings it back.
+		lostAt := map[string]int64{}
 		for id := range lost {
-			w.mu.Lock()
-			w.cuts[id] = append(w.cuts[id], len(w.history[id]))
-			w.mu.Unlock()
-			w.env.deleteIntent(ctx, w.slot.table, id)
+			lostAt[id] = w.env.deleteIntent(ctx, w.slot.table, id)
+		}
+		w.syncStream(ctx)
+		// Wait until the last version each lost intent had is in the history,
+		// then cut there.
+		deadline := time.Now().Add(5 * time.Second)
+		for id := range lost {
+			for {
+				w.mu.Lock()
+				h := w.history[id]
+				seen := lostAt[id] == 0 || (len(h) > 0 && h[len(h)-1].Version >= lostAt[id])
+				if seen || time.Now().After(deadline) {
+					w.cuts[id] = append(w.cuts[id], len(h))
+				}
+				w.mu.Unlock()
+				if seen || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
 		}
 		// The operator retries a failed restore (injected DynamoDB faults).
 		st, body := 0, ""
@@ -623,7 +642,7 @@ func genRestore(g *Gen) Step {
 		w.note("  lost %d intent(s); restore %s -> %d %s", len(lost), b.id, st, body)
 		// Wait for the restored versions to reach the history, so that a later
 		// cut falls after them (the old version number says nothing here).
-		deadline := time.Now().Add(5 * time.Second)
+		deadline = time.Now().Add(5 * time.Second)
 		for id := range lost {
 			if _, err := w.env.get(ctx, w.slot.table, id); err != nil {
 				continue // not restored
