@@ -4,7 +4,7 @@
 // A run is N seeded, reproducible, randomized schedules. Each schedule:
 //
 //   - starts W workers (several "processes", each the real assembly from
-//     localstack/stack: real handlers, real DynamoDB store on DynamoDB Local,
+//     localstack/system: real handlers, real DynamoDB store on DynamoDB Local,
 //     the real sandbox provider adapter over real HTTP, with keep-alive
 //     connections) on one table, all on one fake clock;
 //   - submits a few intents through the real intake handler, each to its own

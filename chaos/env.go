@@ -23,11 +23,12 @@ import (
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/sqsqueue"
-	"github.com/botharness/outbox/adapters/streamfilter"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/host"
+	"github.com/botharness/outbox/localstack/lambdahost"
+	"github.com/botharness/outbox/localstack/lambdahost/streamfilter"
 )
 
 // Env is what a run shares between schedules: the AWS configuration, a
@@ -53,7 +54,7 @@ var debugObserver = os.Getenv("CHAOS_DEBUG_OBSERVER") == "1"
 
 type slot struct {
 	table  string
-	stream *host.StreamPoller
+	stream *lambdahost.StreamPoller
 }
 
 // webhookSecret signs every sandbox account's webhooks; the workers read it
@@ -87,7 +88,7 @@ func NewEnv(ctx context.Context, parallel int) (*Env, error) {
 	}
 	clients := awsconfig.New(cfg)
 	e.ddb = clients.DynamoDB
-	if e.filter, err = streamfilter.Compile(streamfilter.DispatcherPattern); err != nil {
+	if e.filter, err = streamfilter.Compile(dispatcher.StreamFilterPattern); err != nil {
 		return nil, err
 	}
 	if e.queues, err = sqsqueue.EnsureQueues(ctx, clients.SQS, e.prefix, 360, 5); err != nil {
@@ -97,16 +98,16 @@ func NewEnv(ctx context.Context, parallel int) (*Env, error) {
 	if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(e.bucket)}); err != nil {
 		return nil, fmt.Errorf("create bucket %s: %w", e.bucket, err)
 	}
-	streams := host.NewStreamsClient(cfg)
+	streams := lambdahost.NewStreamsClient(cfg)
 	for i := 0; i < parallel; i++ {
 		s := &slot{table: fmt.Sprintf("%s_%d", e.prefix, i)}
 		if err := dynamo.EnsureTable(ctx, clients.DynamoDB, s.table); err != nil {
 			e.Close()
 			return nil, err
 		}
-		s.stream, err = host.NewStreamPoller(host.StreamPollerConfig{
+		s.stream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: streams, TableName: s.table,
-			BatchSize: 100, StartingPosition: host.StartTrimHorizon, PollInterval: 40 * time.Millisecond,
+			BatchSize: 100, StartingPosition: lambdahost.StartTrimHorizon, PollInterval: 40 * time.Millisecond,
 			MaxRetryAttempts: -1, Handler: e.observe, FunctionName: "chaos-observer",
 			Logger: slog.New(slog.DiscardHandler),
 		})

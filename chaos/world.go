@@ -26,12 +26,12 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
+	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/routes"
-	"github.com/botharness/outbox/adapters/sandboxprovider"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/host"
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/lambdahost"
+	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -89,7 +89,7 @@ func (s *IntentSpec) caps() string {
 // Worker is one "process": the real local assembly of the outbox.
 type Worker struct {
 	N   int
-	St  *stack.Stack
+	St  *system.Stack
 	Inj *faultdb.Injector
 	tr  *http.Transport
 }
@@ -213,7 +213,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 			rc.BreakConfig(&cfg)
 		}
 		clients := awsconfig.New(cfg)
-		// The assembly of localstack/stack.Start, minus the per-start resource
+		// The assembly of localstack/system.Start, minus the per-start resource
 		// creation (the run's Env made the table, queues and bucket once).
 		app, err := wire.New(clients, wire.Config{
 			Table: sl.table, BackupBucket: e.bucket, RetryQueueURL: e.queues.Retry, InboxQueueURL: e.queues.Inbox,
@@ -228,7 +228,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 			w.close(ctx)
 			return nil, fmt.Errorf("worker %d: %w", i, err)
 		}
-		st := &stack.Stack{
+		st := &system.Stack{
 			App:        app,
 			Queues:     e.queues,
 			Intake:     &intake.Handler{Intake: app.Intake, Store: app.Store, Sources: app.Sources, Log: app.Log},
@@ -280,8 +280,8 @@ func (w *World) startWebhooks() error {
 	}
 	f := &webhookFront{}
 	for _, wk := range w.Workers {
-		gw := host.NewGateway(host.GatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-		gw.Route(routes.Webhook, wk.St.App.Webhook, host.RouteOptions{FunctionName: "webhook"})
+		gw := lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: slog.New(slog.DiscardHandler)})
+		gw.Route(routes.Webhook, wk.St.App.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
 		f.gws = append(f.gws, gw)
 	}
 	f.srv = httptest.NewServer(f)

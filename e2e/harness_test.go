@@ -26,7 +26,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -67,11 +67,11 @@ func (w *writeCounter) middleware(stack *middleware.Stack) error {
 		}), middleware.After)
 }
 
-type options = stack.Options
+type options = system.Options
 
 type env struct {
 	t       *testing.T
-	st      *stack.Stack
+	st      *system.Stack
 	sb      *sandbox.Server
 	sbURL   string
 	api     *httptest.Server
@@ -158,7 +158,7 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 	if o.MetricsOut == nil {
 		o.MetricsOut = io.Discard
 	}
-	st, err := stack.Start(ctx, clients, o)
+	st, err := system.Start(ctx, clients, o)
 	if err != nil {
 		t.Fatal(err)
 	}

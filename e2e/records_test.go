@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
-	"github.com/botharness/outbox/localstack/host"
+	"github.com/botharness/outbox/localstack/lambdahost"
 )
 
 // pendingRecord reads the intent's real INSERT record from the table's stream.
@@ -37,7 +37,7 @@ func pendingRecord(t *testing.T, e *env, id string) events.DynamoDBEventRecord {
 			t.Fatal(err)
 		}
 		for _, r := range recs.Records {
-			ev, err := host.ConvertStreamRecord(r, arn, "us-east-1")
+			ev, err := lambdahost.ConvertStreamRecord(r, arn, "us-east-1")
 			if err != nil {
 				t.Fatal(err)
 			}

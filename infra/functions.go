@@ -58,7 +58,7 @@ const (
 	// TriggerAuthorizer: the HTTP API's Lambda authorizer (simple responses).
 	TriggerAuthorizer
 	// TriggerStream: the table's stream, filtered by
-	// streamfilter.DispatcherPattern, failures to the dispatch-failures queue.
+	// dispatcher.StreamFilterPattern, failures to the dispatch-failures queue.
 	TriggerStream
 	// TriggerRetryQueue: the retry queue, with ReportBatchItemFailures.
 	TriggerRetryQueue

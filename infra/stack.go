@@ -29,7 +29,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/botharness/outbox/adapters/dynamo"
-	"github.com/botharness/outbox/adapters/streamfilter"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 )
 
 // Names shared with the functions (document changes in infra/README.md).
@@ -364,7 +364,7 @@ func (o *outbox) function(spec FunctionSpec) {
 			ReportBatchItemFailures: jsii.Bool(true),
 			OnFailure:               awslambdaeventsources.NewSqsDlq(o.dispatchFailures),
 			Filters: &[]*map[string]interface{}{
-				{"pattern": jsii.String(streamfilter.DispatcherPattern)},
+				{"pattern": jsii.String(dispatcher.StreamFilterPattern)},
 			},
 		}))
 	case TriggerRetryQueue:

@@ -18,7 +18,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/botharness/outbox/adapters/dynamo"
-	"github.com/botharness/outbox/adapters/streamfilter"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 )
 
 // One synthesis serves every test: a production-shaped stack and a dev stack
@@ -492,8 +492,8 @@ func TestDispatcherStreamMapping(t *testing.T) {
 			t.Fatalf("want one filter, got %v", filters)
 		}
 		// Byte-for-byte the constant the local host applies.
-		if got := filters[0].(map[string]any)["Pattern"]; got != streamfilter.DispatcherPattern {
-			t.Errorf("filter pattern\n got %v\nwant %s", got, streamfilter.DispatcherPattern)
+		if got := filters[0].(map[string]any)["Pattern"]; got != dispatcher.StreamFilterPattern {
+			t.Errorf("filter pattern\n got %v\nwant %s", got, dispatcher.StreamFilterPattern)
 		}
 		want := map[string]any{
 			"StartingPosition":           "LATEST",

@@ -22,9 +22,9 @@ import (
 	"github.com/botharness/outbox/adapters/providers/contract"
 	"github.com/botharness/outbox/adapters/providers/fakes"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
+	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/telegram"
-	"github.com/botharness/outbox/adapters/sandboxprovider"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
 )

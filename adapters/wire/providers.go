@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
+	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/telegram"
-	"github.com/botharness/outbox/adapters/sandboxprovider"
 	"github.com/botharness/outbox/core"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -65,7 +65,7 @@ func run() error {
 		env("OUTBOX_DEV_ORCHESTRATOR_TOKEN", "dev-orchestrator-token"): {Kind: core.PrincipalOrchestrator, Name: "dev-orchestrator"},
 	}
 	providerCfg := env("OUTBOX_PROVIDER_CONFIG", fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":3000}}`, sandboxURL))
-	st, err := stack.Start(ctx, clients, stack.Options{
+	st, err := system.Start(ctx, clients, system.Options{
 		Table: env("OUTBOX_TABLE", "outbox"), ProviderConfig: providerCfg,
 		SweepInterval: 15 * time.Second, Tokens: tokens, Log: log, RequestCacheTTL: 5 * time.Second,
 		// A permissive dev grant so the printed curl works; real grants are

@@ -20,7 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/system"
 )
 
 // buildFlags are `make build`'s.
@@ -73,7 +73,7 @@ func (r *runner) artifacts() error {
 	// process against an emulated Lambda Runtime API; its first invocation
 	// does a real token lookup in DynamoDB Local.
 	// A small table with the bot token for the function's first invocation.
-	st, _, stop, err := r.startStack(stack.Options{DisableStream: true, DisableQueue: true})
+	st, _, stop, err := r.startStack(system.Options{DisableStream: true, DisableQueue: true})
 	if err != nil {
 		return err
 	}

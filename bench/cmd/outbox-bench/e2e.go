@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -30,7 +30,7 @@ type e2eRun struct {
 	sandbox  map[string]any
 }
 
-func (r *runner) submitAndWait(ctx context.Context, c *http.Client, st *stack.Stack, api, key, acct, target string, timeout time.Duration) (string, time.Time, error) {
+func (r *runner) submitAndWait(ctx context.Context, c *http.Client, st *system.Stack, api, key, acct, target string, timeout time.Duration) (string, time.Time, error) {
 	status, b, at, err := post(ctx, c, api, key, intakeBody(acct, target))
 	if err != nil {
 		return "", at, err
@@ -43,7 +43,7 @@ func (r *runner) submitAndWait(ctx context.Context, c *http.Client, st *stack.St
 
 // waitEffect waits until the sandbox has committed the intent's effect and
 // the intent's outcome is recorded; it returns the effect's commit time.
-func (r *runner) waitDelivered(st *stack.Stack, id string, timeout time.Duration) (time.Time, *core.Intent, error) {
+func (r *runner) waitDelivered(st *system.Stack, id string, timeout time.Duration) (time.Time, *core.Intent, error) {
 	deadline := time.Now().Add(timeout)
 	var at time.Time
 	for {
@@ -77,7 +77,7 @@ func (r *runner) waitDelivered(st *stack.Stack, id string, timeout time.Duration
 // the effect at the sandbox. It counts every DynamoDB request the n intents
 // cost, intake included.
 func (r *runner) e2e(poll time.Duration, n int) (*e2eRun, error) {
-	st, api, stop, err := r.startStack(stack.Options{PollInterval: poll})
+	st, api, stop, err := r.startStack(system.Options{PollInterval: poll})
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (r *runner) delivery() error {
 // "unavailable" (proof of no effect) and whose second attempt (retry queue)
 // succeeds.
 func (r *runner) retried() error {
-	st, api, stop, err := r.startStack(stack.Options{
+	st, api, stop, err := r.startStack(system.Options{
 		PollInterval: r.f.e2ePoll,
 		Backoff:      &core.BackoffPolicy{Base: time.Second, Cap: time.Second, MaxAttempts: 3, MaxAge: time.Hour},
 	})

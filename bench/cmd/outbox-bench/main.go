@@ -1,6 +1,6 @@
 // Command outbox-bench measures what the outbox costs and how fast it is,
 // side by side with the raw emulator in one run: it starts the whole local
-// stack in-process (localstack/stack) against the emulators the environment
+// stack in-process (localstack/system) against the emulators the environment
 // points at (AWS_ENDPOINT_URL_DYNAMODB, ...), drives it over real HTTP, counts
 // DynamoDB requests and consumed capacity with an SDK middleware, builds the
 // Lambda artifacts, and writes build/bench/results.json plus a table.
@@ -39,7 +39,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -229,7 +229,7 @@ func randName(prefix string) string {
 // startStack starts the local stack on a fresh table and queues and serves
 // its gateway on 127.0.0.1. stop ends its pollers (a forgotten poller would
 // keep loading the emulator during later phases) and drops the table and queues.
-func (r *runner) startStack(o stack.Options) (st *stack.Stack, api string, stop func(), err error) {
+func (r *runner) startStack(o system.Options) (st *system.Stack, api string, stop func(), err error) {
 	if o.Table == "" {
 		o.Table = randName("bench_")
 		o.QueuePrefix = o.Table
@@ -250,7 +250,7 @@ func (r *runner) startStack(o stack.Options) (st *stack.Stack, api string, stop 
 		_, _ = r.clients.DynamoDB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(o.Table)})
 	}
 	// Not uncounted(ctx): the pollers inherit the context's values.
-	st, err = stack.Start(r.ctx, r.clients, o)
+	st, err = system.Start(r.ctx, r.clients, o)
 	if err != nil {
 		dropTable()
 		return nil, "", nil, err

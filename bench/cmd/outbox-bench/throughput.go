@@ -20,7 +20,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/system"
 )
 
 // intakeBody is a typical intent request of about 1 KiB.
@@ -72,7 +72,7 @@ type variant struct {
 //	handler      the intake handler called directly (authorizer context given): no HTTP, no authorizer
 //	intake       POST /v1/intents over HTTP through the local gateway and the authorizer
 func (r *runner) throughput() error {
-	st, api, stop, err := r.startStack(stack.Options{DisableStream: true, DisableQueue: true, RequestCacheTTL: 5 * time.Second}) // as deployed (OUTBOX_REQUEST_CACHE_TTL default)
+	st, api, stop, err := r.startStack(system.Options{DisableStream: true, DisableQueue: true, RequestCacheTTL: 5 * time.Second}) // as deployed (OUTBOX_REQUEST_CACHE_TTL default)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/host"
-	"github.com/botharness/outbox/localstack/stack"
+	"github.com/botharness/outbox/localstack/lambdahost"
+	"github.com/botharness/outbox/localstack/system"
 )
 
 // The "intake_cached" variant is a what-if, not the product: the same intake
@@ -32,7 +32,7 @@ const (
 )
 
 // cachedIntakeGateway serves POST /v1/intents with both caches.
-func (r *runner) cachedIntakeGateway(st *stack.Stack) *host.Gateway {
+func (r *runner) cachedIntakeGateway(st *system.Stack) *lambdahost.Gateway {
 	app := st.App
 	clock := app.Config.Clock
 	if clock == nil {
@@ -44,14 +44,14 @@ func (r *runner) cachedIntakeGateway(st *stack.Stack) *host.Gateway {
 		Grants: &core.Revalidation{Facts: reg, Grants: &cachedGrants{inner: reg, ttl: grantTTL}, Intents: app.Store, Clock: clock},
 	}
 	h := &intake.Handler{Intake: in, Store: app.Store, Log: r.log}
-	gw := host.NewGateway(host.GatewayOptions{Logger: r.log})
-	gw.Route("POST /v1/intents", h.Handle, host.RouteOptions{
+	gw := lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: r.log})
+	gw.Route("POST /v1/intents", h.Handle, lambdahost.RouteOptions{
 		Authorizer: cacheAuthorizer(st.Authorizer.Handle, authorizerTTL), AuthorizerFunctionName: "authorizer", FunctionName: "intake",
 	})
 	return gw
 }
 
-func cacheAuthorizer(inner host.Authorizer, ttl time.Duration) host.Authorizer {
+func cacheAuthorizer(inner lambdahost.Authorizer, ttl time.Duration) lambdahost.Authorizer {
 	type entry struct {
 		resp  events.APIGatewayV2CustomAuthorizerSimpleResponse
 		until time.Time

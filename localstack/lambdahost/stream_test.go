@@ -1,4 +1,4 @@
-package host
+package lambdahost
 
 import (
 	"context"
@@ -16,8 +16,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-
-	"github.com/botharness/outbox/adapters/streamfilter"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 )
 
 // fakeStreams is an in-memory DynamoDB Streams API with shard lineage,
@@ -228,7 +227,7 @@ func newFakePoller(t *testing.T, f *fakeStreams, c *collector, mod func(*StreamP
 	cfg := StreamPollerConfig{
 		Streams:              f,
 		StreamArn:            f.arn,
-		FilterPattern:        streamfilter.DispatcherPattern,
+		FilterPattern:        dispatcher.StreamFilterPattern,
 		BatchSize:            10,
 		StartingPosition:     StartTrimHorizon,
 		PollInterval:         2 * time.Millisecond,
@@ -505,7 +504,7 @@ func TestStreamPollerRestartResumesAfterCheckpoint(t *testing.T) {
 func TestStreamPollerDeliverReplays(t *testing.T) {
 	c := &collector{}
 	p, err := NewStreamPoller(StreamPollerConfig{
-		Streams: newFakeStreams(), StreamArn: "arn:x", FilterPattern: streamfilter.DispatcherPattern,
+		Streams: newFakeStreams(), StreamArn: "arn:x", FilterPattern: dispatcher.StreamFilterPattern,
 		BatchSize: 2, Handler: c.handle, Logger: quietLogger(),
 	})
 	if err != nil {

@@ -1,17 +1,18 @@
-// Package stack assembles the whole outbox locally: it creates the table and
+// Package system assembles the whole outbox locally: it creates the table and
 // queues, seeds dev principals, and runs the real Lambda handlers behind the
 // local host (API Gateway, the stream and SQS event source mappings, and the
 // sweeper's schedule). `make run` and the integration tests both use it.
-package stack
+package system
 
 import (
 	"context"
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
@@ -23,10 +24,9 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
 	"github.com/botharness/outbox/adapters/routes"
 	"github.com/botharness/outbox/adapters/sqsqueue"
-	"github.com/botharness/outbox/adapters/streamfilter"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/host"
+	"github.com/botharness/outbox/localstack/lambdahost"
 )
 
 // Options configures a local stack.
@@ -66,10 +66,10 @@ type Options struct {
 type Stack struct {
 	App     *wire.App
 	Queues  sqsqueue.QueueURLs
-	Gateway *host.Gateway
-	Stream  *host.StreamPoller
-	SQS     *host.SQSPoller
-	Ticker  *host.Ticker
+	Gateway *lambdahost.Gateway
+	Stream  *lambdahost.StreamPoller
+	SQS     *lambdahost.SQSPoller
+	Ticker  *lambdahost.Ticker
 
 	Intake     *intake.Handler
 	Admin      *admin.Handler
@@ -134,14 +134,14 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		Retrier:    &retrier.Handler{D: app.Dispatcher, Log: app.Log},
 		Sweeper:    &sweeper.Handler{S: app.Sweeper, Log: app.Log},
 	}
-	s.Gateway = host.NewGateway(host.GatewayOptions{Logger: app.Log, Health: func() error {
+	s.Gateway = lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: app.Log, Health: func() error {
 		_, err := app.Store.Get(context.Background(), "healthz")
 		if err != nil && !isNotFound(err) {
 			return err
 		}
 		return nil
 	}})
-	auth := host.RouteOptions{Authorizer: s.Authorizer.Handle, AuthorizerFunctionName: "authorizer"}
+	auth := lambdahost.RouteOptions{Authorizer: s.Authorizer.Handle, AuthorizerFunctionName: "authorizer"}
 	for _, rk := range routes.Intake {
 		a := auth
 		a.FunctionName = "intake"
@@ -153,15 +153,15 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		s.Gateway.Route(rk, s.Admin.Handle, a)
 	}
 	if app.Webhook != nil {
-		s.Gateway.Route(routes.Webhook, app.Webhook, host.RouteOptions{FunctionName: "webhook"})
+		s.Gateway.Route(routes.Webhook, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	if !o.DisableStream {
-		s.Stream, err = host.NewStreamPoller(host.StreamPollerConfig{
+		s.Stream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
-			FilterPattern: streamfilter.DispatcherPattern, BatchSize: 10, StartingPosition: host.StartTrimHorizon,
+			FilterPattern: dispatcher.StreamFilterPattern, BatchSize: 10, StartingPosition: lambdahost.StartTrimHorizon,
 			PollInterval: o.PollInterval, MaxRetryAttempts: 5, Handler: s.Dispatcher.Handle,
 			FunctionName: "dispatcher", Logger: app.Log,
 		})
@@ -174,7 +174,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		}
 	}
 	if !o.DisableQueue {
-		s.SQS, err = host.NewSQSPoller(host.SQSPollerConfig{
+		s.SQS, err = lambdahost.NewSQSPoller(lambdahost.SQSPollerConfig{
 			Client: clients.SQS, QueueURL: queues.Retry, BatchSize: 10, WaitTime: time.Second,
 			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: 2,
 			Handler: s.Retrier.Handle, FunctionName: "retrier", Logger: app.Log,
@@ -188,7 +188,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		}
 	}
 	if o.SweepInterval > 0 {
-		s.Ticker, err = host.NewTicker(host.TickerConfig{Interval: o.SweepInterval, Handler: s.Sweeper.Handle, FunctionName: "sweeper", Logger: app.Log})
+		s.Ticker, err = lambdahost.NewTicker(lambdahost.TickerConfig{Interval: o.SweepInterval, Handler: s.Sweeper.Handle, FunctionName: "sweeper", Logger: app.Log})
 		if err == nil {
 			err = s.Ticker.Start(runCtx)
 		}

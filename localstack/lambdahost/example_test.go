@@ -1,4 +1,4 @@
-package host_test
+package lambdahost_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/botharness/outbox/adapters/streamfilter"
-	"github.com/botharness/outbox/localstack/host"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
+	"github.com/botharness/outbox/localstack/lambdahost"
 )
 
 // Example wires the local host the way `make run` does: the real handlers
@@ -29,32 +29,32 @@ func Example() {
 	ddb := dynamodb.NewFromConfig(cfg)
 
 	var (
-		intake     host.HTTPHandler
-		authorizer host.Authorizer
-		dispatcher host.StreamHandler
-		retrier    host.SQSHandler
-		sweeper    host.ScheduledHandler
+		intake     lambdahost.HTTPHandler
+		authorizer lambdahost.Authorizer
+		dispatch   lambdahost.StreamHandler
+		retrier    lambdahost.SQSHandler
+		sweeper    lambdahost.ScheduledHandler
 	)
 
-	gw := host.NewGateway(host.GatewayOptions{Health: func() error {
+	gw := lambdahost.NewGateway(lambdahost.GatewayOptions{Health: func() error {
 		_, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("outbox")})
 		return err
 	}})
-	gw.Route("POST /v1/intents", intake, host.RouteOptions{Authorizer: authorizer})
-	gw.Route("GET /v1/intents/{id}", intake, host.RouteOptions{Authorizer: authorizer})
+	gw.Route("POST /v1/intents", intake, lambdahost.RouteOptions{Authorizer: authorizer})
+	gw.Route("GET /v1/intents/{id}", intake, lambdahost.RouteOptions{Authorizer: authorizer})
 
-	streams, err := host.NewStreamPoller(host.StreamPollerConfig{
+	streams, err := lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 		DynamoDB:         ddb,
-		Streams:          host.NewStreamsClient(cfg),
+		Streams:          lambdahost.NewStreamsClient(cfg),
 		TableName:        "outbox",
-		FilterPattern:    streamfilter.DispatcherPattern,
-		StartingPosition: host.StartLatest,
-		Handler:          dispatcher,
+		FilterPattern:    dispatcher.StreamFilterPattern,
+		StartingPosition: lambdahost.StartLatest,
+		Handler:          dispatch,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	queue, err := host.NewSQSPoller(host.SQSPollerConfig{
+	queue, err := lambdahost.NewSQSPoller(lambdahost.SQSPollerConfig{
 		Client:   sqs.NewFromConfig(cfg),
 		QueueURL: "http://127.0.0.1:9324/000000000000/outbox-retry",
 		Handler:  retrier,
@@ -62,7 +62,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ticker, err := host.NewTicker(host.TickerConfig{Interval: time.Minute, RuleName: "sweeper", Handler: sweeper})
+	ticker, err := lambdahost.NewTicker(lambdahost.TickerConfig{Interval: time.Minute, RuleName: "sweeper", Handler: sweeper})
 	if err != nil {
 		log.Fatal(err)
 	}

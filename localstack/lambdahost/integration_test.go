@@ -1,11 +1,11 @@
-package host
+package lambdahost
 
 // Integration tests against DynamoDB Local (Streams) and fauxqs (SQS). They
 // skip unless the endpoint variables point at running emulators, e.g.
 //
 //	eval "$(localstack/emulators.sh env)"   # or export them by hand:
 //	AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 AWS_ENDPOINT_URL_SQS=http://127.0.0.1:9324 \
-//	AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local go test ./localstack/host/
+//	AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local go test ./localstack/lambdahost/
 
 import (
 	"context"
@@ -24,8 +24,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/botharness/outbox/adapters/streamfilter"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 )
 
 // integrationConfig skips the test unless every named endpoint variable is
@@ -154,7 +153,7 @@ func TestIntegrationStreamPollerDynamoDBLocal(t *testing.T) {
 		DynamoDB:         ddb,
 		Streams:          NewStreamsClient(cfg),
 		TableName:        table,
-		FilterPattern:    streamfilter.DispatcherPattern,
+		FilterPattern:    dispatcher.StreamFilterPattern,
 		BatchSize:        10,
 		StartingPosition: StartTrimHorizon,
 		PollInterval:     100 * time.Millisecond,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 )
 
 func mustEvent(t *testing.T, s string) map[string]any {
@@ -184,9 +185,9 @@ func TestDispatcherPattern(t *testing.T) {
 			"sk": events.NewStringAttribute("INTENT"), "status": events.NewNumberAttribute("1"),
 		}, nil), false},
 	}
-	p, err := Compile(DispatcherPattern)
+	p, err := Compile(dispatcher.StreamFilterPattern)
 	if err != nil {
-		t.Fatalf("DispatcherPattern does not compile: %v", err)
+		t.Fatalf("StreamFilterPattern does not compile: %v", err)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,7 +196,7 @@ func TestDispatcherPattern(t *testing.T) {
 				b, _ := json.Marshal(doc)
 				t.Fatalf("match = %v, want %v; document %s", got, tc.want, b)
 			}
-			got, err := Match(DispatcherPattern, doc)
+			got, err := Match(dispatcher.StreamFilterPattern, doc)
 			if err != nil || got != tc.want {
 				t.Fatalf("Match() = %v, %v; want %v", got, err, tc.want)
 			}

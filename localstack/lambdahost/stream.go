@@ -1,4 +1,4 @@
-package host
+package lambdahost
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/botharness/outbox/adapters/streamfilter"
+	"github.com/botharness/outbox/localstack/lambdahost/streamfilter"
 )
 
 // DescribeTableAPI is the part of the DynamoDB client the stream poller uses
@@ -79,7 +79,7 @@ type StreamPollerConfig struct {
 	StreamArn string
 
 	// FilterPattern is one event-filtering pattern (for example
-	// streamfilter.DispatcherPattern); empty delivers every record. Records
+	// dispatcher.StreamFilterPattern); empty delivers every record. Records
 	// that do not match are dropped, as Lambda does.
 	FilterPattern string
 	// BatchSize caps records per invocation (default 100, Lambda's default).
