@@ -566,7 +566,7 @@ func (w *World) submit(ctx context.Context, wk *Worker, s *IntentSpec, body stri
 
 // resolve posts an operator's decision through the real admin handler.
 func (w *World) resolve(ctx context.Context, wk *Worker, operator, id, key string, decision core.Decision) int {
-	body, _ := json.Marshal(core.ResolutionRequest{Decision: decision, Reason: "chaos: operator " + operator + " decided " + string(decision)})
+	body, _ := json.Marshal(admin.ResolutionBody{Decision: decision, Reason: "chaos: operator " + operator + " decided " + string(decision)})
 	h := map[string]string{"content-type": "application/json"}
 	if key != "" {
 		h["idempotency-key"] = key

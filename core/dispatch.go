@@ -76,20 +76,22 @@ func (d *Dispatcher) log() *slog.Logger {
 	return d.Log
 }
 
+// errDeadlinePassed: the claim found the intent's deadline passed; it is
+// expired with an ordinary update instead.
+var errDeadlinePassed = errors.New("deadline passed before the attempt")
+
 // Attempt claims the intent and, if the claim wins, makes one attempt and
 // records its outcome. A lost claim (duplicate record, stale message, another
 // worker) returns nil: there is nothing to do.
 func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 	now := d.Clock.Now()
 	var expired bool
-	in, err := d.Store.Update(ctx, id, func(in *Intent) error {
-		expired = false
+	in, err := d.Store.Claim(ctx, id, func(in *Intent) error {
 		if !in.Claimable(now) {
 			return ErrNotClaimable
 		}
 		if in.Deadline != nil && !now.Before(*in.Deadline) {
-			expired = true
-			return in.moveTo(StatusExpired, "deadline passed before the attempt", now)
+			return errDeadlinePassed
 		}
 		if err := in.moveTo(StatusInFlight, "", now); err != nil {
 			return err
@@ -102,6 +104,17 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 		in.Lease = &Lease{Owner: d.Owner, Until: now.Add(d.Lease)}
 		return nil
 	})
+	if errors.Is(err, errDeadlinePassed) {
+		// Not a claim: an ordinary write moves it to expired (a backup
+		// barrier does not hold it back, as it holds back no send).
+		expired = true
+		in, err = d.Store.Update(ctx, id, func(in *Intent) error {
+			if !in.Claimable(now) {
+				return ErrNotClaimable
+			}
+			return in.moveTo(StatusExpired, "deadline passed before the attempt", now)
+		})
+	}
 	switch {
 	case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrConflict):
 		// Someone else holds or finished it; a duplicate trigger is harmless.

@@ -42,11 +42,11 @@ const (
 // Evidence is what an attempt observed, kept verbatim in attempt history.
 // Bodies are excerpts the adapter chose to keep; secrets never go here.
 type Evidence struct {
-	HTTPStatus   int               `json:"httpStatus,omitempty" dynamodbav:"httpStatus,omitempty"`
-	ProviderCode string            `json:"providerCode,omitempty" dynamodbav:"providerCode,omitempty"`
-	Detail       string            `json:"detail,omitempty" dynamodbav:"detail,omitempty"`
-	RetryAfter   string            `json:"retryAfter,omitempty" dynamodbav:"retryAfter,omitempty"`
-	Extra        map[string]string `json:"extra,omitempty" dynamodbav:"extra,omitempty"`
+	HTTPStatus   int               `json:"httpStatus,omitempty"`
+	ProviderCode string            `json:"providerCode,omitempty"`
+	Detail       string            `json:"detail,omitempty"`
+	RetryAfter   string            `json:"retryAfter,omitempty"`
+	Extra        map[string]string `json:"extra,omitempty"`
 }
 
 // PermanentError: the provider proved nothing happened and trying again will

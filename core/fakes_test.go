@@ -66,6 +66,11 @@ func (m *memStore) Update(ctx context.Context, id string, mutate func(*Intent) e
 	return cur, nil
 }
 
+// Claim is Update: the in-memory store has no backup barrier.
+func (m *memStore) Claim(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error) {
+	return m.Update(ctx, id, mutate)
+}
+
 func (m *memStore) ListByStatus(_ context.Context, status Status, dueBefore time.Time, limit int) ([]*Intent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -19,90 +19,90 @@ const (
 
 // SourceRef names the source revision an intent answers.
 type SourceRef struct {
-	ID       string `json:"id" dynamodbav:"id"`
-	Revision int64  `json:"revision" dynamodbav:"revision"`
+	ID       string `json:"id"`
+	Revision int64  `json:"revision"`
 }
 
 // GrantRef is the grant snapshot the intent was accepted under.
 type GrantRef struct {
-	ID      string `json:"id" dynamodbav:"id"`
-	Version int64  `json:"version" dynamodbav:"version"`
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
 }
 
 // Lease marks an in-flight claim: who holds attempt N and until when.
 type Lease struct {
-	Owner string    `json:"owner" dynamodbav:"owner"`
-	Until time.Time `json:"until" dynamodbav:"until"`
+	Owner string    `json:"owner"`
+	Until time.Time `json:"until"`
 }
 
 // Attempt is one immutable entry of attempt history. Entries are only ever
 // appended, never edited: a crash before the outcome is recorded leaves a
 // lease, and the sweeper appends the entry that says so.
 type Attempt struct {
-	N          int        `json:"n" dynamodbav:"n"`
-	Trigger    string     `json:"trigger" dynamodbav:"trigger"`
-	StartedAt  time.Time  `json:"startedAt" dynamodbav:"startedAt"`
-	EndedAt    time.Time  `json:"endedAt" dynamodbav:"endedAt"`
-	Result     string     `json:"result" dynamodbav:"result"` // "succeeded" or an ErrorClass or a revalidation outcome
-	ExternalID string     `json:"externalId,omitempty" dynamodbav:"externalId,omitempty"`
-	Evidence   Evidence   `json:"evidence" dynamodbav:"evidence"`
-	Checks     *Checks    `json:"checks,omitempty" dynamodbav:"checks,omitempty"`
-	NextDueAt  *time.Time `json:"nextDueAt,omitempty" dynamodbav:"nextDueAt,omitempty"`
+	N          int        `json:"n"`
+	Trigger    string     `json:"trigger"`
+	StartedAt  time.Time  `json:"startedAt"`
+	EndedAt    time.Time  `json:"endedAt"`
+	Result     string     `json:"result"` // "succeeded" or an ErrorClass or a revalidation outcome
+	ExternalID string     `json:"externalId,omitempty"`
+	Evidence   Evidence   `json:"evidence"`
+	Checks     *Checks    `json:"checks,omitempty"`
+	NextDueAt  *time.Time `json:"nextDueAt,omitempty"`
 }
 
 // Checks records what revalidation saw before an attempt.
 type Checks struct {
-	Result         string `json:"result" dynamodbav:"result"`
-	Reason         string `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
-	SourceRevision int64  `json:"sourceRevision,omitempty" dynamodbav:"sourceRevision,omitempty"`
-	GrantVersion   int64  `json:"grantVersion,omitempty" dynamodbav:"grantVersion,omitempty"`
+	Result         string `json:"result"`
+	Reason         string `json:"reason,omitempty"`
+	SourceRevision int64  `json:"sourceRevision,omitempty"`
+	GrantVersion   int64  `json:"grantVersion,omitempty"`
 }
 
 // Resolution is a human decision (or an orchestrator's recommendation) about
 // an intent that needed one. Append-only, like attempts.
 type Resolution struct {
-	At        time.Time `json:"at" dynamodbav:"at"`
-	By        string    `json:"by" dynamodbav:"by"`
-	ByKind    string    `json:"byKind" dynamodbav:"byKind"`
-	Decision  string    `json:"decision" dynamodbav:"decision"`
-	Reason    string    `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
-	Recommend bool      `json:"recommendationOnly,omitempty" dynamodbav:"recommendationOnly,omitempty"`
+	At        time.Time `json:"at"`
+	By        string    `json:"by"`
+	ByKind    string    `json:"byKind"`
+	Decision  string    `json:"decision"`
+	Reason    string    `json:"reason,omitempty"`
+	Recommend bool      `json:"recommendationOnly,omitempty"`
 	// Key is the Idempotency-Key of the request that made the decision.
-	Key string `json:"-" dynamodbav:"key,omitempty"`
+	Key string `json:"-"`
 	// DuplicateRiskAccepted: a retry the provider cannot deduplicate.
-	DuplicateRiskAccepted bool `json:"duplicateRiskAccepted,omitempty" dynamodbav:"duplicateRiskAccepted,omitempty"`
+	DuplicateRiskAccepted bool `json:"duplicateRiskAccepted,omitempty"`
 }
 
 // Intent is one committed side effect a bot wants done.
 type Intent struct {
-	ID             string          `json:"id" dynamodbav:"id"`
-	Bot            string          `json:"bot" dynamodbav:"bot"`
-	IdempotencyKey string          `json:"idempotencyKey" dynamodbav:"idempotencyKey"`
-	Kind           Kind            `json:"kind" dynamodbav:"kind"`
-	Provider       string          `json:"provider" dynamodbav:"provider"`
-	Account        string          `json:"account" dynamodbav:"account"`
-	Action         string          `json:"action" dynamodbav:"action"`
-	Target         string          `json:"target" dynamodbav:"target"`
-	Payload        json.RawMessage `json:"payload" dynamodbav:"payload"`
-	PayloadHash    string          `json:"payloadHash" dynamodbav:"payloadHash"`
-	RequestHash    string          `json:"requestHash" dynamodbav:"requestHash"`
-	Source         *SourceRef      `json:"source,omitempty" dynamodbav:"source,omitempty"`
-	Grant          GrantRef        `json:"grant" dynamodbav:"grant"`
-	Deadline       *time.Time      `json:"deadline,omitempty" dynamodbav:"deadline,omitempty"`
-	Metadata       json.RawMessage `json:"metadata,omitempty" dynamodbav:"metadata,omitempty"`
+	ID             string          `json:"id"`
+	Bot            string          `json:"bot"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Kind           Kind            `json:"kind"`
+	Provider       string          `json:"provider"`
+	Account        string          `json:"account"`
+	Action         string          `json:"action"`
+	Target         string          `json:"target"`
+	Payload        json.RawMessage `json:"payload"`
+	PayloadHash    string          `json:"payloadHash"`
+	RequestHash    string          `json:"requestHash"`
+	Source         *SourceRef      `json:"source,omitempty"`
+	Grant          GrantRef        `json:"grant"`
+	Deadline       *time.Time      `json:"deadline,omitempty"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
 
-	Status         Status       `json:"status" dynamodbav:"status"`
-	StatusReason   string       `json:"statusReason,omitempty" dynamodbav:"statusReason,omitempty"`
-	Version        int64        `json:"version" dynamodbav:"version"`
-	CreatedAt      time.Time    `json:"createdAt" dynamodbav:"createdAt"`
-	UpdatedAt      time.Time    `json:"updatedAt" dynamodbav:"updatedAt"`
-	AttemptCount   int          `json:"attemptCount" dynamodbav:"attemptCount"`
-	FirstAttemptAt *time.Time   `json:"firstAttemptAt,omitempty" dynamodbav:"firstAttemptAt,omitempty"`
-	Lease          *Lease       `json:"lease,omitempty" dynamodbav:"lease,omitempty"`
-	NextAttemptAt  *time.Time   `json:"nextAttemptAt,omitempty" dynamodbav:"nextAttemptAt,omitempty"`
-	ExternalID     string       `json:"externalId,omitempty" dynamodbav:"externalId,omitempty"`
-	Attempts       []Attempt    `json:"attempts" dynamodbav:"attempts"`
-	Resolutions    []Resolution `json:"resolutions,omitempty" dynamodbav:"resolutions,omitempty"`
+	Status         Status       `json:"status"`
+	StatusReason   string       `json:"statusReason,omitempty"`
+	Version        int64        `json:"version"`
+	CreatedAt      time.Time    `json:"createdAt"`
+	UpdatedAt      time.Time    `json:"updatedAt"`
+	AttemptCount   int          `json:"attemptCount"`
+	FirstAttemptAt *time.Time   `json:"firstAttemptAt,omitempty"`
+	Lease          *Lease       `json:"lease,omitempty"`
+	NextAttemptAt  *time.Time   `json:"nextAttemptAt,omitempty"`
+	ExternalID     string       `json:"externalId,omitempty"`
+	Attempts       []Attempt    `json:"attempts"`
+	Resolutions    []Resolution `json:"resolutions,omitempty"`
 }
 
 // IntentID derives the intent id from its idempotency identity (bot + key).

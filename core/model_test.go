@@ -194,6 +194,10 @@ func (s mdlStore) Update(ctx context.Context, id string, mutate func(*Intent) er
 	return s.memStore.Update(ctx, id, mutate)
 }
 
+func (s mdlStore) Claim(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error) {
+	return s.Update(ctx, id, mutate)
+}
+
 type mdlMsg struct {
 	msg RetryMessage
 	due time.Time
@@ -494,7 +498,7 @@ func (m *mdlMachine) Decide(t *rapid.T) {
 	dec := rapid.SampledFrom([]Decision{DecisionRetry, DecisionAcceptSuccess, DecisionAbandon, DecisionReconcile}).Draw(t, "decision")
 	r := m.resolver[m.pick("worker", len(m.resolver))]
 	m.run(func(ctx context.Context) {
-		_, _ = r.Resolve(ctx, Principal{Kind: PrincipalOperator, Name: "op"}, id, "", ResolutionRequest{Decision: dec, Reason: "model"})
+		_, _ = r.Resolve(ctx, Principal{Kind: PrincipalOperator, Name: "op"}, id, "", Ruling{Decision: dec, Reason: "model"})
 	})
 }
 

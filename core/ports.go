@@ -20,6 +20,13 @@ type IntentStore interface {
 	// On a concurrent modification it returns ErrConflict (wrapped) and the
 	// caller decides whether to re-read and try again.
 	Update(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error)
+	// Claim is Update for the one write that starts an attempt: mutate moves
+	// the intent in flight under a lease (or returns an error, and nothing is
+	// written). Besides the version, the write is conditional on the intent's
+	// profile not being frozen by a backup barrier; under a raised barrier it
+	// returns an error wrapping ErrNotClaimable and writes nothing. Every
+	// write through Claim is a claim: the store never infers one.
+	Claim(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error)
 }
 
 // RetryQueue carries delayed work (retries and reconciliation) to the retrier.

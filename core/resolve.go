@@ -20,17 +20,18 @@ const (
 // ErrNotNeedsHuman: a decision was made on an intent that is not waiting for one.
 var ErrNotNeedsHuman = errors.New("intent is not waiting for a human decision")
 
-// ResolutionRequest is the body of POST /v1/admin/intents/{id}/resolution.
-type ResolutionRequest struct {
-	Decision   Decision `json:"decision"`
-	Reason     string   `json:"reason"`
-	ExternalID string   `json:"externalId,omitempty"`
+// Ruling is an operator's decision about an intent
+// (POST /v1/admin/intents/{id}/resolution).
+type Ruling struct {
+	Decision   Decision
+	Reason     string
+	ExternalID string
 }
 
-// RecommendationRequest is the body of POST .../recommendation.
-type RecommendationRequest struct {
-	Decision Decision `json:"decision"`
-	Summary  string   `json:"summary"`
+// Recommendation is an orchestrator's advice (POST .../recommendation).
+type Recommendation struct {
+	Decision Decision
+	Summary  string
 }
 
 // RetryGate refuses a human-authorised retry that revalidation would block
@@ -57,7 +58,7 @@ func validDecision(d Decision) bool {
 // Resolve records an operator's decision and carries it out. key, when not
 // empty, makes the request idempotent: a repeat returns the current intent
 // without deciding again.
-func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req ResolutionRequest) (*Intent, error) {
+func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req Ruling) (*Intent, error) {
 	switch p.Kind {
 	case PrincipalOperator:
 	case PrincipalOrchestrator:
@@ -158,7 +159,7 @@ func hasKey(in *Intent, key string) bool {
 
 // Recommend attaches an orchestrator's (or operator's) recommendation. It
 // changes no status: only a human decision does.
-func (r *Resolver) Recommend(ctx context.Context, p Principal, id string, req RecommendationRequest) (*Intent, error) {
+func (r *Resolver) Recommend(ctx context.Context, p Principal, id string, req Recommendation) (*Intent, error) {
 	if p.Kind != PrincipalOrchestrator && p.Kind != PrincipalOperator {
 		return nil, fmt.Errorf("%w: only orchestrators and operators recommend", ErrForbidden)
 	}

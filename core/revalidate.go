@@ -52,23 +52,23 @@ const (
 
 // Grant is a Service Grant: what a bot may do with a provider account.
 type Grant struct {
-	ID       string   `json:"id" dynamodbav:"id"`
-	Version  int64    `json:"version" dynamodbav:"version"`
-	Bot      string   `json:"bot" dynamodbav:"bot"`
-	Provider string   `json:"provider" dynamodbav:"provider"`
-	Account  string   `json:"account" dynamodbav:"account"`
-	Actions  []string `json:"actions" dynamodbav:"actions"`
-	Targets  []string `json:"targets" dynamodbav:"targets"`
+	ID       string   `json:"id"`
+	Version  int64    `json:"version"`
+	Bot      string   `json:"bot"`
+	Provider string   `json:"provider"`
+	Account  string   `json:"account"`
+	Actions  []string `json:"actions"`
+	Targets  []string `json:"targets"`
 	// ExpiresAt is stored as grantExpiresAt: the table's TTL attribute is
 	// "expiresAt" and an expired grant must stay readable (it explains why
 	// intents were blocked).
-	ExpiresAt    *time.Time `json:"expiresAt,omitempty" dynamodbav:"grantExpiresAt,omitempty"`
-	RevokedAt    *time.Time `json:"revokedAt,omitempty" dynamodbav:"revokedAt,omitempty"`
-	RevokedBy    string     `json:"revokedBy,omitempty" dynamodbav:"revokedBy,omitempty"`
-	RevokeReason string     `json:"revokeReason,omitempty" dynamodbav:"revokeReason,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt" dynamodbav:"createdAt"`
-	UpdatedAt    time.Time  `json:"updatedAt" dynamodbav:"updatedAt"`
-	UpdatedBy    string     `json:"updatedBy,omitempty" dynamodbav:"updatedBy,omitempty"`
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+	RevokedAt    *time.Time `json:"revokedAt,omitempty"`
+	RevokedBy    string     `json:"revokedBy,omitempty"`
+	RevokeReason string     `json:"revokeReason,omitempty"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	UpdatedAt    time.Time  `json:"updatedAt"`
+	UpdatedBy    string     `json:"updatedBy,omitempty"`
 }
 
 // MatchScope reports whether value is allowed by pattern: "*" allows every
@@ -122,24 +122,24 @@ func (g *Grant) Problem(in *Intent, now time.Time) string {
 
 // Withdrawal is an operator's withdrawal of a capability.
 type Withdrawal struct {
-	Reason string    `json:"reason" dynamodbav:"reason"`
-	At     time.Time `json:"at" dynamodbav:"at"`
-	By     string    `json:"by" dynamodbav:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
 }
 
 // Capability is the operator-controlled state of a provider account: the
 // whole account, or single actions on it, may be withdrawn (maintenance,
 // compliance). No record means nothing is withdrawn.
 type Capability struct {
-	Provider string `json:"provider" dynamodbav:"provider"`
-	Account  string `json:"account" dynamodbav:"account"`
+	Provider string `json:"provider"`
+	Account  string `json:"account"`
 	// AccountWithdrawal is the whole-account withdrawal, if any.
-	AccountWithdrawal *Withdrawal `json:"accountWithdrawal,omitempty" dynamodbav:"accountWithdrawal,omitempty"`
+	AccountWithdrawal *Withdrawal `json:"accountWithdrawal,omitempty"`
 	// Actions withdrawn individually, by action.
-	Actions   map[string]Withdrawal `json:"withdrawnActions,omitempty" dynamodbav:"withdrawnActions,omitempty"`
-	Version   int64                 `json:"version" dynamodbav:"version"`
-	UpdatedAt time.Time             `json:"updatedAt" dynamodbav:"updatedAt"`
-	UpdatedBy string                `json:"updatedBy,omitempty" dynamodbav:"updatedBy,omitempty"`
+	Actions   map[string]Withdrawal `json:"withdrawnActions,omitempty"`
+	Version   int64                 `json:"version"`
+	UpdatedAt time.Time             `json:"updatedAt"`
+	UpdatedBy string                `json:"updatedBy,omitempty"`
 }
 
 // Blocks says why the capability forbids action, or "".
@@ -158,11 +158,11 @@ func (c *Capability) Blocks(action string) string {
 
 // SourceState is the current revision of a source a bot answers.
 type SourceState struct {
-	Bot       string    `json:"-" dynamodbav:"bot"`
-	ID        string    `json:"sourceId" dynamodbav:"sourceId"`
-	Revision  int64     `json:"revision" dynamodbav:"revision"`
-	Deleted   bool      `json:"deleted" dynamodbav:"deleted"`
-	UpdatedAt time.Time `json:"updatedAt" dynamodbav:"updatedAt"`
+	Bot       string
+	ID        string
+	Revision  int64
+	Deleted   bool
+	UpdatedAt time.Time
 }
 
 // RevalidationFacts is everything revalidation reads for one intent. A nil
@@ -321,34 +321,34 @@ func (r *Revalidation) AuthorizeIntake(ctx context.Context, bot string, in *Inte
 
 // ---- operators: grants and capabilities ----
 
-// GrantRequest is the body of PUT /v1/admin/grants/{grantId}.
-type GrantRequest struct {
-	Bot       string     `json:"bot"`
-	Provider  string     `json:"provider"`
-	Account   string     `json:"account"`
-	Actions   []string   `json:"actions"`
-	Targets   []string   `json:"targets"`
-	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+// GrantSpec is what an operator asks a grant to be (PUT /v1/admin/grants/{grantId}).
+type GrantSpec struct {
+	Bot       string
+	Provider  string
+	Account   string
+	Actions   []string
+	Targets   []string
+	ExpiresAt *time.Time
 	// ExpectedVersion, when given, must equal the stored version (0: the
 	// grant must not exist yet). Without it the write is conditional on the
 	// version the server read.
-	ExpectedVersion *int64 `json:"expectedVersion,omitempty"`
+	ExpectedVersion *int64
 }
 
-// RevokeRequest is the body of POST /v1/admin/grants/{grantId}/revoke.
-type RevokeRequest struct {
-	Reason          string `json:"reason"`
-	ExpectedVersion *int64 `json:"expectedVersion,omitempty"`
+// Revocation is an operator's revocation of a grant.
+type Revocation struct {
+	Reason          string
+	ExpectedVersion *int64
 }
 
-// CapabilityRequest is the body of PUT /v1/admin/capabilities/{provider}/{account}.
-// withdrawn true with no actions withdraws the whole account; with actions,
-// only those. withdrawn false with no actions restores the whole account and
+// CapabilityChange withdraws or restores a provider account's capability.
+// Withdrawn true with no actions withdraws the whole account; with actions,
+// only those. Withdrawn false with no actions restores the whole account and
 // every action; with actions, only those actions.
-type CapabilityRequest struct {
-	Withdrawn *bool    `json:"withdrawn"`
-	Actions   []string `json:"actions,omitempty"`
-	Reason    string   `json:"reason"`
+type CapabilityChange struct {
+	Withdrawn *bool
+	Actions   []string
+	Reason    string
 }
 
 // Authority manages grants and capabilities for operators.
@@ -392,7 +392,7 @@ func validScope(field, p string) error {
 	return nil
 }
 
-func (a *Authority) validateGrant(req *GrantRequest) error {
+func (a *Authority) validateGrant(req *GrantSpec) error {
 	for _, f := range []struct{ name, v string }{{"bot", req.Bot}, {"account", req.Account}} {
 		if err := validScope(f.name, f.v); err != nil {
 			return err
@@ -450,7 +450,7 @@ func (a *Authority) ListGrants(ctx context.Context, p Principal, bot, cursor str
 // PutGrant creates a grant (version 1) or replaces it with version+1. The
 // write is conditional on the version read (or the one the caller expects).
 // A revoked grant cannot be replaced (ErrGrantRevoked): revocation is final.
-func (a *Authority) PutGrant(ctx context.Context, p Principal, id string, req GrantRequest) (g *Grant, created bool, err error) {
+func (a *Authority) PutGrant(ctx context.Context, p Principal, id string, req GrantSpec) (g *Grant, created bool, err error) {
 	if err := operatorOnly(p, "manage grants"); err != nil {
 		return nil, false, err
 	}
@@ -494,7 +494,7 @@ func (a *Authority) PutGrant(ctx context.Context, p Principal, id string, req Gr
 
 // RevokeGrant revokes a grant (version+1). Revoking a revoked grant changes
 // nothing and returns it.
-func (a *Authority) RevokeGrant(ctx context.Context, p Principal, id string, req RevokeRequest) (*Grant, error) {
+func (a *Authority) RevokeGrant(ctx context.Context, p Principal, id string, req Revocation) (*Grant, error) {
 	if err := operatorOnly(p, "revoke grants"); err != nil {
 		return nil, err
 	}
@@ -538,7 +538,7 @@ func (a *Authority) GetCapability(ctx context.Context, p Principal, provider, ac
 // SetCapability withdraws or restores an account's capability or some of its
 // actions. Attempts blocked while it was withdrawn stay blocked (grant-revoked
 // is terminal); restoring only lets new attempts through.
-func (a *Authority) SetCapability(ctx context.Context, p Principal, provider, account string, req CapabilityRequest) (*Capability, error) {
+func (a *Authority) SetCapability(ctx context.Context, p Principal, provider, account string, req CapabilityChange) (*Capability, error) {
 	if err := operatorOnly(p, "withdraw or restore capabilities"); err != nil {
 		return nil, err
 	}
@@ -604,17 +604,17 @@ func (a *Authority) SetCapability(ctx context.Context, p Principal, provider, ac
 
 // ---- bots: source revisions ----
 
-// SourceUpdate is the body of PUT /v1/sources/{sourceId}.
+// SourceUpdate is a bot's report of a source's revision (PUT /v1/sources/{sourceId}).
 type SourceUpdate struct {
-	Revision *int64 `json:"revision"`
-	Deleted  bool   `json:"deleted,omitempty"`
+	Revision *int64
+	Deleted  bool
 }
 
 // SourceResult is the answer to a source update: the current state and
 // whether this update changed it (false for an older revision: not an error).
 type SourceResult struct {
 	SourceState
-	Applied bool `json:"applied"`
+	Applied bool
 }
 
 // Sources records the revisions of the sources bots answer.

@@ -34,11 +34,11 @@ func newRVRig(t *testing.T, caps Capabilities, script ...error) *rvRig {
 		res:  &Resolver{D: r.d, Gate: rv},
 		src:  &Sources{Store: reg, Clock: r.clock},
 	}
-	x.putGrant(t, "g1", GrantRequest{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c*"}})
+	x.putGrant(t, "g1", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c*"}})
 	return x
 }
 
-func (x *rvRig) putGrant(t *testing.T, id string, req GrantRequest) *Grant {
+func (x *rvRig) putGrant(t *testing.T, id string, req GrantSpec) *Grant {
 	t.Helper()
 	g, _, err := x.auth.PutGrant(context.Background(), rvOperator, id, req)
 	if err != nil {
@@ -147,13 +147,13 @@ func TestRevalidateEvaluate(t *testing.T) {
 func TestRevalidateIntakeRefusesWhatTheGrantDoesNotCover(t *testing.T) {
 	x := newRVRig(t, Capabilities{})
 	past := x.clock.Now().Add(-time.Minute)
-	x.putGrant(t, "g-other-bot", GrantRequest{Bot: "bot2", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}})
-	x.putGrant(t, "g-expired", GrantRequest{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}, ExpiresAt: &past})
-	x.putGrant(t, "g-revoked", GrantRequest{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}})
-	if _, err := x.auth.RevokeGrant(context.Background(), rvOperator, "g-revoked", RevokeRequest{Reason: "compromised"}); err != nil {
+	x.putGrant(t, "g-other-bot", GrantSpec{Bot: "bot2", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}})
+	x.putGrant(t, "g-expired", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}, ExpiresAt: &past})
+	x.putGrant(t, "g-revoked", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}})
+	if _, err := x.auth.RevokeGrant(context.Background(), rvOperator, "g-revoked", Revocation{Reason: "compromised"}); err != nil {
 		t.Fatal(err)
 	}
-	x.putGrant(t, "g-other-account", GrantRequest{Bot: "bot1", Provider: "fake", Account: "a2", Actions: []string{"send"}, Targets: []string{"*"}})
+	x.putGrant(t, "g-other-account", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a2", Actions: []string{"send"}, Targets: []string{"*"}})
 	with := func(grant, target string) string {
 		return strings.Replace(rvBody(target, ""), `"id":"g1","version":1`, grant, 1)
 	}
@@ -181,7 +181,7 @@ func TestRevalidateIntakeRefusesWhatTheGrantDoesNotCover(t *testing.T) {
 func TestRevalidateReplayAfterRevocationGetsStoredIntent(t *testing.T) {
 	x := newRVRig(t, Capabilities{})
 	first := x.submitBody(t, "k1", rvBody("c1", ""))
-	if _, err := x.auth.RevokeGrant(context.Background(), rvOperator, "g1", RevokeRequest{Reason: "r"}); err != nil {
+	if _, err := x.auth.RevokeGrant(context.Background(), rvOperator, "g1", Revocation{Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := x.in.Submit(context.Background(), "bot1", "k1", []byte(rvBody("c1", "")))
@@ -197,7 +197,7 @@ func TestRevalidateReplayAfterRevocationGetsStoredIntent(t *testing.T) {
 func TestRevalidateRevokedBeforeAttemptSendsNothing(t *testing.T) {
 	x := newRVRig(t, Capabilities{})
 	in := x.submitBody(t, "k1", rvBody("c1", ""))
-	if _, err := x.auth.RevokeGrant(context.Background(), rvOperator, "g1", RevokeRequest{Reason: "user withdrew consent"}); err != nil {
+	if _, err := x.auth.RevokeGrant(context.Background(), rvOperator, "g1", Revocation{Reason: "user withdrew consent"}); err != nil {
 		t.Fatal(err)
 	}
 	got := x.attempt(t, in.ID)
@@ -216,7 +216,7 @@ func TestRevalidateRevokedBeforeAttemptSendsNothing(t *testing.T) {
 func TestRevalidateNewerGrantVersionThatCoversDoesNotRevoke(t *testing.T) {
 	x := newRVRig(t, Capabilities{})
 	in := x.submitBody(t, "k1", rvBody("c1", ""))
-	x.putGrant(t, "g1", GrantRequest{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send", "*"}, Targets: []string{"c1"}})
+	x.putGrant(t, "g1", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send", "*"}, Targets: []string{"c1"}})
 	got := x.attempt(t, in.ID)
 	if got.Status != StatusSucceeded || got.Attempts[0].Checks.GrantVersion != 2 || got.Attempts[0].Checks.Result != CheckOK {
 		t.Fatalf("%s %+v", got.Status, got.Attempts[0].Checks)
@@ -253,13 +253,13 @@ func TestRevalidateSourceRevisedBeforeRetry(t *testing.T) {
 func TestRevalidateHumanRetryRefusedWhenGrantExpired(t *testing.T) {
 	x := newRVRig(t, Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
 	exp := x.clock.Now().Add(time.Hour)
-	x.putGrant(t, "g1", GrantRequest{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}, ExpiresAt: &exp})
+	x.putGrant(t, "g1", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}, ExpiresAt: &exp})
 	in := x.submitBody(t, "k1", rvBody("c1", ""))
 	if got := x.attempt(t, in.ID); got.Status != StatusNeedsHuman {
 		t.Fatalf("status %s", got.Status)
 	}
 	x.clock.Advance(2 * time.Hour)
-	_, err := x.res.Resolve(context.Background(), rvOperator, in.ID, "", ResolutionRequest{Decision: DecisionRetry, Reason: "customer asked"})
+	_, err := x.res.Resolve(context.Background(), rvOperator, in.ID, "", Ruling{Decision: DecisionRetry, Reason: "customer asked"})
 	var re *RefusedError
 	if !errors.As(err, &re) || re.Status != StatusGrantRevoked || !strings.Contains(re.Reason, "expired") {
 		t.Fatalf("err = %v", err)
@@ -269,7 +269,7 @@ func TestRevalidateHumanRetryRefusedWhenGrantExpired(t *testing.T) {
 		t.Fatalf("refusal changed the intent: %s resolutions=%d sends=%d", got.Status, len(got.Resolutions), x.prov.sends)
 	}
 	// Abandon is still possible.
-	if _, err := x.res.Resolve(context.Background(), rvOperator, in.ID, "", ResolutionRequest{Decision: DecisionAbandon, Reason: "grant expired"}); err != nil {
+	if _, err := x.res.Resolve(context.Background(), rvOperator, in.ID, "", Ruling{Decision: DecisionAbandon, Reason: "grant expired"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -278,14 +278,14 @@ func TestRevalidateCapabilityWithdrawnThenRestored(t *testing.T) {
 	x := newRVRig(t, Capabilities{})
 	ctx := context.Background()
 	yes, no := true, false
-	if _, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityRequest{Withdrawn: &yes, Reason: "maintenance window"}); err != nil {
+	if _, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityChange{Withdrawn: &yes, Reason: "maintenance window"}); err != nil {
 		t.Fatal(err)
 	}
 	blocked := x.submitBody(t, "k1", rvBody("c1", ""))
 	if got := x.attempt(t, blocked.ID); got.Status != StatusGrantRevoked || !strings.Contains(got.StatusReason, "maintenance window") {
 		t.Fatalf("%s %q", got.Status, got.StatusReason)
 	}
-	c, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityRequest{Withdrawn: &no, Reason: "maintenance over"})
+	c, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityChange{Withdrawn: &no, Reason: "maintenance over"})
 	if err != nil || c.AccountWithdrawal != nil || c.Version != 2 {
 		t.Fatalf("restore: %+v %v", c, err)
 	}
@@ -297,14 +297,14 @@ func TestRevalidateCapabilityWithdrawnThenRestored(t *testing.T) {
 		t.Fatalf("blocked intent moved: %s sends %d", got.Status, x.prov.sends)
 	}
 	// Per-action withdrawal.
-	if _, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityRequest{Withdrawn: &yes, Actions: []string{"send"}, Reason: "compliance"}); err != nil {
+	if _, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityChange{Withdrawn: &yes, Actions: []string{"send"}, Reason: "compliance"}); err != nil {
 		t.Fatal(err)
 	}
 	third := x.submitBody(t, "k3", rvBody("c1", ""))
 	if got := x.attempt(t, third.ID); got.Status != StatusGrantRevoked || !strings.Contains(got.StatusReason, `action "send"`) {
 		t.Fatalf("%s %q", got.Status, got.StatusReason)
 	}
-	if _, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityRequest{Withdrawn: &yes, Actions: []string{"teleport"}, Reason: "x"}); err == nil {
+	if _, err := x.auth.SetCapability(ctx, rvOperator, "fake", "a1", CapabilityChange{Withdrawn: &yes, Actions: []string{"teleport"}, Reason: "x"}); err == nil {
 		t.Fatal("unknown action accepted")
 	}
 }
@@ -327,12 +327,12 @@ func TestRevalidateErrorIsRetryableNotASend(t *testing.T) {
 func TestRevalidateAuthorityGrants(t *testing.T) {
 	x := newRVRig(t, Capabilities{})
 	ctx := context.Background()
-	req := GrantRequest{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c1"}}
+	req := GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c1"}}
 	for _, p := range []Principal{{Kind: PrincipalOrchestrator, Name: "o"}, {Kind: PrincipalBot, Name: "bot1"}} {
 		if _, _, err := x.auth.PutGrant(ctx, p, "g2", req); !errors.Is(err, ErrForbidden) {
 			t.Fatalf("%s: %v", p.Kind, err)
 		}
-		if _, err := x.auth.RevokeGrant(ctx, p, "g1", RevokeRequest{Reason: "x"}); !errors.Is(err, ErrForbidden) {
+		if _, err := x.auth.RevokeGrant(ctx, p, "g1", Revocation{Reason: "x"}); !errors.Is(err, ErrForbidden) {
 			t.Fatalf("%s revoke: %v", p.Kind, err)
 		}
 		if _, err := x.auth.GetGrant(ctx, p, "g1"); !errors.Is(err, ErrForbidden) {
@@ -348,10 +348,10 @@ func TestRevalidateAuthorityGrants(t *testing.T) {
 		t.Fatalf("%+v %v %v", g, created, err)
 	}
 	stale := int64(1)
-	if _, _, err := x.auth.PutGrant(ctx, rvOperator, "g2", GrantRequest{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c1"}, ExpectedVersion: &stale}); !errors.Is(err, ErrConflict) {
+	if _, _, err := x.auth.PutGrant(ctx, rvOperator, "g2", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c1"}, ExpectedVersion: &stale}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("stale expected version: %v", err)
 	}
-	for name, bad := range map[string]GrantRequest{
+	for name, bad := range map[string]GrantSpec{
 		"no targets":       {Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}},
 		"star in middle":   {Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c*1"}},
 		"unknown provider": {Bot: "bot1", Provider: "nope", Account: "a1", Actions: []string{"send"}, Targets: []string{"c1"}},
@@ -367,14 +367,14 @@ func TestRevalidateAuthorityGrants(t *testing.T) {
 	if _, _, err := x.auth.PutGrant(ctx, rvOperator, "bad#id", req); !errors.As(err, &ve) {
 		t.Fatalf("bad id: %v", err)
 	}
-	if _, err := x.auth.RevokeGrant(ctx, rvOperator, "g2", RevokeRequest{}); !errors.As(err, &ve) {
+	if _, err := x.auth.RevokeGrant(ctx, rvOperator, "g2", Revocation{}); !errors.As(err, &ve) {
 		t.Fatalf("revoke without reason: %v", err)
 	}
-	r1, err := x.auth.RevokeGrant(ctx, rvOperator, "g2", RevokeRequest{Reason: "done"})
+	r1, err := x.auth.RevokeGrant(ctx, rvOperator, "g2", Revocation{Reason: "done"})
 	if err != nil || r1.Version != 3 || r1.RevokedAt == nil {
 		t.Fatalf("%+v %v", r1, err)
 	}
-	if r2, err := x.auth.RevokeGrant(ctx, rvOperator, "g2", RevokeRequest{Reason: "again"}); err != nil || r2.Version != 3 || r2.RevokeReason != "done" {
+	if r2, err := x.auth.RevokeGrant(ctx, rvOperator, "g2", Revocation{Reason: "again"}); err != nil || r2.Version != 3 || r2.RevokeReason != "done" {
 		t.Fatalf("second revoke changed it: %+v %v", r2, err)
 	}
 	if _, _, err := x.auth.PutGrant(ctx, rvOperator, "g2", req); !errors.Is(err, ErrGrantRevoked) {

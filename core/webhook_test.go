@@ -293,7 +293,7 @@ func TestWebhookAckResolvesNeedsHumanAndKeepsTheEpisode(t *testing.T) {
 	in := w.submit(t)
 	_ = w.d.Attempt(context.Background(), in.ID, "stream")
 	if _, err := (&Resolver{D: w.d}).Recommend(context.Background(), Principal{Kind: PrincipalOrchestrator, Name: "o"}, in.ID,
-		RecommendationRequest{Decision: DecisionAcceptSuccess, Summary: "looks sent"}); err != nil {
+		Recommendation{Decision: DecisionAcceptSuccess, Summary: "looks sent"}); err != nil {
 		t.Fatal(err)
 	}
 	before := w.get(t, in.ID)
@@ -388,7 +388,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	in := w.submit(t)
 	_ = w.d.Attempt(context.Background(), in.ID, "stream")
 	if _, err := (&Resolver{D: w.d}).Resolve(context.Background(), Principal{Kind: PrincipalOperator, Name: "ann"}, in.ID, "",
-		ResolutionRequest{Decision: DecisionRetry, Reason: "looks lost"}); err != nil {
+		Ruling{Decision: DecisionRetry, Reason: "looks lost"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := w.handle(t, w.event(EventAck, ack(in.ID, "ext-1"))); res.Status != StatusPending {

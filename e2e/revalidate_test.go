@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/core"
 )
 
@@ -65,10 +66,10 @@ func (e *env) rvDeliver(id string) {
 	}
 }
 
-func (e *env) rvPutSource(token, id, body string) (int, core.SourceResult) {
+func (e *env) rvPutSource(token, id, body string) (int, intake.SourceResultBody) {
 	e.t.Helper()
 	r := e.do("PUT", "/v1/sources/"+id, token, nil, body)
-	var out core.SourceResult
+	var out intake.SourceResultBody
 	if r.status == http.StatusOK {
 		r.json(e.t, &out)
 	}

@@ -115,7 +115,7 @@ func regVersionCondition(in *dynamodb.PutItemInput, expected int64) {
 // ---- grants ----
 
 func marshalGrant(g *core.Grant) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMap(g)
+	item, err := attributevalue.MarshalMap(grantToItem(g))
 	if err != nil {
 		return nil, fmt.Errorf("marshal grant %s: %w", g.ID, err)
 	}
@@ -125,11 +125,11 @@ func marshalGrant(g *core.Grant) (map[string]types.AttributeValue, error) {
 }
 
 func unmarshalGrant(item map[string]types.AttributeValue) (*core.Grant, error) {
-	var g core.Grant
+	var g grantItem
 	if err := attributevalue.UnmarshalMap(item, &g); err != nil {
 		return nil, fmt.Errorf("unmarshal grant: %w", err)
 	}
-	return &g, nil
+	return grantFromItem(&g), nil
 }
 
 // GetGrant reads a grant with a strongly consistent read.
@@ -226,11 +226,11 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 // ---- capabilities ----
 
 func unmarshalCapability(item map[string]types.AttributeValue) (*core.Capability, error) {
-	var c core.Capability
+	var c capabilityItem
 	if err := attributevalue.UnmarshalMap(item, &c); err != nil {
 		return nil, fmt.Errorf("unmarshal capability: %w", err)
 	}
-	return &c, nil
+	return capabilityFromItem(&c), nil
 }
 
 // GetCapability reads an account's capability state (ErrNotFound: none).
@@ -249,7 +249,7 @@ func (r *Registry) GetCapability(ctx context.Context, provider, account string) 
 
 // PutCapability writes c if the stored version is expected (0: absent).
 func (r *Registry) PutCapability(ctx context.Context, c *core.Capability, expected int64) error {
-	item, err := attributevalue.MarshalMap(c)
+	item, err := attributevalue.MarshalMap(capabilityToItem(c))
 	if err != nil {
 		return fmt.Errorf("marshal capability: %w", err)
 	}
@@ -268,11 +268,11 @@ func (r *Registry) PutCapability(ctx context.Context, c *core.Capability, expect
 // ---- sources ----
 
 func unmarshalSource(item map[string]types.AttributeValue) (*core.SourceState, error) {
-	var st core.SourceState
+	var st sourceItem
 	if err := attributevalue.UnmarshalMap(item, &st); err != nil {
 		return nil, fmt.Errorf("unmarshal source: %w", err)
 	}
-	return &st, nil
+	return sourceFromItem(&st), nil
 }
 
 // AdvanceSource moves a source's revision forward with one conditional

@@ -84,7 +84,7 @@ func intentKey(id string) map[string]types.AttributeValue {
 
 // MarshalIntent renders an intent as its table item.
 func MarshalIntent(in *core.Intent) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMap(in)
+	item, err := attributevalue.MarshalMap(intentToItem(in))
 	if err != nil {
 		return nil, fmt.Errorf("marshal intent %s: %w", in.ID, err)
 	}
@@ -117,14 +117,11 @@ func DueTime(in *core.Intent) time.Time {
 
 // UnmarshalIntent reads an intent item.
 func UnmarshalIntent(item map[string]types.AttributeValue) (*core.Intent, error) {
-	var in core.Intent
-	if err := attributevalue.UnmarshalMap(item, &in); err != nil {
+	var it intentItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("unmarshal intent: %w", err)
 	}
-	if in.Attempts == nil {
-		in.Attempts = []core.Attempt{}
-	}
-	return &in, nil
+	return intentFromItem(&it), nil
 }
 
 // Create is one conditional put keyed by the idempotency identity.
@@ -177,13 +174,23 @@ func (s *Store) Get(ctx context.Context, id string) (*core.Intent, error) {
 // version it read is still current. On a lost race it re-reads and lets
 // mutate decide again on the fresh state, a bounded number of times.
 func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent) error) (*core.Intent, error) {
+	return s.write(ctx, id, mutate, false)
+}
+
+// Claim is Update for the write that starts an attempt: the put goes in one
+// transaction with a check that the profile's backup barrier is down, so no
+// claim can slip past a raised barrier.
+func (s *Store) Claim(ctx context.Context, id string, mutate func(*core.Intent) error) (*core.Intent, error) {
+	return s.write(ctx, id, mutate, true)
+}
+
+func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) error, claim bool) (*core.Intent, error) {
 	tries := max(s.UpdateTries, 1)
 	for i := 0; i < tries; i++ {
 		cur, err := s.Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		before := cur.Status
 		if err := mutate(cur); err != nil {
 			return nil, err
 		}
@@ -200,9 +207,7 @@ func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent)
 			ExpressionAttributeNames:  map[string]string{"#v": "version"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(readVersion, 10)}},
 		}
-		if cur.Status == core.StatusInFlight && before != core.StatusInFlight {
-			// A claim: it must also find the profile's backup barrier down, in
-			// the same transaction, so no claim can slip past a raised barrier.
+		if claim {
 			retry, err := s.claim(ctx, put, cur)
 			if err != nil {
 				return nil, err

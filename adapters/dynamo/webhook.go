@@ -77,7 +77,7 @@ func key(pk, sk string) map[string]types.AttributeValue {
 }
 
 func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMapWithOptions(rec, func(o *attributevalue.EncoderOptions) { o.TagKey = "json" })
+	item, err := attributevalue.MarshalMap(eventToItem(rec))
 	if err != nil {
 		return nil, fmt.Errorf("marshal event %s: %w", rec.EventID, err)
 	}
@@ -94,11 +94,11 @@ func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeVa
 }
 
 func unmarshalEvent(item map[string]types.AttributeValue) (*core.EventRecord, error) {
-	var rec core.EventRecord
-	if err := attributevalue.UnmarshalMapWithOptions(item, &rec, func(o *attributevalue.DecoderOptions) { o.TagKey = "json" }); err != nil {
+	var rec eventItem
+	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
 		return nil, fmt.Errorf("unmarshal event: %w", err)
 	}
-	return &rec, nil
+	return eventFromItem(&rec), nil
 }
 
 func notExists() *string { return aws.String("attribute_not_exists(pk)") }

@@ -69,6 +69,10 @@ func (m *memStore) Get(_ context.Context, id string) (*core.Intent, error) {
 	return decode(b), nil
 }
 
+func (m *memStore) Claim(ctx context.Context, id string, mutate func(*core.Intent) error) (*core.Intent, error) {
+	return m.Update(ctx, id, mutate)
+}
+
 func (m *memStore) Update(_ context.Context, id string, mutate func(*core.Intent) error) (*core.Intent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -85,7 +85,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 		return httpjson.JSON(http.StatusOK, in, nil), nil
 	case "POST /v1/admin/intents/{id}/resolution":
-		var body core.ResolutionRequest
+		var body ResolutionBody
 		if resp, ok := DecodeBody(req, &body); !ok {
 			return resp, nil
 		}
@@ -95,17 +95,17 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 				return h.fail(ctx, err), nil
 			}
 		}
-		in, err := h.Resolver.Resolve(ctx, p, id, key, body)
+		in, err := h.Resolver.Resolve(ctx, p, id, key, core.Ruling{Decision: body.Decision, Reason: body.Reason, ExternalID: body.ExternalID})
 		if err != nil {
 			return h.fail(ctx, err), nil
 		}
 		return httpjson.JSON(http.StatusOK, in, nil), nil
 	case "POST /v1/admin/intents/{id}/recommendation":
-		var body core.RecommendationRequest
+		var body RecommendationBody
 		if resp, ok := DecodeBody(req, &body); !ok {
 			return resp, nil
 		}
-		in, err := h.Resolver.Recommend(ctx, p, id, body)
+		in, err := h.Resolver.Recommend(ctx, p, id, core.Recommendation{Decision: body.Decision, Summary: body.Summary})
 		if err != nil {
 			return h.fail(ctx, err), nil
 		}

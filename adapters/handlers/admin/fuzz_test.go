@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/botharness/outbox/core"
 )
 
 // FuzzDecodeBody: the admin API's strict decoder never panics, answers a
@@ -25,7 +23,7 @@ func FuzzDecodeBody(f *testing.F) {
 	}
 	f.Add(`eyJkZWNpc2lvbiI6InJldHJ5In0=`, true)
 	f.Fuzz(func(t *testing.T, body string, b64 bool) {
-		var req core.ResolutionRequest
+		var req ResolutionBody
 		resp, ok := DecodeBody(events.APIGatewayV2HTTPRequest{Body: body, IsBase64Encoded: b64}, &req)
 		if !ok {
 			if resp.StatusCode < 400 || resp.StatusCode >= 500 {

@@ -59,11 +59,11 @@ func (g *Grants) put(ctx context.Context, p core.Principal, req events.APIGatewa
 	if p.Kind != core.PrincipalOperator { // before reading the body: no shape hints for others
 		return g.fail(ctx, errOperatorsOnly)
 	}
-	var body core.GrantRequest
+	var body GrantBody
 	if resp, ok := DecodeBody(req, &body); !ok {
 		return resp
 	}
-	gr, created, err := g.Authority.PutGrant(ctx, p, req.PathParameters["grantId"], body)
+	gr, created, err := g.Authority.PutGrant(ctx, p, req.PathParameters["grantId"], body.spec())
 	if err != nil {
 		return g.fail(ctx, err)
 	}
@@ -106,11 +106,11 @@ func (g *Grants) revoke(ctx context.Context, p core.Principal, req events.APIGat
 	if p.Kind != core.PrincipalOperator {
 		return g.fail(ctx, errOperatorsOnly)
 	}
-	var body core.RevokeRequest
+	var body RevokeBody
 	if resp, ok := DecodeBody(req, &body); !ok {
 		return resp
 	}
-	gr, err := g.Authority.RevokeGrant(ctx, p, req.PathParameters["grantId"], body)
+	gr, err := g.Authority.RevokeGrant(ctx, p, req.PathParameters["grantId"], core.Revocation{Reason: body.Reason, ExpectedVersion: body.ExpectedVersion})
 	if err != nil {
 		return g.fail(ctx, err)
 	}
@@ -122,11 +122,11 @@ func (g *Grants) putCapability(ctx context.Context, p core.Principal, req events
 	if p.Kind != core.PrincipalOperator {
 		return g.fail(ctx, errOperatorsOnly)
 	}
-	var body core.CapabilityRequest
+	var body CapabilityBody
 	if resp, ok := DecodeBody(req, &body); !ok {
 		return resp
 	}
-	c, err := g.Authority.SetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"], body)
+	c, err := g.Authority.SetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"], core.CapabilityChange{Withdrawn: body.Withdrawn, Actions: body.Actions, Reason: body.Reason})
 	if err != nil {
 		return g.fail(ctx, err)
 	}

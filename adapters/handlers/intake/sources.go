@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/botharness/outbox/core"
 )
@@ -28,10 +29,30 @@ func (s *Sources) PutSourceRevision(ctx context.Context, p core.Principal, sourc
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	var u core.SourceUpdate
+	var u SourceBody
 	if err := dec.Decode(&u); err != nil {
 		return nil, &core.ValidationError{Code: core.CodeMalformedJSON,
 			Message: `the body must be {"revision": <integer>, "deleted": <bool, optional>}: ` + err.Error()}
 	}
-	return s.Sources.Put(ctx, p, sourceID, u)
+	res, err := s.Sources.Put(ctx, p, sourceID, core.SourceUpdate{Revision: u.Revision, Deleted: u.Deleted})
+	if err != nil {
+		return nil, err
+	}
+	return SourceResultBody{SourceID: res.ID, Revision: res.Revision, Deleted: res.Deleted, UpdatedAt: res.UpdatedAt, Applied: res.Applied}, nil
+}
+
+// SourceBody is the body of PUT /v1/sources/{sourceId}.
+type SourceBody struct {
+	Revision *int64 `json:"revision"`
+	Deleted  bool   `json:"deleted,omitempty"`
+}
+
+// SourceResultBody answers PUT /v1/sources/{sourceId}: the source's current
+// state and whether this update changed it.
+type SourceResultBody struct {
+	SourceID  string    `json:"sourceId"`
+	Revision  int64     `json:"revision"`
+	Deleted   bool      `json:"deleted"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	Applied   bool      `json:"applied"`
 }

@@ -1,0 +1,302 @@
+package dynamo
+
+// Storage shapes. core knows nothing about how an intent, a grant, a
+// capability, a source or a webhook event is stored: these item types carry
+// the attribute names (the table's schema, which existing items already
+// use), and the mappers below copy between them and core's domain types.
+// A field added to a core type must be added here too; the store contract
+// suite (core/storetest) round-trips every field and fails otherwise.
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/botharness/outbox/core"
+)
+
+type sourceRefItem struct {
+	ID       string `dynamodbav:"id"`
+	Revision int64  `dynamodbav:"revision"`
+}
+
+type grantRefItem struct {
+	ID      string `dynamodbav:"id"`
+	Version int64  `dynamodbav:"version"`
+}
+
+type leaseItem struct {
+	Owner string    `dynamodbav:"owner"`
+	Until time.Time `dynamodbav:"until"`
+}
+
+type evidenceItem struct {
+	HTTPStatus   int               `dynamodbav:"httpStatus,omitempty"`
+	ProviderCode string            `dynamodbav:"providerCode,omitempty"`
+	Detail       string            `dynamodbav:"detail,omitempty"`
+	RetryAfter   string            `dynamodbav:"retryAfter,omitempty"`
+	Extra        map[string]string `dynamodbav:"extra,omitempty"`
+}
+
+type checksItem struct {
+	Result         string `dynamodbav:"result"`
+	Reason         string `dynamodbav:"reason,omitempty"`
+	SourceRevision int64  `dynamodbav:"sourceRevision,omitempty"`
+	GrantVersion   int64  `dynamodbav:"grantVersion,omitempty"`
+}
+
+type attemptItem struct {
+	N          int          `dynamodbav:"n"`
+	Trigger    string       `dynamodbav:"trigger"`
+	StartedAt  time.Time    `dynamodbav:"startedAt"`
+	EndedAt    time.Time    `dynamodbav:"endedAt"`
+	Result     string       `dynamodbav:"result"`
+	ExternalID string       `dynamodbav:"externalId,omitempty"`
+	Evidence   evidenceItem `dynamodbav:"evidence"`
+	Checks     *checksItem  `dynamodbav:"checks,omitempty"`
+	NextDueAt  *time.Time   `dynamodbav:"nextDueAt,omitempty"`
+}
+
+type resolutionItem struct {
+	At                    time.Time `dynamodbav:"at"`
+	By                    string    `dynamodbav:"by"`
+	ByKind                string    `dynamodbav:"byKind"`
+	Decision              string    `dynamodbav:"decision"`
+	Reason                string    `dynamodbav:"reason,omitempty"`
+	Recommend             bool      `dynamodbav:"recommendationOnly,omitempty"`
+	Key                   string    `dynamodbav:"key,omitempty"`
+	DuplicateRiskAccepted bool      `dynamodbav:"duplicateRiskAccepted,omitempty"`
+}
+
+// intentItem is the stored shape of an intent (keys and index attributes are
+// added by MarshalIntent).
+type intentItem struct {
+	ID             string          `dynamodbav:"id"`
+	Bot            string          `dynamodbav:"bot"`
+	IdempotencyKey string          `dynamodbav:"idempotencyKey"`
+	Kind           string          `dynamodbav:"kind"`
+	Provider       string          `dynamodbav:"provider"`
+	Account        string          `dynamodbav:"account"`
+	Action         string          `dynamodbav:"action"`
+	Target         string          `dynamodbav:"target"`
+	Payload        json.RawMessage `dynamodbav:"payload"`
+	PayloadHash    string          `dynamodbav:"payloadHash"`
+	RequestHash    string          `dynamodbav:"requestHash"`
+	Source         *sourceRefItem  `dynamodbav:"source,omitempty"`
+	Grant          grantRefItem    `dynamodbav:"grant"`
+	Deadline       *time.Time      `dynamodbav:"deadline,omitempty"`
+	Metadata       json.RawMessage `dynamodbav:"metadata,omitempty"`
+
+	Status         string           `dynamodbav:"status"`
+	StatusReason   string           `dynamodbav:"statusReason,omitempty"`
+	Version        int64            `dynamodbav:"version"`
+	CreatedAt      time.Time        `dynamodbav:"createdAt"`
+	UpdatedAt      time.Time        `dynamodbav:"updatedAt"`
+	AttemptCount   int              `dynamodbav:"attemptCount"`
+	FirstAttemptAt *time.Time       `dynamodbav:"firstAttemptAt,omitempty"`
+	Lease          *leaseItem       `dynamodbav:"lease,omitempty"`
+	NextAttemptAt  *time.Time       `dynamodbav:"nextAttemptAt,omitempty"`
+	ExternalID     string           `dynamodbav:"externalId,omitempty"`
+	Attempts       []attemptItem    `dynamodbav:"attempts"`
+	Resolutions    []resolutionItem `dynamodbav:"resolutions,omitempty"`
+}
+
+func evidenceToItem(e core.Evidence) evidenceItem {
+	return evidenceItem{HTTPStatus: e.HTTPStatus, ProviderCode: e.ProviderCode, Detail: e.Detail, RetryAfter: e.RetryAfter, Extra: e.Extra}
+}
+
+func evidenceFromItem(e evidenceItem) core.Evidence {
+	return core.Evidence{HTTPStatus: e.HTTPStatus, ProviderCode: e.ProviderCode, Detail: e.Detail, RetryAfter: e.RetryAfter, Extra: e.Extra}
+}
+
+func intentToItem(in *core.Intent) intentItem {
+	it := intentItem{
+		ID: in.ID, Bot: in.Bot, IdempotencyKey: in.IdempotencyKey, Kind: string(in.Kind), Provider: in.Provider,
+		Account: in.Account, Action: in.Action, Target: in.Target, Payload: in.Payload, PayloadHash: in.PayloadHash,
+		RequestHash: in.RequestHash, Grant: grantRefItem{ID: in.Grant.ID, Version: in.Grant.Version},
+		Deadline: in.Deadline, Metadata: in.Metadata,
+		Status: string(in.Status), StatusReason: in.StatusReason, Version: in.Version, CreatedAt: in.CreatedAt,
+		UpdatedAt: in.UpdatedAt, AttemptCount: in.AttemptCount, FirstAttemptAt: in.FirstAttemptAt,
+		NextAttemptAt: in.NextAttemptAt, ExternalID: in.ExternalID,
+	}
+	if in.Source != nil {
+		it.Source = &sourceRefItem{ID: in.Source.ID, Revision: in.Source.Revision}
+	}
+	if in.Lease != nil {
+		it.Lease = &leaseItem{Owner: in.Lease.Owner, Until: in.Lease.Until}
+	}
+	if in.Attempts != nil {
+		it.Attempts = make([]attemptItem, len(in.Attempts))
+		for i, a := range in.Attempts {
+			ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: a.Result,
+				ExternalID: a.ExternalID, Evidence: evidenceToItem(a.Evidence), NextDueAt: a.NextDueAt}
+			if c := a.Checks; c != nil {
+				ai.Checks = &checksItem{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
+			}
+			it.Attempts[i] = ai
+		}
+	}
+	if in.Resolutions != nil {
+		it.Resolutions = make([]resolutionItem, len(in.Resolutions))
+		for i, r := range in.Resolutions {
+			it.Resolutions[i] = resolutionItem{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
+				Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
+		}
+	}
+	return it
+}
+
+func intentFromItem(it *intentItem) *core.Intent {
+	in := &core.Intent{
+		ID: it.ID, Bot: it.Bot, IdempotencyKey: it.IdempotencyKey, Kind: core.Kind(it.Kind), Provider: it.Provider,
+		Account: it.Account, Action: it.Action, Target: it.Target, Payload: it.Payload, PayloadHash: it.PayloadHash,
+		RequestHash: it.RequestHash, Grant: core.GrantRef{ID: it.Grant.ID, Version: it.Grant.Version},
+		Deadline: it.Deadline, Metadata: it.Metadata,
+		Status: core.Status(it.Status), StatusReason: it.StatusReason, Version: it.Version, CreatedAt: it.CreatedAt,
+		UpdatedAt: it.UpdatedAt, AttemptCount: it.AttemptCount, FirstAttemptAt: it.FirstAttemptAt,
+		NextAttemptAt: it.NextAttemptAt, ExternalID: it.ExternalID,
+		Attempts: make([]core.Attempt, len(it.Attempts)),
+	}
+	if it.Source != nil {
+		in.Source = &core.SourceRef{ID: it.Source.ID, Revision: it.Source.Revision}
+	}
+	if it.Lease != nil {
+		in.Lease = &core.Lease{Owner: it.Lease.Owner, Until: it.Lease.Until}
+	}
+	for i, a := range it.Attempts {
+		ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: a.Result,
+			ExternalID: a.ExternalID, Evidence: evidenceFromItem(a.Evidence), NextDueAt: a.NextDueAt}
+		if c := a.Checks; c != nil {
+			ca.Checks = &core.Checks{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
+		}
+		in.Attempts[i] = ca
+	}
+	if it.Resolutions != nil {
+		in.Resolutions = make([]core.Resolution, len(it.Resolutions))
+		for i, r := range it.Resolutions {
+			in.Resolutions[i] = core.Resolution{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
+				Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
+		}
+	}
+	return in
+}
+
+// ---- registry ----
+
+type grantItem struct {
+	ID       string   `dynamodbav:"id"`
+	Version  int64    `dynamodbav:"version"`
+	Bot      string   `dynamodbav:"bot"`
+	Provider string   `dynamodbav:"provider"`
+	Account  string   `dynamodbav:"account"`
+	Actions  []string `dynamodbav:"actions"`
+	Targets  []string `dynamodbav:"targets"`
+	// grantExpiresAt, not expiresAt: the table's TTL attribute is expiresAt
+	// and an expired grant must stay readable (it explains why intents were
+	// blocked).
+	ExpiresAt    *time.Time `dynamodbav:"grantExpiresAt,omitempty"`
+	RevokedAt    *time.Time `dynamodbav:"revokedAt,omitempty"`
+	RevokedBy    string     `dynamodbav:"revokedBy,omitempty"`
+	RevokeReason string     `dynamodbav:"revokeReason,omitempty"`
+	CreatedAt    time.Time  `dynamodbav:"createdAt"`
+	UpdatedAt    time.Time  `dynamodbav:"updatedAt"`
+	UpdatedBy    string     `dynamodbav:"updatedBy,omitempty"`
+}
+
+func grantToItem(g *core.Grant) grantItem {
+	return grantItem{ID: g.ID, Version: g.Version, Bot: g.Bot, Provider: g.Provider, Account: g.Account, Actions: g.Actions,
+		Targets: g.Targets, ExpiresAt: g.ExpiresAt, RevokedAt: g.RevokedAt, RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason,
+		CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt, UpdatedBy: g.UpdatedBy}
+}
+
+func grantFromItem(g *grantItem) *core.Grant {
+	return &core.Grant{ID: g.ID, Version: g.Version, Bot: g.Bot, Provider: g.Provider, Account: g.Account, Actions: g.Actions,
+		Targets: g.Targets, ExpiresAt: g.ExpiresAt, RevokedAt: g.RevokedAt, RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason,
+		CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt, UpdatedBy: g.UpdatedBy}
+}
+
+type withdrawalItem struct {
+	Reason string    `dynamodbav:"reason"`
+	At     time.Time `dynamodbav:"at"`
+	By     string    `dynamodbav:"by"`
+}
+
+type capabilityItem struct {
+	Provider          string                    `dynamodbav:"provider"`
+	Account           string                    `dynamodbav:"account"`
+	AccountWithdrawal *withdrawalItem           `dynamodbav:"accountWithdrawal,omitempty"`
+	Actions           map[string]withdrawalItem `dynamodbav:"withdrawnActions,omitempty"`
+	Version           int64                     `dynamodbav:"version"`
+	UpdatedAt         time.Time                 `dynamodbav:"updatedAt"`
+	UpdatedBy         string                    `dynamodbav:"updatedBy,omitempty"`
+}
+
+func capabilityToItem(c *core.Capability) capabilityItem {
+	it := capabilityItem{Provider: c.Provider, Account: c.Account, Version: c.Version, UpdatedAt: c.UpdatedAt, UpdatedBy: c.UpdatedBy}
+	if w := c.AccountWithdrawal; w != nil {
+		it.AccountWithdrawal = &withdrawalItem{Reason: w.Reason, At: w.At, By: w.By}
+	}
+	if c.Actions != nil {
+		it.Actions = make(map[string]withdrawalItem, len(c.Actions))
+		for k, w := range c.Actions {
+			it.Actions[k] = withdrawalItem{Reason: w.Reason, At: w.At, By: w.By}
+		}
+	}
+	return it
+}
+
+func capabilityFromItem(it *capabilityItem) *core.Capability {
+	c := &core.Capability{Provider: it.Provider, Account: it.Account, Version: it.Version, UpdatedAt: it.UpdatedAt, UpdatedBy: it.UpdatedBy}
+	if w := it.AccountWithdrawal; w != nil {
+		c.AccountWithdrawal = &core.Withdrawal{Reason: w.Reason, At: w.At, By: w.By}
+	}
+	if it.Actions != nil {
+		c.Actions = make(map[string]core.Withdrawal, len(it.Actions))
+		for k, w := range it.Actions {
+			c.Actions[k] = core.Withdrawal{Reason: w.Reason, At: w.At, By: w.By}
+		}
+	}
+	return c
+}
+
+type sourceItem struct {
+	Bot       string    `dynamodbav:"bot"`
+	ID        string    `dynamodbav:"sourceId"`
+	Revision  int64     `dynamodbav:"revision"`
+	Deleted   bool      `dynamodbav:"deleted"`
+	UpdatedAt time.Time `dynamodbav:"updatedAt"`
+}
+
+func sourceFromItem(it *sourceItem) *core.SourceState {
+	return &core.SourceState{Bot: it.Bot, ID: it.ID, Revision: it.Revision, Deleted: it.Deleted, UpdatedAt: it.UpdatedAt}
+}
+
+// ---- webhooks ----
+
+// eventItem is the stored shape of an event's uniqueness item.
+type eventItem struct {
+	Provider   string     `dynamodbav:"provider"`
+	Account    string     `dynamodbav:"account"`
+	EventID    string     `dynamodbav:"eventId"`
+	Kind       string     `dynamodbav:"kind"`
+	Type       string     `dynamodbav:"type,omitempty"`
+	State      string     `dynamodbav:"state"`
+	IntentID   string     `dynamodbav:"intentId,omitempty"`
+	MessageID  string     `dynamodbav:"messageId,omitempty"`
+	Reason     string     `dynamodbav:"reason,omitempty"`
+	ReceivedAt time.Time  `dynamodbav:"receivedAt"`
+	BodyHash   string     `dynamodbav:"bodyHash,omitempty"`
+	Raw        string     `dynamodbav:"raw,omitempty"`
+	ClaimUntil *time.Time `dynamodbav:"claimUntil,omitempty"`
+}
+
+func eventToItem(r core.EventRecord) eventItem {
+	return eventItem{Provider: r.Provider, Account: r.Account, EventID: r.EventID, Kind: string(r.Kind), Type: r.Type, State: r.State,
+		IntentID: r.IntentID, MessageID: r.MessageID, Reason: r.Reason, ReceivedAt: r.ReceivedAt, BodyHash: r.BodyHash, Raw: r.Raw,
+		ClaimUntil: r.ClaimUntil}
+}
+
+func eventFromItem(it *eventItem) *core.EventRecord {
+	return &core.EventRecord{Provider: it.Provider, Account: it.Account, EventID: it.EventID, Kind: core.EventKind(it.Kind), Type: it.Type,
+		State: it.State, IntentID: it.IntentID, MessageID: it.MessageID, Reason: it.Reason, ReceivedAt: it.ReceivedAt,
+		BodyHash: it.BodyHash, Raw: it.Raw, ClaimUntil: it.ClaimUntil}
+}
