@@ -2,32 +2,32 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
 
 // memStore is an in-memory IntentStore with the same optimistic semantics
-// as the DynamoDB adapter.
+// as the DynamoDB adapter; the IntentStore contract suite (core/storetest)
+// runs against both (store_contract_test.go). Reads and writes copy, so a
+// caller never shares memory with the store.
 type memStore struct {
 	mu    sync.Mutex
-	items map[string][]byte
+	items map[string]*Intent
 	puts  int
 }
 
-func newMemStore() *memStore { return &memStore{items: map[string][]byte{}} }
+func newMemStore() *memStore { return &memStore{items: map[string]*Intent{}} }
 
 func (m *memStore) Create(_ context.Context, in *Intent) (*Intent, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if b, ok := m.items[in.ID]; ok {
-		var ex Intent
-		_ = json.Unmarshal(b, &ex)
-		return &ex, false, nil
+	if ex, ok := m.items[in.ID]; ok {
+		return cloneIntent(ex), false, nil
 	}
-	b, _ := json.Marshal(in)
-	m.items[in.ID] = b
+	m.items[in.ID] = cloneIntent(in)
 	m.puts++
 	return in, true, nil
 }
@@ -35,13 +35,11 @@ func (m *memStore) Create(_ context.Context, in *Intent) (*Intent, bool, error) 
 func (m *memStore) Get(_ context.Context, id string) (*Intent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.items[id]
+	in, ok := m.items[id]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
-	var in Intent
-	_ = json.Unmarshal(b, &in)
-	return &in, nil
+	return cloneIntent(in), nil
 }
 
 func (m *memStore) Update(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error) {
@@ -54,16 +52,22 @@ func (m *memStore) Update(ctx context.Context, id string, mutate func(*Intent) e
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var now Intent
-	_ = json.Unmarshal(m.items[id], &now)
-	if now.Version != cur.Version {
-		return nil, ErrConflict
+	if !m.putIfVersion(cur) {
+		return nil, fmt.Errorf("intent %s: %w", id, ErrConflict)
+	}
+	return cur, nil
+}
+
+// putIfVersion stores cur with version+1 if the stored version is still the
+// one cur was read at. The caller holds m.mu.
+func (m *memStore) putIfVersion(cur *Intent) bool {
+	if m.items[cur.ID].Version != cur.Version {
+		return false
 	}
 	cur.Version++
-	b, _ := json.Marshal(cur)
-	m.items[id] = b
+	m.items[cur.ID] = cloneIntent(cur)
 	m.puts++
-	return cur, nil
+	return true
 }
 
 // Claim is Update: the in-memory store has no backup barrier.
@@ -75,11 +79,9 @@ func (m *memStore) ListByStatus(_ context.Context, status Status, dueBefore time
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Intent
-	for _, b := range m.items {
-		var in Intent
-		_ = json.Unmarshal(b, &in)
+	for _, in := range m.items {
 		if in.Status == status {
-			out = append(out, &in)
+			out = append(out, cloneIntent(in))
 		}
 	}
 	return out, nil
@@ -88,6 +90,46 @@ func (m *memStore) ListByStatus(_ context.Context, status Status, dueBefore time
 func (m *memStore) CountByStatus(ctx context.Context, status Status) (int, error) {
 	l, err := m.ListByStatus(ctx, status, time.Time{}, 0)
 	return len(l), err
+}
+
+// cloneIntent is a deep copy.
+func cloneIntent(in *Intent) *Intent {
+	c := *in
+	c.Payload = slices.Clone(in.Payload)
+	c.Metadata = slices.Clone(in.Metadata)
+	if in.Source != nil {
+		s := *in.Source
+		c.Source = &s
+	}
+	c.Deadline = cloneTime(in.Deadline)
+	c.FirstAttemptAt = cloneTime(in.FirstAttemptAt)
+	c.NextAttemptAt = cloneTime(in.NextAttemptAt)
+	if in.Lease != nil {
+		l := *in.Lease
+		c.Lease = &l
+	}
+	if in.Attempts != nil {
+		c.Attempts = make([]Attempt, len(in.Attempts))
+		for i, a := range in.Attempts {
+			a.Evidence.Extra = maps.Clone(a.Evidence.Extra)
+			if a.Checks != nil {
+				ch := *a.Checks
+				a.Checks = &ch
+			}
+			a.NextDueAt = cloneTime(a.NextDueAt)
+			c.Attempts[i] = a
+		}
+	}
+	c.Resolutions = slices.Clone(in.Resolutions)
+	return &c
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
 }
 
 type sentMsg struct {

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -42,8 +44,23 @@ func (m *memRegistry) PutGrant(_ context.Context, g *Grant, expected int64) erro
 	return nil
 }
 
-func (m *memRegistry) ListGrants(context.Context, string, string, int) ([]*Grant, string, error) {
-	return nil, "", nil
+// ListGrants pages by id; the cursor is the last id of the previous page.
+func (m *memRegistry) ListGrants(_ context.Context, bot, cursor string, limit int) ([]*Grant, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(m.grants))
+	var out []*Grant
+	for _, id := range ids {
+		g := m.grants[id]
+		if id <= cursor || (bot != "" && g.Bot != bot) {
+			continue
+		}
+		if len(out) == limit {
+			return out, out[len(out)-1].ID, nil
+		}
+		out = append(out, &g)
+	}
+	return out, "", nil
 }
 
 func (m *memRegistry) GetCapability(_ context.Context, provider, account string) (*Capability, error) {

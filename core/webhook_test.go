@@ -76,17 +76,12 @@ func (m *memWebhooks) BindEvent(ctx context.Context, rec EventRecord, mutate fun
 		}
 		if plan.Changed {
 			m.intents.mu.Lock()
-			var now Intent
-			_ = json.Unmarshal(m.intents.items[cur.ID], &now)
-			if now.Version != cur.Version {
-				m.intents.mu.Unlock()
+			ok := m.intents.putIfVersion(cur)
+			m.intents.mu.Unlock()
+			if !ok {
 				m.mu.Unlock()
 				continue
 			}
-			cur.Version++
-			b, _ := json.Marshal(cur)
-			m.intents.items[cur.ID] = b
-			m.intents.mu.Unlock()
 		}
 		if plan.MapMessage {
 			m.mappings[mk] = rec.IntentID

@@ -2,11 +2,8 @@ package dynamo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	mrand "math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/core"
 )
 
@@ -37,24 +33,8 @@ func (c *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItem
 
 func registryForTest(t *testing.T) (*Registry, *countingDB) {
 	t.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
-	}
-	ctx := context.Background()
-	clients, err := awsconfig.LoadClients(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	table := "reg_" + hex.EncodeToString(b[:])
-	if err := EnsureTable(ctx, clients.DynamoDB, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	db := &countingDB{Client: clients.DynamoDB}
+	client, table := testTable(t, "reg")
+	db := &countingDB{Client: client}
 	return NewRegistry(db, table), db
 }
 

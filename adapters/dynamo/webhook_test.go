@@ -2,40 +2,17 @@ package dynamo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/core"
 )
 
 func webhooksForTest(t *testing.T) (*Webhooks, *Store) {
 	t.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
-	}
-	ctx := context.Background()
-	clients, err := awsconfig.LoadClients(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	table := "wh_" + hex.EncodeToString(b[:])
-	if err := EnsureTable(ctx, clients.DynamoDB, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	return NewWebhooks(clients.DynamoDB, table), New(clients.DynamoDB, table)
+	db, table := testTable(t, "wh")
+	return NewWebhooks(db, table), New(db, table)
 }
 
 var whNow = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)

@@ -1,0 +1,42 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+)
+
+// testTable creates a fresh table on DynamoDB Local for one test and drops it
+// afterwards. Without an emulator the test is skipped, unless make test
+// requires the emulators (OUTBOX_REQUIRE_EMULATORS=1): then it fails.
+func testTable(t *testing.T, prefix string) (*dynamodb.Client, string) {
+	t.Helper()
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
+			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
+		}
+		t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
+	}
+	ctx := context.Background()
+	clients, err := awsconfig.LoadClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	table := prefix + "_" + hex.EncodeToString(b[:])
+	if err := EnsureTable(ctx, clients.DynamoDB, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	return clients.DynamoDB, table
+}

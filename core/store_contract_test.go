@@ -1,0 +1,23 @@
+package core_test
+
+import (
+	"testing"
+
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/storetest"
+)
+
+// The in-memory stores run the same contract suites as the DynamoDB adapter
+// (adapters/dynamo/contract_test.go): core's tests assume what they check.
+
+func TestMemIntentStoreContract(t *testing.T) {
+	storetest.RunIntentStore(t, storetest.IntentFixture{New: func(*testing.T) core.IntentStore { return core.NewMemStoreForContract() }})
+}
+
+func TestMemRegistryContract(t *testing.T) {
+	storetest.RunRegistry(t, func(*testing.T) storetest.Registry { return core.NewMemRegistryForContract() })
+}
+
+func TestMemWebhookStoreContract(t *testing.T) {
+	storetest.RunWebhookStore(t, func(*testing.T) (core.WebhookStore, core.IntentStore) { return core.NewMemWebhooksForContract() })
+}

@@ -1,0 +1,313 @@
+// Package storetest holds the contract suites of the stores core consumes.
+// Every implementation runs the same suite: the in-memory stores core's unit
+// tests use (core/store_contract_test.go) and the DynamoDB adapter on
+// DynamoDB Local (adapters/dynamo/contract_test.go). A store that passes
+// here behaves as core's tests assume.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/botharness/outbox/core"
+)
+
+// IntentFixture builds a fresh, empty store for one subtest.
+type IntentFixture struct {
+	New func(t *testing.T) core.IntentStore
+	// Barrier, when the store has one, raises (up=true) or lifts the backup
+	// barrier of a bot's profile; nil skips the barrier cases.
+	Barrier func(t *testing.T, s core.IntentStore, bot string, up bool)
+}
+
+// T0 is the suite's reference time (UTC, no monotonic reading, so stored
+// and read-back times compare equal).
+var T0 = time.Date(2026, 3, 4, 5, 6, 7, 891000000, time.UTC)
+
+func tp(d time.Duration) *time.Time { t := T0.Add(d); return &t }
+
+// FullIntent is an intent with every field set, so a round trip shows a
+// field the store drops.
+func FullIntent(id, bot string) *core.Intent {
+	return &core.Intent{
+		ID: id, Bot: bot, IdempotencyKey: "key-" + id, Kind: core.KindReply, Provider: "sandbox", Account: "acct-1",
+		Action: "send_message", Target: "chan-1", Payload: json.RawMessage(`{"text":"hi"}`), PayloadHash: "ph", RequestHash: "rh",
+		Source: &core.SourceRef{ID: "src-1", Revision: 3}, Grant: core.GrantRef{ID: "g-1", Version: 2}, Deadline: tp(time.Hour),
+		Metadata: json.RawMessage(`{"m":1}`), Status: core.StatusNeedsHuman, StatusReason: "why", Version: 7, CreatedAt: T0,
+		UpdatedAt: T0.Add(time.Minute), AttemptCount: 2, FirstAttemptAt: tp(time.Second), Lease: &core.Lease{Owner: "w1", Until: T0.Add(2 * time.Minute)},
+		NextAttemptAt: tp(3 * time.Minute), ExternalID: "ext-1",
+		Attempts: []core.Attempt{
+			{N: 1, Trigger: "stream", StartedAt: T0, EndedAt: T0.Add(time.Second), Result: "transient", Evidence: core.Evidence{HTTPStatus: 503, ProviderCode: "busy", Detail: "d", RetryAfter: "2", Extra: map[string]string{"a": "b"}},
+				Checks: &core.Checks{Result: "ok", Reason: "r", SourceRevision: 3, GrantVersion: 2}, NextDueAt: tp(10 * time.Second)},
+			{N: 2, Trigger: "retry", StartedAt: T0.Add(20 * time.Second), EndedAt: T0.Add(21 * time.Second), Result: "unknown-outcome", ExternalID: "ext-0"},
+		},
+		Resolutions: []core.Resolution{{At: T0.Add(time.Hour), By: "op", ByKind: "operator", Decision: "retry", Reason: "r", Recommend: true, Key: "idem-1", DuplicateRiskAccepted: true}},
+	}
+}
+
+// PendingIntent is a fresh intent as intake creates it.
+func PendingIntent(id, bot string) *core.Intent {
+	return &core.Intent{ID: id, Bot: bot, IdempotencyKey: "key-" + id, Kind: core.KindAction, Provider: "sandbox", Account: "acct-1",
+		Action: "send_message", Target: "chan-1", Payload: json.RawMessage(`{"text":"x"}`), Grant: core.GrantRef{ID: "g-1", Version: 1},
+		Status: core.StatusPending, Version: 1, CreatedAt: T0, UpdatedAt: T0, Attempts: []core.Attempt{}}
+}
+
+// SameIntent fails the test unless got and want hold the same facts (an
+// empty and a nil list are the same).
+func SameIntent(t *testing.T, what string, got, want *core.Intent) {
+	t.Helper()
+	g, w := *got, *want
+	if len(g.Attempts) == 0 {
+		g.Attempts = nil
+	}
+	if len(w.Attempts) == 0 {
+		w.Attempts = nil
+	}
+	if !reflect.DeepEqual(&g, &w) {
+		gb, _ := json.Marshal(g)
+		wb, _ := json.Marshal(w)
+		t.Fatalf("%s: stored intent differs\n got: %+v\nwant: %+v\n got json: %s\nwant json: %s", what, g, w, gb, wb)
+	}
+}
+
+var errMutate = errors.New("mutate refuses")
+
+// claimFor is the claim core's dispatcher makes: pending -> in flight under
+// a lease held by owner.
+func claimFor(owner string) func(*core.Intent) error {
+	return func(in *core.Intent) error {
+		if !in.Claimable(T0) {
+			return core.ErrNotClaimable
+		}
+		in.Status = core.StatusInFlight
+		in.AttemptCount++
+		in.FirstAttemptAt = tp(0)
+		in.Lease = &core.Lease{Owner: owner, Until: T0.Add(time.Minute)}
+		in.UpdatedAt = T0
+		return nil
+	}
+}
+
+// RunIntentStore runs the IntentStore contract.
+func RunIntentStore(t *testing.T, f IntentFixture) {
+	ctx := context.Background()
+	create := func(t *testing.T, s core.IntentStore, in *core.Intent) {
+		t.Helper()
+		if _, created, err := s.Create(ctx, in); err != nil || !created {
+			t.Fatalf("create %s: created=%v err=%v", in.ID, created, err)
+		}
+	}
+	get := func(t *testing.T, s core.IntentStore, id string) *core.Intent {
+		t.Helper()
+		in, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		return in
+	}
+
+	t.Run("create then get returns every field", func(t *testing.T) {
+		s := f.New(t)
+		want := FullIntent("it_full", "bot-a")
+		create(t, s, want)
+		SameIntent(t, "round trip", get(t, s, want.ID), FullIntent("it_full", "bot-a"))
+	})
+
+	t.Run("a conflicting create returns the existing intent and writes nothing", func(t *testing.T) {
+		s := f.New(t)
+		first := PendingIntent("it_c", "bot-a")
+		create(t, s, first)
+		other := FullIntent("it_c", "bot-b")
+		ex, created, err := s.Create(ctx, other)
+		if err != nil || created {
+			t.Fatalf("second create: created=%v err=%v, want created=false and no error", created, err)
+		}
+		SameIntent(t, "returned existing", ex, PendingIntent("it_c", "bot-a"))
+		SameIntent(t, "stored", get(t, s, "it_c"), PendingIntent("it_c", "bot-a"))
+	})
+
+	t.Run("missing intents are ErrNotFound", func(t *testing.T) {
+		s := f.New(t)
+		if _, err := s.Get(ctx, "it_missing"); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("Get: %v, want ErrNotFound", err)
+		}
+		called := false
+		mut := func(*core.Intent) error { called = true; return nil }
+		if _, err := s.Update(ctx, "it_missing", mut); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("Update: %v, want ErrNotFound", err)
+		}
+		if _, err := s.Claim(ctx, "it_missing", mut); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("Claim: %v, want ErrNotFound", err)
+		}
+		if called {
+			t.Fatal("mutate was called for a missing intent")
+		}
+		if _, err := s.Get(ctx, "it_missing"); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("after Update/Claim of a missing intent, Get: %v, want ErrNotFound (nothing created)", err)
+		}
+	})
+
+	t.Run("update writes the mutation and advances the version by one", func(t *testing.T) {
+		s := f.New(t)
+		create(t, s, PendingIntent("it_u", "bot-a"))
+		got, err := s.Update(ctx, "it_u", func(in *core.Intent) error {
+			in.Status, in.StatusReason = core.StatusExpired, "deadline"
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := PendingIntent("it_u", "bot-a")
+		want.Status, want.StatusReason, want.Version = core.StatusExpired, "deadline", 2
+		SameIntent(t, "returned", got, want)
+		SameIntent(t, "stored", get(t, s, "it_u"), want)
+	})
+
+	for _, op := range []string{"Update", "Claim"} {
+		t.Run("a mutate error writes nothing ("+op+")", func(t *testing.T) {
+			s := f.New(t)
+			create(t, s, PendingIntent("it_e", "bot-a"))
+			write := s.Update
+			if op == "Claim" {
+				write = s.Claim
+			}
+			_, err := write(ctx, "it_e", func(in *core.Intent) error {
+				in.Status, in.AttemptCount = core.StatusInFlight, 9
+				return fmt.Errorf("wrapped: %w", errMutate)
+			})
+			if !errors.Is(err, errMutate) {
+				t.Fatalf("%s: %v, want the mutate error", op, err)
+			}
+			SameIntent(t, "stored", get(t, s, "it_e"), PendingIntent("it_e", "bot-a"))
+		})
+	}
+
+	for _, op := range []string{"Update", "Claim"} {
+		t.Run("a lost race is ErrConflict and the winner's write stands ("+op+")", func(t *testing.T) {
+			s := f.New(t)
+			create(t, s, PendingIntent("it_r", "bot-a"))
+			write := s.Update
+			if op == "Claim" {
+				write = s.Claim
+			}
+			competitors := 0
+			_, err := write(ctx, "it_r", func(in *core.Intent) error {
+				// Every time this writer decides, another writer gets in first.
+				competitors++
+				if _, err := s.Update(ctx, "it_r", func(c *core.Intent) error {
+					c.StatusReason = fmt.Sprintf("competitor %d", competitors)
+					return nil
+				}); err != nil {
+					return fmt.Errorf("competitor: %w", err)
+				}
+				in.Status, in.StatusReason = core.StatusInFlight, "loser"
+				return nil
+			})
+			if !errors.Is(err, core.ErrConflict) {
+				t.Fatalf("%s: %v, want ErrConflict", op, err)
+			}
+			got := get(t, s, "it_r")
+			if got.Status != core.StatusPending || got.StatusReason != fmt.Sprintf("competitor %d", competitors) || got.Version != int64(1+competitors) {
+				t.Fatalf("stored %s/%q version %d; want pending, the last competitor's write (%d) and version %d", got.Status, got.StatusReason, got.Version, competitors, 1+competitors)
+			}
+		})
+	}
+
+	t.Run("20 parallel claims: exactly one wins", func(t *testing.T) {
+		s := f.New(t)
+		create(t, s, PendingIntent("it_p", "bot-a"))
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		start := make(chan struct{})
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = s.Claim(ctx, "it_p", claimFor(fmt.Sprintf("w%d", i)))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("claims %d and %d both won", winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, core.ErrNotClaimable) && !errors.Is(err, core.ErrConflict):
+				t.Fatalf("claim %d lost with %v, want ErrNotClaimable or ErrConflict", i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no claim won")
+		}
+		got := get(t, s, "it_p")
+		if got.Status != core.StatusInFlight || got.AttemptCount != 1 || got.Lease == nil || got.Lease.Owner != fmt.Sprintf("w%d", winner) || got.Version != 2 {
+			t.Fatalf("stored %s attempt %d lease %+v version %d; want in-flight, attempt 1, held by w%d, version 2", got.Status, got.AttemptCount, got.Lease, got.Version, winner)
+		}
+	})
+
+	t.Run("claim, then the outcome is written on the claimed state", func(t *testing.T) {
+		s := f.New(t)
+		create(t, s, PendingIntent("it_o", "bot-a"))
+		claimed, err := s.Claim(ctx, "it_o", claimFor("w1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claimed.Version != 2 || claimed.Status != core.StatusInFlight {
+			t.Fatalf("claim returned %s version %d", claimed.Status, claimed.Version)
+		}
+		// A second claim of an in-flight intent is refused by its mutate and
+		// changes nothing.
+		if _, err := s.Claim(ctx, "it_o", claimFor("w2")); !errors.Is(err, core.ErrNotClaimable) {
+			t.Fatalf("second claim: %v, want ErrNotClaimable", err)
+		}
+		stored, err := s.Update(ctx, "it_o", func(in *core.Intent) error {
+			if in.Lease == nil || in.Lease.Owner != "w1" || in.AttemptCount != 1 {
+				return fmt.Errorf("outcome sees lease %+v attempt %d, not the claim", in.Lease, in.AttemptCount)
+			}
+			in.Attempts = append(in.Attempts, core.Attempt{N: 1, Trigger: "stream", StartedAt: T0, EndedAt: T0.Add(time.Second), Result: "succeeded", ExternalID: "ext-9"})
+			in.Status, in.Lease, in.ExternalID, in.UpdatedAt = core.StatusSucceeded, nil, "ext-9", T0.Add(time.Second)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := PendingIntent("it_o", "bot-a")
+		want.Status, want.Version, want.AttemptCount, want.FirstAttemptAt, want.ExternalID, want.UpdatedAt = core.StatusSucceeded, 3, 1, tp(0), "ext-9", T0.Add(time.Second)
+		want.Attempts = []core.Attempt{{N: 1, Trigger: "stream", StartedAt: T0, EndedAt: T0.Add(time.Second), Result: "succeeded", ExternalID: "ext-9"}}
+		SameIntent(t, "returned", stored, want)
+		SameIntent(t, "stored", get(t, s, "it_o"), want)
+	})
+
+	if f.Barrier != nil {
+		t.Run("a raised backup barrier refuses claims, not other writes", func(t *testing.T) {
+			s := f.New(t)
+			create(t, s, PendingIntent("it_b", "bot-frozen"))
+			create(t, s, PendingIntent("it_b2", "bot-free"))
+			f.Barrier(t, s, "bot-frozen", true)
+			if _, err := s.Claim(ctx, "it_b", claimFor("w1")); !errors.Is(err, core.ErrNotClaimable) {
+				t.Fatalf("claim under a barrier: %v, want ErrNotClaimable", err)
+			}
+			SameIntent(t, "stored after a refused claim", get(t, s, "it_b"), PendingIntent("it_b", "bot-frozen"))
+			if _, err := s.Claim(ctx, "it_b2", claimFor("w1")); err != nil {
+				t.Fatalf("another profile's claim: %v", err)
+			}
+			if _, err := s.Update(ctx, "it_b", func(in *core.Intent) error { in.StatusReason = "noted"; return nil }); err != nil {
+				t.Fatalf("an ordinary update under a barrier: %v", err)
+			}
+			f.Barrier(t, s, "bot-frozen", false)
+			if _, err := s.Claim(ctx, "it_b", claimFor("w1")); err != nil {
+				t.Fatalf("claim after the barrier was lifted: %v", err)
+			}
+		})
+	}
+}
