@@ -98,11 +98,11 @@ func (w *World) drain(ctx context.Context) int {
 func providerEvidence(in *core.Intent) string {
 	for _, a := range in.Attempts {
 		switch {
-		case a.Result == string(core.StatusSucceeded) && a.ExternalID != "":
+		case a.Result == core.ResultSucceeded && a.ExternalID != "":
 			return "attempt " + a.ExternalID
-		case a.Result == "lookup-found" && a.ExternalID != "":
+		case a.Result == core.ResultLookupFound && a.ExternalID != "":
 			return "lookup " + a.ExternalID
-		case a.Trigger == "webhook" && (a.Result == "provider-ack" || a.Result == "provider-status") && a.ExternalID != "":
+		case a.Trigger == core.TriggerWebhook && (a.Result == core.ResultAck || a.Result == core.ResultStatus) && a.ExternalID != "":
 			return "webhook " + a.ExternalID
 		}
 	}

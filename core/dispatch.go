@@ -158,11 +158,14 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 		return d.record(ctx, in, att, nil, &PermanentError{Class: ClassRejectedInput, Err: fmt.Errorf("%w: %s", ErrUnknownProvider, in.Provider)}, Capabilities{}, log)
 	}
 	caps := d.Capabilities(ctx, in)
-	// The request must also finish inside the retention: allow it the lease.
-	if reason, unsafe := unsafeResend(in, caps, d.Clock.Now().Add(d.Lease)); unsafe {
+	// Sends after uncertainty (docs/decisions.md): decided right before the
+	// send, not only when the retry was scheduled (a queue, a sweep or a slow
+	// retrier can deliver it late). The request must also finish inside the
+	// key's retention: allow it the lease.
+	if v := DecideResend(resendCase(in, caps, d.Clock.Now().Add(d.Lease))); !v.Allowed() {
 		// An earlier attempt may have taken effect and nothing would stop the
 		// provider from doing it again: stop before sending, not after.
-		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: reason}, log)
+		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: v.Reason()}, log)
 	}
 	res, sendErr := prov.Send(ctx, d.sendRequest(in))
 	return d.record(ctx, in, att, &res, sendErr, caps, log)
@@ -183,42 +186,6 @@ func (d *Dispatcher) Capabilities(ctx context.Context, in *Intent) Capabilities 
 		return Capabilities{}
 	}
 	return caps
-}
-
-// unsafeResend decides, right before a send, whether it could duplicate an
-// earlier attempt that may have taken effect. Such a resend is safe only
-// under the provider's idempotency key while the key is still retained
-// (counted from the first attempt), or when a human authorised it after the
-// last uncertain attempt. The check is made at send time, not only when the
-// retry was scheduled: a queue, a sweep or a slow retrier can deliver it late.
-func unsafeResend(in *Intent, caps Capabilities, now time.Time) (string, bool) {
-	if !MayHaveTakenEffect(in) || humanAuthorisedRetry(in) {
-		return "", false
-	}
-	if caps.IdempotencyKeys && in.FirstAttemptAt != nil && now.Before(in.FirstAttemptAt.Add(caps.KeyRetention)) {
-		return "", false
-	}
-	if caps.IdempotencyKeys {
-		return "an earlier attempt may have taken effect and the provider's key retention has passed; a retry could duplicate it", true
-	}
-	return "an earlier attempt may have taken effect and the provider cannot deduplicate a retry", true
-}
-
-// humanAuthorisedRetry: the newest decision is an operator's retry, made after
-// the last attempt.
-func humanAuthorisedRetry(in *Intent) bool {
-	var last time.Time
-	if n := len(in.Attempts); n > 0 {
-		last = in.Attempts[n-1].EndedAt
-	}
-	for i := len(in.Resolutions) - 1; i >= 0; i-- {
-		r := in.Resolutions[i]
-		if r.Recommend {
-			continue
-		}
-		return r.Decision == string(DecisionRetry) && !r.At.Before(last)
-	}
-	return false
 }
 
 func (d *Dispatcher) sendRequest(in *Intent) SendRequest {
@@ -242,7 +209,7 @@ func (d *Dispatcher) sendRequest(in *Intent) SendRequest {
 type outcome struct {
 	status    Status
 	reason    string
-	result    string
+	result    AttemptResult
 	external  string
 	evidence  Evidence
 	delay     time.Duration // retry or reconcile delay
@@ -252,14 +219,14 @@ type outcome struct {
 // decide maps an attempt result to the next status. Pure.
 func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now time.Time, bp BackoffPolicy, rp ReconcilePolicy) outcome {
 	if sendErr == nil {
-		o := outcome{status: StatusSucceeded, result: string(StatusSucceeded)}
+		o := outcome{status: StatusSucceeded, result: ResultSucceeded}
 		if res != nil {
 			o.external, o.evidence = res.ExternalID, res.Evidence
 		}
 		return o
 	}
 	class := ClassOf(sendErr)
-	o := outcome{result: string(class), evidence: EvidenceOf(sendErr), reason: string(class)}
+	o := outcome{result: AttemptResult(class), evidence: EvidenceOf(sendErr), reason: string(class)}
 	if ack, ok := ProviderAcknowledged(in); ok {
 		// A webhook that arrived while the attempt was in flight proves the
 		// effect; the outcome must agree with it whichever came first.
@@ -298,7 +265,10 @@ func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now t
 			o.reason = "unknown outcome; reconciling with the provider's lookup"
 		case caps.IdempotencyKeys:
 			delay, ok := bp.Next(in.AttemptCount, first, now, retryAfter)
-			if ok && now.Add(delay).Before(first.Add(caps.KeyRetention)) {
+			// Sends after uncertainty (docs/decisions.md): this attempt is the
+			// uncertain one; its retry must arrive while the key is retained.
+			retry := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now.Add(delay)})
+			if ok && retry == ResendCovered {
 				o.status, o.delay, o.enqueueOp = StatusRetryableFailure, delay, OpAttempt
 				o.reason = "unknown outcome covered by the provider's idempotency key; retrying with the same key"
 			} else {
@@ -353,7 +323,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 		return fmt.Errorf("record outcome of %s attempt %d: %w", claimed.ID, att.N, err)
 	}
 	log.InfoContext(ctx, "attempt recorded", "status", string(stored.Status), "result", o.result, "late", late)
-	d.metrics().Count("Attempt_"+o.result, 1)
+	d.metrics().Count("Attempt_"+string(o.result), 1)
 	if stored.Status == StatusNeedsHuman && !late {
 		d.metrics().Count("NeedsHuman", 1)
 	}
@@ -400,7 +370,7 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 		}
 		a := att
 		a.EndedAt = now
-		a.Result = string(b.Status)
+		a.Result = AttemptResult(b.Status)
 		a.Evidence = Evidence{Detail: b.Reason}
 		in.Attempts = append(in.Attempts, a)
 		if MayHaveTakenEffect(in) {
@@ -419,20 +389,4 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 		d.metrics().Count("NeedsHuman", 1)
 	}
 	return nil
-}
-
-// MayHaveTakenEffect reports whether an earlier attempt's outcome is still
-// uncertain: it ended in an unknown outcome (or a lost lease, or was in
-// flight at a backup cutoff) and nothing since proved it absent or present.
-func MayHaveTakenEffect(in *Intent) bool {
-	uncertain := false
-	for _, a := range in.Attempts {
-		switch a.Result {
-		case string(ClassUnknownOutcome), "lease-expired", "in-flight-at-cutoff", "possibly-sent-after-cutoff":
-			uncertain = true
-		case "lookup-absent":
-			uncertain = false
-		}
-	}
-	return uncertain
 }

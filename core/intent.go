@@ -39,15 +39,15 @@ type Lease struct {
 // appended, never edited: a crash before the outcome is recorded leaves a
 // lease, and the sweeper appends the entry that says so.
 type Attempt struct {
-	N          int        `json:"n"`
-	Trigger    string     `json:"trigger"`
-	StartedAt  time.Time  `json:"startedAt"`
-	EndedAt    time.Time  `json:"endedAt"`
-	Result     string     `json:"result"` // "succeeded" or an ErrorClass or a revalidation outcome
-	ExternalID string     `json:"externalId,omitempty"`
-	Evidence   Evidence   `json:"evidence"`
-	Checks     *Checks    `json:"checks,omitempty"`
-	NextDueAt  *time.Time `json:"nextDueAt,omitempty"`
+	N          int           `json:"n"`
+	Trigger    string        `json:"trigger"`
+	StartedAt  time.Time     `json:"startedAt"`
+	EndedAt    time.Time     `json:"endedAt"`
+	Result     AttemptResult `json:"result"` // "succeeded", an ErrorClass, a revalidation status or a Result* constant
+	ExternalID string        `json:"externalId,omitempty"`
+	Evidence   Evidence      `json:"evidence"`
+	Checks     *Checks       `json:"checks,omitempty"`
+	NextDueAt  *time.Time    `json:"nextDueAt,omitempty"`
 }
 
 // Checks records what revalidation saw before an attempt.

@@ -87,16 +87,19 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		}
 		entry := Attempt{N: cur.AttemptCount, Trigger: "reconcile", StartedAt: now, EndedAt: now}
 		withinWindow := now.Sub(lastEnd) < d.ReconcilePolicy.Window
-		keyValid := caps.IdempotencyKeys && now.Before(first.Add(caps.KeyRetention))
+		// Sends after uncertainty (docs/decisions.md): an "absent" answer is
+		// acted on at once only while the key still covers a retry; without
+		// that, only once the original request can no longer land (Settle).
+		keyValid := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now}) == ResendCovered
 		switch {
 		case lookupErr == nil && lr.State == LookupFound:
-			entry.Result, entry.ExternalID, entry.Evidence = "lookup-found", lr.ExternalID, lr.Evidence
+			entry.Result, entry.ExternalID, entry.Evidence = ResultLookupFound, lr.ExternalID, lr.Evidence
 			cur.Attempts = append(cur.Attempts, entry)
 			cur.ExternalID = lr.ExternalID
 			next = StatusSucceeded
 			return cur.moveTo(next, "reconciled: the provider reports the effect", now)
 		case lookupErr == nil && lr.State == LookupAbsent && (keyValid || now.Sub(lastEnd) >= d.ReconcilePolicy.Settle):
-			entry.Result, entry.Evidence = "lookup-absent", lr.Evidence
+			entry.Result, entry.Evidence = ResultLookupAbsent, lr.Evidence
 			delay, ok := d.Backoff.Next(cur.AttemptCount, first, now, 0)
 			if !ok {
 				cur.Attempts = append(cur.Attempts, entry)
@@ -119,7 +122,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 			enqueue = true
 			return nil
 		default:
-			entry.Result = "reconcile-exhausted"
+			entry.Result = ResultReconcileExhausted
 			if lookupErr != nil {
 				entry.Evidence = Evidence{Detail: truncate(lookupErr.Error(), 512)}
 			} else {

@@ -114,8 +114,11 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 		case DecisionReconcile:
 			to, why = StatusUnknownOutcome, "operator asked to reconcile again"
 		case DecisionRetry:
-			keyCovers := caps.IdempotencyKeys && in.FirstAttemptAt != nil && now.Before(in.FirstAttemptAt.Add(caps.KeyRetention))
-			res.DuplicateRiskAccepted = !keyCovers
+			// Sends after uncertainty (docs/decisions.md): the operator's retry
+			// is allowed either way; the record says whether it accepted the
+			// duplicate risk (the key no longer covers a send made now).
+			v := DecideResend(ResendCase{Uncertain: true, HumanAuthorised: true, Caps: caps, First: in.FirstAttemptAt, SendBy: now})
+			res.DuplicateRiskAccepted = v == ResendAuthorised
 			to, why = StatusPending, "retry authorised by operator "+p.Name
 		case DecisionAcceptSuccess:
 			if req.ExternalID != "" {

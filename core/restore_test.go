@@ -74,7 +74,7 @@ func TestMayHaveTakenEffect(t *testing.T) {
 	for _, c := range cases {
 		in := &Intent{}
 		for _, r := range c.results {
-			in.Attempts = append(in.Attempts, Attempt{Result: r})
+			in.Attempts = append(in.Attempts, Attempt{Result: AttemptResult(r)})
 		}
 		if got := MayHaveTakenEffect(in); got != c.want {
 			t.Errorf("%v: got %v", c.results, got)

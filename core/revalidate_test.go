@@ -205,7 +205,7 @@ func TestRevalidateRevokedBeforeAttemptSendsNothing(t *testing.T) {
 		t.Fatalf("status %s, sends %d", got.Status, x.prov.sends)
 	}
 	a := got.Attempts[0]
-	if a.Result != string(StatusGrantRevoked) || a.Checks == nil || a.Checks.GrantVersion != 2 || !strings.Contains(a.Checks.Reason, "user withdrew consent") || !strings.Contains(got.StatusReason, "revoked") {
+	if a.Result != AttemptResult(StatusGrantRevoked) || a.Checks == nil || a.Checks.GrantVersion != 2 || !strings.Contains(a.Checks.Reason, "user withdrew consent") || !strings.Contains(got.StatusReason, "revoked") {
 		t.Fatalf("attempt %+v checks %+v reason %q", a, a.Checks, got.StatusReason)
 	}
 	if x.reg.reads != 1 {

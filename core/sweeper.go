@@ -116,7 +116,7 @@ func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time
 		if in.FirstAttemptAt != nil && len(in.Attempts) == 0 {
 			started = *in.FirstAttemptAt
 		}
-		return o.apply(in, Attempt{N: in.AttemptCount, Trigger: "sweeper", StartedAt: started, EndedAt: now, Result: "lease-expired", Evidence: lost.Evidence}, now)
+		return o.apply(in, Attempt{N: in.AttemptCount, Trigger: "sweeper", StartedAt: started, EndedAt: now, Result: ResultLeaseExpired, Evidence: lost.Evidence}, now)
 	})
 	if errors.Is(err, ErrNotClaimable) || errors.Is(err, ErrConflict) {
 		return nil

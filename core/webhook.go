@@ -82,10 +82,10 @@ func DeliveryRank(s string) int {
 
 // Webhook history entries (Attempt.Trigger / Attempt.Result).
 const (
-	TriggerWebhook = "webhook"
-	ResultAck      = "provider-ack"
-	ResultStatus   = "provider-status"
-	ResultEcho     = "provider-echo"
+	TriggerWebhook               = "webhook"
+	ResultAck      AttemptResult = "provider-ack"
+	ResultStatus   AttemptResult = "provider-status"
+	ResultEcho     AttemptResult = "provider-echo"
 )
 
 // Event uniqueness item states.

@@ -301,7 +301,7 @@ func TestWebhookAckResolvesNeedsHumanAndKeepsTheEpisode(t *testing.T) {
 		t.Fatalf("status %s (%s)", got.Status, got.StatusReason)
 	}
 	// History is appended to, never rewritten.
-	if len(got.Attempts) != len(before.Attempts)+1 || got.Attempts[0].Result != string(ClassUnknownOutcome) ||
+	if len(got.Attempts) != len(before.Attempts)+1 || got.Attempts[0].Result != ResultUnknownOutcome ||
 		len(got.Resolutions) != 1 || !got.Resolutions[0].Recommend {
 		t.Fatalf("history: %+v / %+v", got.Attempts, got.Resolutions)
 	}

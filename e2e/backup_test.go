@@ -114,7 +114,7 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 			in := dst.waitStatus(id, 10*time.Second, c.want)
 			found := false
 			for _, a := range in.Attempts {
-				found = found || a.Result == "in-flight-at-cutoff"
+				found = found || a.Result == core.ResultInFlightAtCutoff
 			}
 			if !found {
 				t.Fatalf("the cutoff evidence is missing: %s", trail(in))

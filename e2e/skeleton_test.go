@@ -188,7 +188,7 @@ func TestUnavailableBeforeCommitIsRetriedThroughSQS(t *testing.T) {
 	e.faults(`{"account":"acct-503","faults":[{"kind":"unavailable"}]}`)
 	id := e.mustSubmit("retry-503", intentBody("acct-503", "chan-1", "hi"))
 	in := e.waitStatus(id, 15*time.Second, core.StatusSucceeded)
-	if len(in.Attempts) != 2 || in.Attempts[0].Result != string(core.ClassTransient) || in.Attempts[1].Trigger != "retry" {
+	if len(in.Attempts) != 2 || in.Attempts[0].Result != core.AttemptResult(core.ClassTransient) || in.Attempts[1].Trigger != "retry" {
 		t.Fatalf("attempts: %+v", in.Attempts)
 	}
 	if gap := in.Attempts[1].StartedAt.Sub(in.Attempts[0].EndedAt); gap < 500*time.Millisecond {
@@ -205,7 +205,7 @@ func TestRetryCapEndsFailedWithEveryAttempt(t *testing.T) {
 	if len(in.Attempts) != 3 {
 		t.Fatalf("attempts kept = %d, want 3 (the policy's cap)", len(in.Attempts))
 	}
-	if in.Attempts[1].Result != string(core.ClassRateLimited) || in.Attempts[1].Evidence.RetryAfter != "1" {
+	if in.Attempts[1].Result != core.AttemptResult(core.ClassRateLimited) || in.Attempts[1].Evidence.RetryAfter != "1" {
 		t.Fatalf("second attempt evidence: %+v", in.Attempts[1])
 	}
 	e.assertEffectsStay(id, 0, 200*time.Millisecond)

@@ -38,12 +38,12 @@ func TestDroppedResponseThenRestart(t *testing.T) {
 		}},
 		{"outcome lookup", `{"lookup":true}`, core.StatusSucceeded, func(t *testing.T, in *core.Intent) {
 			last := in.Attempts[len(in.Attempts)-1]
-			if last.Result != "lookup-found" || last.ExternalID == "" || in.ExternalID != last.ExternalID || in.AttemptCount != 1 {
+			if last.Result != core.ResultLookupFound || last.ExternalID == "" || in.ExternalID != last.ExternalID || in.AttemptCount != 1 {
 				t.Fatalf("want reconciliation through lookup, one attempt: %s", trail(in))
 			}
 		}},
 		{"neither", `{"idempotencyKeys":false,"lookup":false}`, core.StatusNeedsHuman, func(t *testing.T, in *core.Intent) {
-			if in.AttemptCount != 1 || in.Attempts[0].Result != string(core.ClassUnknownOutcome) {
+			if in.AttemptCount != 1 || in.Attempts[0].Result != core.ResultUnknownOutcome {
 				t.Fatalf("want one attempt with unknown outcome: %s", trail(in))
 			}
 		}},
@@ -121,7 +121,7 @@ func TestCrashAfterClaimBeforeSendGoesToHumanNotRetry(t *testing.T) {
 		e.sweep()
 	}
 	in := e.waitStatus(id, 5*time.Second, core.StatusNeedsHuman)
-	if len(in.Attempts) != 1 || in.Attempts[0].Result != "lease-expired" {
+	if len(in.Attempts) != 1 || in.Attempts[0].Result != core.ResultLeaseExpired {
 		t.Fatalf("want the lease expiry recorded as evidence: %s", trail(in))
 	}
 	e.assertEffectsStay(id, 0, 300*time.Millisecond)

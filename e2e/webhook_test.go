@@ -407,7 +407,7 @@ func TestWebhookAckResolvesUncertainIntentsWithoutASecondSend(t *testing.T) {
 				t.Fatalf("after the ack: %s (%s)", trail(in), in.StatusReason)
 			}
 			// The episode stays in history: the uncertain attempt, then the evidence.
-			if len(in.Attempts) != len(uncertain.Attempts)+1 || in.Attempts[0].Result != string(core.ClassUnknownOutcome) ||
+			if len(in.Attempts) != len(uncertain.Attempts)+1 || in.Attempts[0].Result != core.ResultUnknownOutcome ||
 				in.Attempts[len(in.Attempts)-1].Trigger != core.TriggerWebhook {
 				t.Fatalf("history: %s", trail(in))
 			}

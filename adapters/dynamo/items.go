@@ -127,7 +127,7 @@ func intentToItem(in *core.Intent) intentItem {
 	if in.Attempts != nil {
 		it.Attempts = make([]attemptItem, len(in.Attempts))
 		for i, a := range in.Attempts {
-			ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: a.Result,
+			ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: string(a.Result),
 				ExternalID: a.ExternalID, Evidence: evidenceToItem(a.Evidence), NextDueAt: a.NextDueAt}
 			if c := a.Checks; c != nil {
 				ai.Checks = &checksItem{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
@@ -163,7 +163,7 @@ func intentFromItem(it *intentItem) *core.Intent {
 		in.Lease = &core.Lease{Owner: it.Lease.Owner, Until: it.Lease.Until}
 	}
 	for i, a := range it.Attempts {
-		ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: a.Result,
+		ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: core.AttemptResult(a.Result),
 			ExternalID: a.ExternalID, Evidence: evidenceFromItem(a.Evidence), NextDueAt: a.NextDueAt}
 		if c := a.Checks; c != nil {
 			ca.Checks = &core.Checks{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
