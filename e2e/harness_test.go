@@ -25,6 +25,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/api/apitest"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
@@ -79,6 +80,8 @@ type env struct {
 	writes  *writeCounter
 	table   string
 	prefix  string
+	// contract validates every exchange against api/openapi.json.
+	contract *apitest.Validator
 }
 
 func randName(prefix string) string {
@@ -162,8 +165,15 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(st.Gateway)
-	e := &env{t: t, st: st, sb: sb, sbURL: sbURL, api: api, clients: clients, writes: wc, table: o.Table, prefix: o.QueuePrefix}
+	// Every exchange with the API is validated against api/openapi.json
+	// (reported after the server stopped, so late deliveries count too).
+	contract, err := apitest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { contract.Report(t) })
+	api := httptest.NewServer(contract.Middleware(st.Gateway))
+	e := &env{t: t, st: st, sb: sb, sbURL: sbURL, api: api, clients: clients, writes: wc, table: o.Table, prefix: o.QueuePrefix, contract: contract}
 	t.Cleanup(func() {
 		api.Close()
 		st.Stop()

@@ -98,7 +98,10 @@ type FunctionSpec struct {
 	// Public routes have no authorizer: the function authenticates callers
 	// itself (provider webhook signatures).
 	Public bool
-	Needs  Need
+	// PublicRoutes are served without the authorizer even though the
+	// function's other routes use it (the OpenAPI document).
+	PublicRoutes []Route
+	Needs        Need
 }
 
 const (
@@ -122,6 +125,8 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
 			Routes:      routesOf(routes.Intake...),
+			// GET /v1/openapi.json: the contract, served without a token.
+			PublicRoutes: routesOf(routes.OpenAPI),
 			// Provider config: intake checks the intent names a configured
 			// provider before accepting it.
 			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig,
@@ -189,7 +194,7 @@ func (f FunctionSpec) validate() error {
 	if f.Trigger == TriggerAuthorizer && len(f.Routes) > 0 {
 		return fmt.Errorf("function %s: the authorizer serves no routes", f.Name)
 	}
-	for _, r := range f.Routes {
+	for _, r := range append(append([]Route(nil), f.Routes...), f.PublicRoutes...) {
 		if !methodRE.MatchString(r.Method) || len(r.Path) == 0 || r.Path[0] != '/' {
 			return fmt.Errorf("function %s: bad route %s %s", f.Name, r.Method, r.Path)
 		}

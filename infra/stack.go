@@ -418,7 +418,7 @@ func (o *outbox) httpAPI() {
 	r, stack := o.r, o.stack
 	hasRoutes := false
 	for _, s := range r.functions {
-		hasRoutes = hasRoutes || len(s.Routes) > 0
+		hasRoutes = hasRoutes || len(s.Routes) > 0 || len(s.PublicRoutes) > 0
 	}
 	if !hasRoutes || r.NoHTTPAPI {
 		return
@@ -463,7 +463,7 @@ func (o *outbox) httpAPI() {
 		}
 	}
 	for _, s := range r.functions {
-		if len(s.Routes) == 0 {
+		if len(s.Routes) == 0 && len(s.PublicRoutes) == 0 {
 			continue
 		}
 		auth := authorizer
@@ -485,6 +485,18 @@ func (o *outbox) httpAPI() {
 					suppress(route, "AwsSolutions-APIG4",
 						"Provider webhook route: providers cannot send our bearer token; the function verifies each provider's request signature (Standard Webhooks / Slack signing secret / Telegram secret token) before storing anything.")
 				}
+			}
+		}
+		for _, rt := range s.PublicRoutes {
+			routes := o.api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+				Path:        jsii.String(rt.Path),
+				Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(rt.Method)},
+				Integration: integ,
+				Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
+			})
+			for _, route := range *routes {
+				suppress(route, "AwsSolutions-APIG4",
+					"The OpenAPI document is public by design (integrators read it before they hold a token); it carries no data.")
 			}
 		}
 	}

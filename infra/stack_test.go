@@ -854,13 +854,19 @@ func TestRoutes(t *testing.T) {
 				auth bool
 			}{s.Name, !s.Public}
 		}
+		for _, r := range s.PublicRoutes {
+			want[r.Method+" "+r.Path] = struct {
+				fn   string
+				auth bool
+			}{s.Name, false}
+		}
 	}
 	for _, k := range []string{
 		"POST /v1/intents", "GET /v1/intents/{id}", "PUT /v1/sources/{sourceId}",
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)

@@ -31,3 +31,7 @@ var Admin = []string{
 // Webhook is the providers' callback route; it has no authorizer because
 // providers sign their requests.
 const Webhook = "POST /v1/webhooks/{provider}/{account}"
+
+// OpenAPI serves the API's OpenAPI document (api/openapi.json). It is public
+// (no authorizer) and served by the intake function.
+const OpenAPI = "GET /v1/openapi.json"

@@ -1,76 +1,40 @@
 package main
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/botharness/outbox/client"
 )
 
-// apiFlags address the admin API.
+// apiFlags address the admin API through the Go client (client.Admin): one
+// HTTP client, one retry policy, one error model for bots and operators.
 type apiFlags struct {
 	API   string `default:"http://127.0.0.1:4000" env:"OUTBOX_API_URL" help:"Base URL of the outbox HTTP API."`
 	Token string `env:"OUTBOX_OPERATOR_TOKEN" required:"" help:"Operator (or orchestrator) bearer token."`
-	JSON  bool   `help:"Print the raw JSON answer."`
+	JSON  bool   `help:"Print the JSON answer."`
 }
 
-func (a apiFlags) call(method, path string, body any, headers map[string]string) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, strings.TrimRight(a.API, "/")+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(out, &e) == nil && e.Error.Code != "" {
-			return nil, fmt.Errorf("%d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
-		}
-		return nil, fmt.Errorf("%d: %s", resp.StatusCode, out)
-	}
-	return out, nil
+func (a apiFlags) admin() *client.Admin {
+	return client.New(a.API, a.Token, client.WithRetry(client.RetryPolicy{AttemptTimeout: 60 * time.Second})).Admin()
 }
 
-type attemptRow struct {
-	N          int       `json:"n"`
-	Trigger    string    `json:"trigger"`
-	StartedAt  time.Time `json:"startedAt"`
-	Result     string    `json:"result"`
-	ExternalID string    `json:"externalId"`
-	Evidence   struct {
-		HTTPStatus   int    `json:"httpStatus"`
-		ProviderCode string `json:"providerCode"`
-		Detail       string `json:"detail"`
-	} `json:"evidence"`
+func (a apiFlags) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 3*time.Minute)
+}
+
+// printJSON prints v when --json was given and reports whether it did.
+func (a apiFlags) printJSON(v any) (bool, error) {
+	if !a.JSON {
+		return false, nil
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return true, enc.Encode(v)
 }
 
 type intentsListCmd struct {
@@ -81,25 +45,13 @@ type intentsListCmd struct {
 }
 
 func (c *intentsListCmd) Run() error {
-	q := url.Values{"status": {c.Status}, "limit": {fmt.Sprint(c.Limit)}}
-	if c.Cursor != "" {
-		q.Set("cursor", c.Cursor)
-	}
-	out, err := c.call("GET", "/v1/admin/intents?"+q.Encode(), nil, nil)
-	if err != nil || c.JSON {
-		os.Stdout.Write(out)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	page, err := c.admin().List(ctx, client.ListOptions{Status: client.Status(c.Status), Limit: c.Limit, Cursor: c.Cursor})
+	if err != nil {
 		return err
 	}
-	var page struct {
-		Items []struct {
-			ID, Bot, Provider, Account, Action, Target, StatusReason, Recommended string
-			AttemptCount                                                          int
-			UpdatedAt                                                             time.Time
-			LastAttempt                                                           *attemptRow
-		} `json:"items"`
-		NextCursor string `json:"nextCursor"`
-	}
-	if err := json.Unmarshal(out, &page); err != nil {
+	if done, err := c.printJSON(page); done {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
@@ -125,21 +77,13 @@ type intentsShowCmd struct {
 }
 
 func (c *intentsShowCmd) Run() error {
-	out, err := c.call("GET", "/v1/admin/intents/"+url.PathEscape(c.ID), nil, nil)
-	if err != nil || c.JSON {
-		os.Stdout.Write(out)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	in, err := c.admin().Show(ctx, c.ID)
+	if err != nil {
 		return err
 	}
-	var in struct {
-		ID, Bot, IdempotencyKey, Provider, Account, Action, Target, Status, StatusReason, ExternalID, PayloadHash string
-		Attempts                                                                                                  []attemptRow
-		Resolutions                                                                                               []struct {
-			At                                        time.Time
-			By, ByKind, Decision, Reason              string
-			RecommendationOnly, DuplicateRiskAccepted bool
-		}
-	}
-	if err := json.Unmarshal(out, &in); err != nil {
+	if done, err := c.printJSON(in); done {
 		return err
 	}
 	fmt.Printf("intent    %s\nbot       %s (key %q)\nprovider  %s/%s  action %s  target %s\nstatus    %s  %s\nexternal  %s\npayload   %s\n\nattempts:\n",
@@ -178,23 +122,17 @@ type resolveCmd struct {
 }
 
 func (c *resolveCmd) Run() error {
-	key := c.Key
-	if key == "" {
-		// The same decision typed twice (a retried command) is one decision.
-		sum := sha256.Sum256([]byte(c.ID + "\x00" + c.Decision + "\x00" + c.Reason + "\x00" + c.ExternalID))
-		key = "cli-" + hex.EncodeToString(sum[:16])
-	}
-	body := map[string]string{"decision": c.Decision, "reason": c.Reason}
-	if c.ExternalID != "" {
-		body["externalId"] = c.ExternalID
-	}
-	out, err := c.call("POST", "/v1/admin/intents/"+url.PathEscape(c.ID)+"/resolution", body, map[string]string{"Idempotency-Key": key})
-	if err != nil || c.JSON {
-		os.Stdout.Write(out)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	// Without --key the key is derived from the decision, so the same
+	// command typed twice (a retried shell) is one decision.
+	in, err := c.admin().Resolve(ctx, c.ID, client.ResolutionRequest{Decision: c.Decision, Reason: c.Reason, ExternalID: c.ExternalID, Key: c.Key})
+	if err != nil {
 		return err
 	}
-	var in struct{ ID, Status, StatusReason string }
-	_ = json.Unmarshal(out, &in)
+	if done, err := c.printJSON(in); done {
+		return err
+	}
 	fmt.Printf("%s is now %s (%s)\n", in.ID, in.Status, in.StatusReason)
 	return nil
 }
@@ -207,9 +145,13 @@ type recommendCmd struct {
 }
 
 func (c *recommendCmd) Run() error {
-	out, err := c.call("POST", "/v1/admin/intents/"+url.PathEscape(c.ID)+"/recommendation", map[string]string{"decision": c.Decision, "summary": c.Summary}, nil)
-	if err != nil || c.JSON {
-		os.Stdout.Write(out)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	in, err := c.admin().Recommend(ctx, c.ID, c.Decision, c.Summary)
+	if err != nil {
+		return err
+	}
+	if done, err := c.printJSON(in); done {
 		return err
 	}
 	fmt.Printf("recommendation recorded on %s; a human still decides\n", c.ID)

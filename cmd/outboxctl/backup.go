@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/wire"
+	"github.com/botharness/outbox/client"
 )
 
 type backupCmd struct {
@@ -25,11 +27,13 @@ type backupCreateCmd struct {
 
 func (c *backupCreateCmd) Run(root *cli) error {
 	if !c.Direct {
-		out, err := c.call("POST", "/v1/admin/backups", map[string]string{"profile": c.Profile}, nil)
+		ctx, cancel := c.ctx()
+		defer cancel()
+		m, err := c.admin().CreateBackup(ctx, c.Profile)
 		if err != nil {
 			return err
 		}
-		return printManifest(out, c.JSON)
+		return c.printManifest(m)
 	}
 	ctx := context.Background()
 	clients, err := awsconfig.LoadClients(ctx)
@@ -48,24 +52,18 @@ func (c *backupCreateCmd) Run(root *cli) error {
 		return err
 	}
 	out, _ := json.Marshal(m)
-	return printManifest(out, c.JSON)
+	var cm client.Manifest
+	if err := json.Unmarshal(out, &cm); err != nil {
+		return err
+	}
+	return c.printManifest(&cm)
 }
 
-func printManifest(out []byte, raw bool) error {
-	if raw {
-		_, err := os.Stdout.Write(out)
+func (a apiFlags) printManifest(m *client.Manifest) error {
+	if done, err := a.printJSON(m); done {
 		return err
 	}
-	var m struct {
-		BackupID, Profile, ItemsObject, ItemsSha256, BarrierAt string
-		ItemCount                                              int
-		StatusCounts                                           map[string]int
-		InFlightAtCutoff                                       []string
-	}
-	if err := json.Unmarshal(out, &m); err != nil {
-		return err
-	}
-	fmt.Printf("backup    %s\nprofile   %s\nbarrier   %s\nitems     %d (%s, sha256 %s)\nstatuses  %v\n", m.BackupID, m.Profile, m.BarrierAt, m.ItemCount, m.ItemsObject, m.ItemsSha256, m.StatusCounts)
+	fmt.Printf("backup    %s\nprofile   %s\nbarrier   %s\nitems     %d (%s, sha256 %s)\nstatuses  %v\n", m.BackupID, m.Profile, m.BarrierAt.Format(time.RFC3339Nano), m.ItemCount, m.ItemsObject, m.ItemsSHA256, m.StatusCounts)
 	fmt.Printf("in flight at cutoff: %d\n", len(m.InFlightAtCutoff))
 	for _, id := range m.InFlightAtCutoff {
 		fmt.Println("  " + id)
@@ -79,11 +77,13 @@ type backupShowCmd struct {
 }
 
 func (c *backupShowCmd) Run() error {
-	out, err := c.call("GET", "/v1/admin/backups/"+c.ID, nil, nil)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	m, err := c.admin().Backup(ctx, c.ID)
 	if err != nil {
 		return err
 	}
-	return printManifest(out, c.JSON)
+	return c.printManifest(m)
 }
 
 type backupRestoreCmd struct {
@@ -92,17 +92,13 @@ type backupRestoreCmd struct {
 }
 
 func (c *backupRestoreCmd) Run() error {
-	out, err := c.call("POST", "/v1/admin/restores", map[string]string{"backupId": c.ID}, nil)
-	if err != nil || c.JSON {
-		os.Stdout.Write(out)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.admin().Restore(ctx, c.ID)
+	if err != nil {
 		return err
 	}
-	var rep struct {
-		Items, Written, KeptExisting int
-		Outcomes                     map[string]int
-		Reconciled                   []string
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
+	if done, err := c.printJSON(rep); done {
 		return err
 	}
 	fmt.Printf("restored %d of %d items (%d already present, kept)\noutcomes: %v\nreconciled: %d\n", rep.Written, rep.Items, rep.KeptExisting, rep.Outcomes, len(rep.Reconciled))

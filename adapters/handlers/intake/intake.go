@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/adapters/routes"
+	"github.com/botharness/outbox/api"
 	"github.com/botharness/outbox/core"
 )
 
@@ -29,6 +31,11 @@ type SourceUpdater interface {
 
 // Handle routes by API Gateway route key.
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if req.RouteKey == routes.OpenAPI {
+		// Public: the contract is no secret (served without a token).
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(api.OpenAPI),
+			Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
+	}
 	p, ok := httpjson.Principal(req)
 	if !ok {
 		return httpjson.Unauthorized(), nil

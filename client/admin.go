@@ -1,0 +1,158 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// Admin is the operators' API (operator or orchestrator token). It shares
+// its Client's transport and retry policy.
+type Admin struct{ c *Client }
+
+// Admin returns the operator sub-client.
+func (c *Client) Admin() *Admin { return &Admin{c: c} }
+
+// ListOptions filter the operators' list.
+type ListOptions struct {
+	Status Status // default needs-human
+	Limit  int    // 1..100, default 50
+	Cursor string // from a previous page
+}
+
+// List pages through intents by status.
+func (a *Admin) List(ctx context.Context, o ListOptions) (*IntentPage, error) {
+	q := url.Values{}
+	if o.Status != "" {
+		q.Set("status", string(o.Status))
+	}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	path := "/v1/admin/intents"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var page IntentPage
+	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// Show reads an intent with every attempt, recommendation and decision.
+func (a *Admin) Show(ctx context.Context, id string) (*Intent, error) {
+	var in Intent
+	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/intents/" + url.PathEscape(id), idempotent: true}, &in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// Decisions a human may take on a needs-human intent.
+const (
+	DecisionReconcile     = "reconcile"
+	DecisionRetry         = "retry"
+	DecisionAcceptSuccess = "accept-success"
+	DecisionAbandon       = "abandon"
+)
+
+// ResolutionRequest is a human decision.
+type ResolutionRequest struct {
+	Decision   string `json:"decision"`
+	Reason     string `json:"reason"`
+	ExternalID string `json:"externalId,omitempty"` // with accept-success
+	// Key is the decision's Idempotency-Key. Default: derived from the
+	// intent, decision, reason and external id, so the same decision sent
+	// twice (a retried command) is one decision.
+	Key string `json:"-"`
+}
+
+// DecisionKey is the default Idempotency-Key of a decision.
+func DecisionKey(id string, r ResolutionRequest) string {
+	sum := sha256.Sum256([]byte(id + "\x00" + r.Decision + "\x00" + r.Reason + "\x00" + r.ExternalID))
+	return "cli-" + hex.EncodeToString(sum[:16])
+}
+
+// Resolve records a human decision on a needs-human intent. It is retried
+// like Submit: same key, same bytes; the server answers a repeat with the
+// first decision's result.
+func (a *Admin) Resolve(ctx context.Context, id string, r ResolutionRequest) (*Intent, error) {
+	key := r.Key
+	if key == "" {
+		key = DecisionKey(id, r)
+	}
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var in Intent
+	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/intents/" + url.PathEscape(id) + "/resolution",
+		body: body, key: key, idempotent: true}, &in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// Recommend attaches a recommendation (orchestrators and operators); it
+// changes no state. The route takes no Idempotency-Key and appends, so it is
+// retried only when the server provably did not act (no connection, 429).
+func (a *Admin) Recommend(ctx context.Context, id, decision, summary string) (*Intent, error) {
+	body, err := json.Marshal(map[string]string{"decision": decision, "summary": summary})
+	if err != nil {
+		return nil, err
+	}
+	var in Intent
+	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/intents/" + url.PathEscape(id) + "/recommendation",
+		body: body}, &in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// CreateBackup backs up one bot's outbox (its profile). Each call makes a
+// new backup, so it is retried only when the server provably did not act.
+func (a *Admin) CreateBackup(ctx context.Context, profile string) (*Manifest, error) {
+	body, err := json.Marshal(map[string]string{"profile": profile})
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/backups", body: body}, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Backup reads a backup's verified manifest.
+func (a *Admin) Backup(ctx context.Context, backupID string) (*Manifest, error) {
+	var m Manifest
+	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/backups/" + url.PathEscape(backupID), idempotent: true}, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Restore verifies a backup and restores it (running it twice gives the same
+// state, so it is retried like a read).
+func (a *Admin) Restore(ctx context.Context, backupID string) (*RestoreReport, error) {
+	body, err := json.Marshal(map[string]string{"backupId": backupID})
+	if err != nil {
+		return nil, err
+	}
+	var r RestoreReport
+	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/restores", body: body, idempotent: true}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -1,0 +1,201 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is an intent's delivery state (the API's Status enum).
+type Status string
+
+// The statuses of an intent.
+const (
+	StatusPending          Status = "pending"
+	StatusInFlight         Status = "in-flight"
+	StatusRetryableFailure Status = "retryable-failure"
+	StatusUnknownOutcome   Status = "unknown-outcome"
+	StatusNeedsHuman       Status = "needs-human"
+	StatusSucceeded        Status = "succeeded"
+	StatusFailed           Status = "failed"
+	StatusSourceRevised    Status = "source-revised"
+	StatusGrantRevoked     Status = "grant-revoked"
+	StatusAbandoned        Status = "abandoned"
+	StatusExpired          Status = "expired"
+)
+
+// Terminal reports whether nothing more will happen to the intent.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusSourceRevised, StatusGrantRevoked, StatusAbandoned, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// Settled reports whether Wait stops at s: a terminal status, or
+// needs-human (nothing more happens until a person decides).
+func (s Status) Settled() bool { return s.Terminal() || s == StatusNeedsHuman }
+
+// GrantRef names the grant (and its version) an intent is submitted under.
+type GrantRef struct {
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
+}
+
+// SourceRef names the source revision an intent answers.
+type SourceRef struct {
+	ID       string `json:"id"`
+	Revision int64  `json:"revision"`
+}
+
+// IntentRequest is what a bot submits (the body of POST /v1/intents).
+type IntentRequest struct {
+	Kind     string          `json:"kind"` // "reply" or "action"
+	Provider string          `json:"provider"`
+	Account  string          `json:"account"`
+	Action   string          `json:"action"`
+	Target   string          `json:"target"`
+	Payload  json.RawMessage `json:"payload"` // a JSON object
+	Source   *SourceRef      `json:"source,omitempty"`
+	Grant    GrantRef        `json:"grant"`
+	Deadline *time.Time      `json:"deadline,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"` // a JSON object
+}
+
+// Evidence is what an attempt observed.
+type Evidence struct {
+	HTTPStatus   int               `json:"httpStatus,omitempty"`
+	ProviderCode string            `json:"providerCode,omitempty"`
+	Detail       string            `json:"detail,omitempty"`
+	RetryAfter   string            `json:"retryAfter,omitempty"`
+	Extra        map[string]string `json:"extra,omitempty"`
+}
+
+// Checks is what revalidation saw before an attempt.
+type Checks struct {
+	Result         string `json:"result"`
+	Reason         string `json:"reason,omitempty"`
+	SourceRevision int64  `json:"sourceRevision,omitempty"`
+	GrantVersion   int64  `json:"grantVersion,omitempty"`
+}
+
+// Attempt is one entry of an intent's append-only attempt history.
+type Attempt struct {
+	N          int        `json:"n"`
+	Trigger    string     `json:"trigger"`
+	StartedAt  time.Time  `json:"startedAt"`
+	EndedAt    time.Time  `json:"endedAt"`
+	Result     string     `json:"result"`
+	ExternalID string     `json:"externalId,omitempty"`
+	Evidence   Evidence   `json:"evidence"`
+	Checks     *Checks    `json:"checks,omitempty"`
+	NextDueAt  *time.Time `json:"nextDueAt,omitempty"`
+}
+
+// Resolution is a human decision or an orchestrator's recommendation.
+type Resolution struct {
+	At                    time.Time `json:"at"`
+	By                    string    `json:"by"`
+	ByKind                string    `json:"byKind"`
+	Decision              string    `json:"decision"`
+	Reason                string    `json:"reason,omitempty"`
+	RecommendationOnly    bool      `json:"recommendationOnly,omitempty"`
+	DuplicateRiskAccepted bool      `json:"duplicateRiskAccepted,omitempty"`
+}
+
+// Lease marks an in-flight claim.
+type Lease struct {
+	Owner string    `json:"owner"`
+	Until time.Time `json:"until"`
+}
+
+// Intent is an accepted intent with its whole history.
+type Intent struct {
+	ID             string          `json:"id"`
+	Bot            string          `json:"bot"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Kind           string          `json:"kind"`
+	Provider       string          `json:"provider"`
+	Account        string          `json:"account"`
+	Action         string          `json:"action"`
+	Target         string          `json:"target"`
+	Payload        json.RawMessage `json:"payload"`
+	PayloadHash    string          `json:"payloadHash"`
+	RequestHash    string          `json:"requestHash,omitempty"`
+	Source         *SourceRef      `json:"source,omitempty"`
+	Grant          GrantRef        `json:"grant"`
+	Deadline       *time.Time      `json:"deadline,omitempty"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	Status         Status          `json:"status"`
+	StatusReason   string          `json:"statusReason,omitempty"`
+	Version        int64           `json:"version"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	UpdatedAt      time.Time       `json:"updatedAt"`
+	AttemptCount   int             `json:"attemptCount"`
+	FirstAttemptAt *time.Time      `json:"firstAttemptAt,omitempty"`
+	Lease          *Lease          `json:"lease,omitempty"`
+	NextAttemptAt  *time.Time      `json:"nextAttemptAt,omitempty"`
+	ExternalID     string          `json:"externalId,omitempty"`
+	Attempts       []Attempt       `json:"attempts"`
+	Resolutions    []Resolution    `json:"resolutions,omitempty"`
+}
+
+// SourceState is a source's recorded revision (the answer of PutSource).
+type SourceState struct {
+	SourceID  string    `json:"sourceId"`
+	Revision  int64     `json:"revision"`
+	Deleted   bool      `json:"deleted"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Applied is false when the update was older than the recorded revision.
+	Applied bool `json:"applied"`
+}
+
+// IntentSummary is one row of the operators' list.
+type IntentSummary struct {
+	ID           string    `json:"id"`
+	Bot          string    `json:"bot"`
+	Provider     string    `json:"provider"`
+	Account      string    `json:"account"`
+	Action       string    `json:"action"`
+	Target       string    `json:"target"`
+	Status       Status    `json:"status"`
+	StatusReason string    `json:"statusReason,omitempty"`
+	AttemptCount int       `json:"attemptCount"`
+	LastAttempt  *Attempt  `json:"lastAttempt,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+	Recommended  string    `json:"recommended,omitempty"`
+}
+
+// IntentPage is one page of the operators' list.
+type IntentPage struct {
+	Items      []IntentSummary `json:"items"`
+	NextCursor string          `json:"nextCursor"` // "" on the last page
+}
+
+// Manifest is a verified profile backup.
+type Manifest struct {
+	Format           int            `json:"format"`
+	BackupID         string         `json:"backupId"`
+	Profile          string         `json:"profile"`
+	Table            string         `json:"table"`
+	BarrierAt        time.Time      `json:"barrierAt"`
+	CompletedAt      time.Time      `json:"completedAt"`
+	ItemsObject      string         `json:"itemsObject"`
+	ItemCount        int            `json:"itemCount"`
+	ItemsBytes       int64          `json:"itemsBytes"`
+	ItemsSHA256      string         `json:"itemsSha256"`
+	StatusCounts     map[string]int `json:"statusCounts"`
+	InFlightAtCutoff []string       `json:"inFlightAtCutoff"`
+	ManifestSHA256   string         `json:"manifestSha256"`
+}
+
+// RestoreReport says what a restore wrote.
+type RestoreReport struct {
+	BackupID     string         `json:"backupId"`
+	Profile      string         `json:"profile"`
+	Items        int            `json:"items"`
+	Written      int            `json:"written"`
+	KeptExisting int            `json:"keptExisting"`
+	Outcomes     map[string]int `json:"outcomes"`
+	Reconciled   []string       `json:"reconciled"`
+}

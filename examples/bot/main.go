@@ -1,0 +1,81 @@
+// Command bot is a runnable example bot using the Go client. Start the
+// outbox with `make run`, then, in another terminal:
+//
+//	go run ./examples/bot                 # answer three messages, wait for each
+//	go run ./examples/bot -n 3 -wait=false # submit only
+//
+// Each reply is submitted under a key derived from the message it answers
+// (client.KeyFor), so running the bot again — or a crash and restart between
+// submitting and hearing back — never sends a reply twice: the outbox
+// answers with the intent it already holds.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/botharness/outbox/client"
+)
+
+func main() {
+	api := flag.String("api", env("OUTBOX_API_URL", "http://127.0.0.1:4000"), "outbox API base URL")
+	token := flag.String("token", env("OUTBOX_BOT_TOKEN", "dev-bot-token"), "bot bearer token")
+	n := flag.Int("n", 3, "how many messages to answer")
+	run := flag.String("run", "demo", "conversation id (a new one sends new replies)")
+	account := flag.String("account", "acct-1", "sandbox account")
+	grant := flag.String("grant", "dev-grant", "grant id (version 1) the replies are sent under")
+	wait := flag.Bool("wait", true, "wait for each reply to reach an end state")
+	flag.Parse()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := client.New(*api, *token)
+	for i := 1; i <= *n; i++ {
+		msgID := fmt.Sprintf("%s-msg-%d", *run, i)
+		payload, _ := json.Marshal(map[string]string{"text": fmt.Sprintf("reply to %s", msgID)})
+		req := client.IntentRequest{
+			Kind: "reply", Provider: "sandbox", Account: *account, Action: "send_message", Target: "chan-1",
+			Payload: payload, Grant: client.GrantRef{ID: *grant, Version: 1},
+		}
+		// One key per logical attempt: "the reply to this message".
+		sub, err := c.Submit(ctx, req, client.SubmitOptions{Key: client.KeyFor("example-bot", msgID, "reply")})
+		switch {
+		case errors.Is(err, client.ErrIdempotencyKeyReused):
+			fail("%s: this key already holds a different reply (use a new -run): %v", msgID, err)
+		case errors.Is(err, client.ErrValidation):
+			fail("%s: the outbox refused the request: %v", msgID, err)
+		case err != nil:
+			fail("%s: %v", msgID, err)
+		}
+		what := "accepted"
+		if sub.Replayed {
+			what = "already held (replayed)"
+		}
+		fmt.Printf("%s: intent %s %s, key %s\n", msgID, sub.Intent.ID, what, sub.Key)
+		if !*wait {
+			continue
+		}
+		in, err := c.Wait(ctx, sub.Intent.ID, client.WaitOptions{Interval: 200 * time.Millisecond})
+		if err != nil {
+			fail("%s: wait: %v", msgID, err)
+		}
+		fmt.Printf("%s: %s after %d attempt(s) %s\n", msgID, in.Status, in.AttemptCount, in.StatusReason)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bot: "+format+"\n", args...)
+	os.Exit(1)
+}
