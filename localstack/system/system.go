@@ -147,7 +147,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		a.FunctionName = "intake"
 		s.Gateway.Route(rk, s.Intake.Handle, a)
 	}
-	s.Gateway.Route(routes.OpenAPI, s.Intake.Handle, host.RouteOptions{FunctionName: "intake"})
+	s.Gateway.Route(routes.OpenAPI, s.Intake.Handle, lambdahost.RouteOptions{FunctionName: "intake"})
 	for _, rk := range routes.Admin {
 		a := auth
 		a.FunctionName = "admin"
