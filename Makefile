@@ -14,9 +14,12 @@ help: ## List the targets
 deps: ## Install Java 17 (if missing) and the pinned emulators and Node 22 (npm ci)
 	@bash localstack/install.sh
 
-.PHONY: run
-run: deps ## Run everything locally in the foreground: emulators, sandbox provider, local host (Ctrl-C stops it all)
+.PHONY: run run-reset
+run: deps ## Run everything locally in the foreground (data kept on disk under localstack/.run/data; Ctrl-C stops it all)
 	@bash localstack/run.sh
+
+run-reset: deps ## Like run, but delete the local data first and start clean (same as RESET=1 make run)
+	@RESET=1 bash localstack/run.sh
 
 .PHONY: test
 test: deps ## Unit + integration tests (starts and stops its own emulators)

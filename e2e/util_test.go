@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 type typesAV = types.AttributeValue
@@ -14,3 +15,5 @@ func strAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{
 func eventBridgeTick() events.EventBridgeEvent {
 	return events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events", Time: time.Now().UTC()}
 }
+
+type sqsAttr = sqstypes.QueueAttributeName

