@@ -426,3 +426,33 @@ func TestExampleBot(t *testing.T) {
 		t.Fatalf("the sandbox performed %d effects, want 3", n)
 	}
 }
+
+// The caller's deadline wins over a server's Retry-After: Submit gives up at
+// once instead of sleeping past it, and says which key to submit again with.
+func TestClientRespectsContextDeadline(t *testing.T) {
+	e := newEnv(t, options{})
+	p := newFaultProxy(t, e.api.URL, "429", "429")
+	c := client.New(p.srv.URL, botToken, client.WithRetry(fastRetry()))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Submit(ctx, clientRequest("acct-cl3", "chan-1", "later"), client.SubmitOptions{})
+	var re *client.RetryError
+	var se *client.SubmitError
+	if !errors.As(err, &re) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrRateLimited) || !errors.As(err, &se) || se.Key == "" {
+		t.Fatalf("want a RetryError past the deadline carrying the key, got %#v", err)
+	}
+	if took := time.Since(start); took > 400*time.Millisecond {
+		t.Fatalf("Submit took %v: it slept toward a Retry-After past the caller's deadline", took)
+	}
+	sent := p.assertOneKeyOneBody(t, 1)
+	// Later, the same logical attempt under the same key goes through once.
+	sub, err := c.Submit(context.Background(), clientRequest("acct-cl3", "chan-1", "later"), client.SubmitOptions{Key: se.Key})
+	if err != nil || sub.Key != sent.key {
+		t.Fatalf("resubmit: %v", err)
+	}
+	p.assertOneKeyOneBody(t, 3) // the second 429, then through
+	if n := e.itemCount(); n != 1 {
+		t.Fatalf("%d intents, want 1", n)
+	}
+}
