@@ -2,7 +2,9 @@
 // kin-openapi. The e2e harness puts Middleware in front of the API gateway,
 // so every request any test makes (the test client, the Go client package,
 // outboxctl, the sandbox's webhook deliveries) and every answer is validated:
-// an undocumented route, status, header or field fails the test.
+// an undocumented route, status, header or field fails the test. The
+// document covers every path under /v1/ (APIPrefix); other paths (static
+// files) are not checked.
 package apitest
 
 import (
@@ -53,6 +55,10 @@ func New() (*Validator, error) {
 	return &Validator{router: r}, nil
 }
 
+// APIPrefix is the part of the URL space the document covers, all of it:
+// any request under it must match a documented route.
+const APIPrefix = "/v1/"
+
 // errorStatuses are the answers an out-of-contract request may get.
 var errorStatuses = map[int]bool{400: true, 401: true, 403: true, 404: true, 409: true, 413: true, 422: true}
 
@@ -89,6 +95,9 @@ func (v *Validator) Middleware(next http.Handler) http.Handler {
 }
 
 func (v *Validator) check(r *http.Request, body []byte, res *http.Response, respBody []byte) {
+	if !strings.HasPrefix(r.URL.Path, APIPrefix) {
+		return // not the API (e.g. the console's static files)
+	}
 	what := fmt.Sprintf("%s %s -> %d", r.Method, r.URL.RequestURI(), res.StatusCode)
 	v.mu.Lock()
 	v.checked++
