@@ -45,10 +45,25 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	log = log.With(slog.String("action", req.Action), slog.String("target", req.Target),
 		slog.String("intentId", req.IntentID), slog.String("payloadHash", req.PayloadHash))
+	sw := &statusWriter{ResponseWriter: w}
+	w = sw
+	rec := RequestRecord{Account: name, Target: req.Target, IdempotencyKey: key, IntentID: req.IntentID, At: s.now()}
+	defer func() { rec.Status = sw.status; s.logRequest(rec) }()
 
 	s.mu.Lock()
 	gen, genDone := s.gen, s.genDone
 	a = s.accountLocked(name)
+	if st, ra := a.admitLocked(rec.At); st != 0 {
+		s.mu.Unlock()
+		if st == http.StatusTooManyRequests {
+			log.Info("send", slog.String("outcome", "rate_limited"), slog.Int("status", st), slog.Int("retryAfter", ra))
+			writeRateLimited(w, ra, "rate limit of the account exceeded")
+			return
+		}
+		log.Info("send", slog.String("outcome", "outage"), slog.Int("status", st))
+		writeUnavailable(w)
+		return
+	}
 	fault, hasFault := a.popFault(req.Target)
 	s.mu.Unlock()
 	if hasFault {

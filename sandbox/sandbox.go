@@ -30,16 +30,17 @@ type Server struct {
 	defaultHang time.Duration
 	mux         *http.ServeMux
 
-	mu       sync.Mutex
-	accounts map[string]*account
-	effects  []Effect
-	nextID   int64 // message ids are never reused, not even across Reset
-	gen      uint64
-	genDone  chan struct{} // closed by Reset: requests of the old generation give up
-	isClosed bool
-	closed   chan struct{}
-	holds    sync.WaitGroup // requests inside a fault hold, and webhook senders
-	wh       webhookState   // webhook sender (webhooks.go)
+	mu         sync.Mutex
+	accounts   map[string]*account
+	effects    []Effect
+	nextID     int64 // message ids are never reused, not even across Reset
+	gen        uint64
+	genDone    chan struct{} // closed by Reset: requests of the old generation give up
+	isClosed   bool
+	closed     chan struct{}
+	holds      sync.WaitGroup // requests inside a fault hold, and webhook senders
+	wh         webhookState   // webhook sender (webhooks.go)
+	requestLog                // every authorised, valid send (modes.go)
 }
 
 type account struct {
@@ -51,6 +52,7 @@ type account struct {
 	release chan struct{} // closed by Release: held requests stop holding
 	held    int
 	hook    *WebhookConfig // webhook sender config (webhooks.go), nil = none
+	modes   modeState      // rate-limit and outage modes (modes.go)
 }
 
 // keyState is everything the sandbox knows about one idempotency key of one account.
@@ -129,6 +131,7 @@ func New(now func() time.Time, opts ...Option) *Server {
 	mux.HandleFunc("GET /_sandbox/health", s.handleHealth)
 	mux.HandleFunc("POST /_sandbox/emit", s.handleEmit)
 	mux.HandleFunc("GET /_sandbox/webhooks", s.handleWebhooks)
+	mux.HandleFunc("GET /_sandbox/requests", s.handleRequests)
 	s.mux = mux
 	return s
 }
@@ -163,6 +166,7 @@ func (s *Server) Reset() {
 	close(s.genDone)
 	s.genDone = make(chan struct{})
 	s.wh.reset()
+	s.resetRequests()
 }
 
 // ErrInvalidConfig wraps every validation error of Configure.
@@ -194,6 +198,7 @@ func (s *Server) Configure(c Config) (AccountState, error) {
 		a.token = *c.Token
 	}
 	a.configureWebhook(c.Webhook)
+	a.configureModes(c, s.now())
 	if c.Faults != nil {
 		if c.Append {
 			a.faults = append(a.faults, slices.Clone(c.Faults)...)
@@ -214,6 +219,16 @@ func (c Config) validate() error {
 		}
 		if p.ConcurrentKeyPolicy != nil && *p.ConcurrentKeyPolicy != PolicyWait && *p.ConcurrentKeyPolicy != PolicyConflict {
 			return fmt.Errorf("%w: concurrentKeyPolicy must be %q or %q", ErrInvalidConfig, PolicyWait, PolicyConflict)
+		}
+	}
+	if c.RateLimit != nil {
+		if err := c.RateLimit.validate(); err != nil {
+			return err
+		}
+	}
+	if c.Outage != nil {
+		if err := c.Outage.validate(); err != nil {
+			return err
 		}
 	}
 	if c.Webhook != nil {
@@ -358,6 +373,8 @@ func (a *account) state() AccountState {
 		Faults:       append([]Fault{}, a.faults...),
 		Held:         a.held,
 		Webhook:      a.hook.state(),
+		RateLimit:    a.modes.rateState(),
+		OutageUntil:  a.modes.outageState(),
 	}
 }
 

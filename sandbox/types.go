@@ -106,6 +106,10 @@ type Config struct {
 	// Webhook: nil keeps the account's webhook; an object with an empty url
 	// turns it off; otherwise it replaces it (see webhooks.go).
 	Webhook *WebhookConfig `json:"webhook,omitempty"`
+	// RateLimit: nil keeps the account's rate-limit mode; requestsPerSecond 0 turns it off (modes.go).
+	RateLimit *RateLimitMode `json:"rateLimit,omitempty"`
+	// Outage: nil keeps the current outage; otherwise 503 for durationMs from now (0 ends it).
+	Outage *OutageMode `json:"outage,omitempty"`
 }
 
 // AccountState is what GET /_sandbox/faults reports for an account.
@@ -119,6 +123,10 @@ type AccountState struct {
 	Held int `json:"held"`
 	// Webhook is the account's webhook sender, if configured (no secret).
 	Webhook *WebhookState `json:"webhook,omitempty"`
+	// RateLimit is the account's rate-limit mode (requestsPerSecond 0: off).
+	RateLimit *RateLimitMode `json:"rateLimit,omitempty"`
+	// OutageUntil is when the account's last outage ends (omitted: none configured).
+	OutageUntil *time.Time `json:"outageUntil,omitempty"`
 }
 
 // Effect is one side effect the sandbox really performed.
