@@ -58,8 +58,11 @@ type Dispatcher struct {
 	Lease           time.Duration
 	Owner           string
 	Revalidator     Revalidator
-	Metrics         Metrics
-	Log             *slog.Logger
+	// Gate paces sends per provider account and holds its pauses and
+	// circuit breaker across every worker (pace.go); nil: no gate.
+	Gate    *Gate
+	Metrics Metrics
+	Log     *slog.Logger
 }
 
 func (d *Dispatcher) metrics() Metrics {
@@ -84,6 +87,15 @@ var errDeadlinePassed = errors.New("deadline passed before the attempt")
 // records its outcome. A lost claim (duplicate record, stale message, another
 // worker) returns nil: there is nothing to do.
 func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
+	return d.attempt(ctx, id, trigger, nil)
+}
+
+// attempt is Attempt holding a pace slot reserved earlier (resv, or nil).
+func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time.Time) error {
+	gate, err := d.admit(ctx, id, resv)
+	if err != nil || !gate.send {
+		return err // deferred by the account gate (pace, pause, breaker): nothing sent
+	}
 	now := d.Clock.Now()
 	var expired bool
 	in, err := d.Store.Claim(ctx, id, func(in *Intent) error {
@@ -168,6 +180,7 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: v.Reason()}, log)
 	}
 	res, sendErr := prov.Send(ctx, d.sendRequest(in))
+	d.sent(ctx, in, gate, sendErr)
 	return d.record(ctx, in, att, &res, sendErr, caps, log)
 }
 

@@ -40,8 +40,10 @@ type RetryMessage struct {
 	// Attempt is the attempt count when the message was sent; a message whose
 	// attempt no longer matches the intent is stale and is dropped.
 	Attempt int `json:"attempt"`
-	// Op is "attempt" or "reconcile".
+	// Op is "attempt", "reconcile" or "paced" (an attempt the account gate deferred).
 	Op string `json:"op"`
+	// SlotAt is the pace slot a deferred attempt reserved (OpPaced only).
+	SlotAt *time.Time `json:"slotAt,omitempty"`
 }
 
 // Retry-queue operations.

@@ -27,6 +27,11 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 	}
 	now := d.Clock.Now()
 	switch msg.Op {
+	case OpPaced:
+		if !in.Claimable(now) {
+			return nil
+		}
+		return d.attempt(ctx, in.ID, "paced", msg.SlotAt)
 	case OpReconcile:
 		if in.Status != StatusUnknownOutcome {
 			return nil

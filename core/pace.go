@@ -1,0 +1,639 @@
+package core
+
+// Pacing and the circuit breaker per provider account (issue 15).
+//
+// Every worker (dispatcher, retrier, sweeper, in any number of instances)
+// asks the same shared AccountGate before a send. The gate holds, per
+// account, the next free send slot (a GCRA "theoretical arrival time" kept
+// as one counter), a pause set by a provider's 429 Retry-After, and the
+// circuit breaker. The decision for one attempt is the pure rule Admit; the
+// shared state lives behind the GateStore port (adapters/dynamo/pace.go).
+//
+// An attempt the gate does not let through now is deferred before the claim:
+// no provider call, no attempt counted, no intent write. It goes back on the
+// retry queue (OpPaced) with a delay; when the deferral is for pace, the
+// message carries the slot it reserved, so deferred attempts fill the slots
+// in order instead of stampeding back together.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// OpPaced is the retry-queue operation of an attempt the gate deferred.
+const OpPaced = "paced"
+
+// Pace is a declared send rate: at most Rate sends per Per; Burst (>= 1) is
+// how many may go back to back after an idle spell. Over any window of
+// length Per at most Rate + Burst - 1 sends start.
+type Pace struct {
+	Rate  int
+	Per   time.Duration
+	Burst int
+}
+
+type paceJSON struct {
+	Rate  int    `json:"rate"`
+	Per   string `json:"per"`
+	Burst int    `json:"burst,omitempty"`
+}
+
+// MarshalJSON renders {"rate":20,"per":"1s","burst":1}.
+func (p Pace) MarshalJSON() ([]byte, error) {
+	return json.Marshal(paceJSON{Rate: p.Rate, Per: p.Per.String(), Burst: p.Burst})
+}
+
+// UnmarshalJSON reads {"rate":20,"per":"1s","burst":1} (burst defaults to 1).
+func (p *Pace) UnmarshalJSON(b []byte) error {
+	var j paceJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	per, err := time.ParseDuration(j.Per)
+	if err != nil {
+		return fmt.Errorf("pace.per: %q is not a duration like \"1s\" or \"1m\"", j.Per)
+	}
+	*p = Pace{Rate: j.Rate, Per: per, Burst: max(j.Burst, 1)}
+	return nil
+}
+
+// Validate checks a pace: rate 1..100000, per 1ms..24h, burst 1..rate.
+func (p Pace) Validate() error {
+	switch {
+	case p.Rate < 1 || p.Rate > 100000:
+		return invalid("pace.rate", "pace.rate must be 1 to 100000")
+	case p.Per < time.Millisecond || p.Per > 24*time.Hour:
+		return invalid("pace.per", "pace.per must be between 1ms and 24h")
+	case p.Burst < 1 || p.Burst > p.Rate:
+		return invalid("pace.burst", "pace.burst must be 1 to rate")
+	case p.Per/time.Duration(p.Rate) < time.Microsecond:
+		return invalid("pace.rate", "pace.rate is too high for pace.per")
+	}
+	return nil
+}
+
+// Interval is the spacing of send slots.
+func (p Pace) Interval() time.Duration { return p.Per / time.Duration(p.Rate) }
+
+// Tolerance is how early a slot may be used (GCRA's burst tolerance).
+func (p Pace) Tolerance() time.Duration { return time.Duration(max(p.Burst, 1)-1) * p.Interval() }
+
+// PaceOverride is an operator's pace for an account, replacing the declared one.
+type PaceOverride struct {
+	Pace   Pace      `json:"pace"`
+	Reason string    `json:"reason"`
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+}
+
+// Breaker is the shared circuit-breaker state of an account.
+type Breaker struct {
+	Open bool `json:"open"`
+	// Failures counts consecutive transient failures (reset by a success).
+	Failures int `json:"failures"`
+	// Opens counts opens since the last close; each one doubles the cooldown.
+	Opens      int        `json:"opens"`
+	OpenUntil  *time.Time `json:"openUntil,omitempty"`  // cooldown end: then one probe
+	ProbeUntil *time.Time `json:"probeUntil,omitempty"` // a half-open probe is out until then
+	OpenedAt   *time.Time `json:"openedAt,omitempty"`
+	ClosedAt   *time.Time `json:"closedAt,omitempty"`
+}
+
+// GateState is the shared state of one account's gate.
+type GateState struct {
+	Override    *PaceOverride `json:"override,omitempty"`
+	PausedUntil *time.Time    `json:"pausedUntil,omitempty"`
+	Breaker     Breaker       `json:"breaker"`
+}
+
+// OperatorEvent is something an operator should hear about: a breaker
+// opening or closing.
+type OperatorEvent struct {
+	Kind     string    `json:"kind"`
+	Provider string    `json:"provider"`
+	Account  string    `json:"account"`
+	At       time.Time `json:"at"`
+	Detail   string    `json:"detail"`
+}
+
+// Operator event kinds.
+const (
+	EventBreakerOpened = "breaker.opened"
+	EventBreakerClosed = "breaker.closed"
+)
+
+// OperatorEvents publishes operator events. Until the console's operator
+// event channel exists, the adapter writes a structured log line and an EMF
+// metric (adapters/emf.OperatorEvents).
+type OperatorEvents interface {
+	Publish(ctx context.Context, ev OperatorEvent)
+}
+
+// GateStore is the shared state of account gates, one key per account.
+// Every method is one conditional or atomic write (or one read); the
+// DynamoDB adapter is adapters/dynamo/pace.go, MemoryGates the in-process one.
+type GateStore interface {
+	// Reserve moves the key's next free slot on by interval and returns the
+	// slot this caller got (the value before; the zero time for a new key)
+	// and the key's state after the write. One atomic write.
+	Reserve(ctx context.Context, key string, interval time.Duration) (time.Time, GateState, error)
+	// CatchUp moves a next free slot that lags (at or before now) to next;
+	// false when another worker moved it first.
+	CatchUp(ctx context.Context, key string, now, next time.Time) (bool, error)
+	// State reads the key's state, strongly consistent (the zero state for a new key).
+	State(ctx context.Context, key string) (GateState, error)
+	// Pause holds every send until until (a pause is never shortened) and
+	// moves the next free slot to at least until.
+	Pause(ctx context.Context, key string, until time.Time) error
+	// Failure counts one more consecutive transient failure.
+	Failure(ctx context.Context, key string) (GateState, error)
+	// Open opens a closed breaker until until, recording ev with it, and
+	// reports whether this call opened it. With reopen it instead extends an
+	// open breaker whose probe failed (no event).
+	Open(ctx context.Context, key string, until time.Time, reopen bool, ev OperatorEvent) (bool, error)
+	// TakeProbe lets one caller probe an open breaker whose cooldown is over
+	// and whose last probe (if any) has ended; the probe holds until until.
+	TakeProbe(ctx context.Context, key string, now, until time.Time) (bool, error)
+	// Close resets the failure count and, if the breaker is open, closes it
+	// recording ev; it reports whether this call closed it.
+	Close(ctx context.Context, key string, ev OperatorEvent) (bool, error)
+	// SetOverride stores (nil: removes) the operator's pace.
+	SetOverride(ctx context.Context, key string, o *PaceOverride) error
+	// Events lists the key's operator events, newest first.
+	Events(ctx context.Context, key string, limit int) ([]OperatorEvent, error)
+}
+
+// GateKey names the gate of a provider account.
+func GateKey(provider, account string) string { return provider + "#" + account }
+
+// BreakerPolicy configures the circuit breaker.
+type BreakerPolicy struct {
+	// Failures: consecutive transient failures that open the breaker (0: no breaker).
+	Failures int
+	// Cooldown after the first open; it doubles with every failed probe up to MaxCooldown.
+	Cooldown    time.Duration
+	MaxCooldown time.Duration
+	// ProbeLease: how long one half-open probe holds the account.
+	ProbeLease time.Duration
+}
+
+// DefaultBreaker is the production breaker.
+var DefaultBreaker = BreakerPolicy{Failures: 5, Cooldown: 30 * time.Second, MaxCooldown: 10 * time.Minute, ProbeLease: 30 * time.Second}
+
+// CooldownAfter is the cooldown after the opens-th consecutive open (1-based).
+func (b BreakerPolicy) CooldownAfter(opens int) time.Duration {
+	d := b.Cooldown
+	for i := 1; i < opens && d < b.MaxCooldown; i++ {
+		d *= 2
+	}
+	if b.MaxCooldown > 0 && d > b.MaxCooldown {
+		d = b.MaxCooldown
+	}
+	return d
+}
+
+// VerdictKind is what the gate says about one attempt.
+type VerdictKind int
+
+// Verdicts.
+const (
+	// VerdictSend: send at Verdict.At (now, or after a short hold).
+	VerdictSend VerdictKind = iota
+	// VerdictProbe: the breaker is half-open and this intent may probe it.
+	VerdictProbe
+	// VerdictDefer: no send now; come back at Verdict.At.
+	VerdictDefer
+)
+
+// Verdict is the gate's decision for one attempt.
+type Verdict struct {
+	Kind VerdictKind
+	At   time.Time
+	// KeepSlot: the deferral holds its reserved pace slot (At); false when
+	// the attempt must take a fresh slot when it comes back.
+	KeepSlot bool
+	Reason   string
+}
+
+// Admit decides one attempt from the slot it holds (now for an unpaced
+// account), the pace's tolerance, the account's shared state and whether an
+// earlier attempt of the intent may have taken effect. Pure. A pause
+// outranks the breaker, which outranks the pace. maxHold is the longest
+// wait for a slot made in-process; longer waits are deferred.
+func Admit(slot time.Time, tolerance time.Duration, st GateState, mayHaveTakenEffect bool, now time.Time, b BreakerPolicy, maxHold time.Duration) Verdict {
+	sendAt := slot.Add(-tolerance)
+	if sendAt.Before(now) {
+		sendAt = now
+	}
+	if p := st.PausedUntil; p != nil && p.After(sendAt) {
+		return Verdict{Kind: VerdictDefer, At: *p, Reason: "account paused by the provider's Retry-After"}
+	}
+	if br := st.Breaker; br.Open {
+		switch {
+		case br.OpenUntil != nil && now.Before(*br.OpenUntil):
+			return Verdict{Kind: VerdictDefer, At: *br.OpenUntil, Reason: "circuit breaker open"}
+		case br.ProbeUntil != nil && now.Before(*br.ProbeUntil):
+			return Verdict{Kind: VerdictDefer, At: *br.ProbeUntil, Reason: "circuit breaker half-open; another intent is probing"}
+		case mayHaveTakenEffect:
+			// Only an intent whose retry is provably safe may probe.
+			return Verdict{Kind: VerdictDefer, At: now.Add(b.ProbeLease), Reason: "circuit breaker half-open; this intent's retry is not provably safe, so it may not probe"}
+		}
+		return Verdict{Kind: VerdictProbe, At: sendAt, Reason: "circuit breaker half-open: probe"}
+	}
+	if !sendAt.After(now.Add(maxHold)) {
+		return Verdict{Kind: VerdictSend, At: sendAt}
+	}
+	return Verdict{Kind: VerdictDefer, At: sendAt, KeepSlot: true, Reason: "over pace; deferred to its slot"}
+}
+
+// CatchUpNeeded reports whether a reserved slot lags so far behind now that
+// using it would let a burst through: the counter sat idle, and must first
+// be moved to now. Pure.
+func CatchUpNeeded(slot time.Time, p Pace, now time.Time) bool {
+	return slot.Before(now.Add(-p.Tolerance()))
+}
+
+// ReservationUsable reports whether an attempt coming back from the queue
+// with a reserved slot may still use it: not later than one interval past
+// it (a late send would crowd the slots after it). Pure.
+func ReservationUsable(resv time.Time, p Pace, now time.Time) bool {
+	return !now.After(resv.Add(p.Interval()))
+}
+
+// GateResult classifies a send's result for the gate. Pure.
+type GateResult int
+
+// Gate results.
+const (
+	GateSuccess GateResult = iota
+	GateRateLimited
+	GateTransient
+	GateOther
+)
+
+// ClassifyForGate maps a send's error to what the gate counts: a 429 pauses
+// the account, a transient failure (provably not sent) counts towards the
+// breaker, a success closes it; unknown outcomes and rejections say nothing
+// about the account's health.
+func ClassifyForGate(sendErr error) GateResult {
+	if sendErr == nil {
+		return GateSuccess
+	}
+	switch ClassOf(sendErr) {
+	case ClassRateLimited:
+		return GateRateLimited
+	case ClassTransient:
+		return GateTransient
+	}
+	return GateOther
+}
+
+// Gate is the dispatcher's account gate: pace, pauses and breaker.
+type Gate struct {
+	Store GateStore
+	// Declared returns the pace declared in the provider configuration.
+	Declared func(provider, account string) (Pace, bool)
+	Breaker  BreakerPolicy
+	Events   OperatorEvents
+	// MaxHold is the longest in-process wait for a slot (default 2 s); SQS
+	// delays are whole seconds, so shorter waits are held, not queued.
+	MaxHold time.Duration
+	// Sleep waits (injected for tests); nil: a timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// DefaultRetryAfter pauses the account after a 429 without Retry-After (default 1 s).
+	DefaultRetryAfter time.Duration
+}
+
+func (g *Gate) maxHold() time.Duration {
+	if g.MaxHold > 0 {
+		return g.MaxHold
+	}
+	return 2 * time.Second
+}
+
+func (g *Gate) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if g.Sleep != nil {
+		return g.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// PaceFor is the pace that applies: the operator's override, else the declared one.
+func (g *Gate) PaceFor(provider, account string, st *GateState) (Pace, bool) {
+	if st != nil && st.Override != nil {
+		return st.Override.Pace, true
+	}
+	if g.Declared == nil {
+		return Pace{}, false
+	}
+	return g.Declared(provider, account)
+}
+
+// ticket is the gate's answer for one attempt, carried to the send's result.
+type ticket struct {
+	send  bool
+	gated bool // the gate was consulted: report the result
+	probe bool
+	key   string
+	state GateState
+}
+
+// admit runs the gate for the attempt of id before its claim. It returns
+// send=false when the attempt was deferred (re-queued) and must stop here.
+// Intents that are not claimable now (or are past their deadline) pass
+// without the gate: the claim turns them away (or expires them) with no send.
+func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (ticket, error) {
+	g := d.Gate
+	if g == nil {
+		return ticket{send: true}, nil
+	}
+	in, err := d.Store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return ticket{send: true}, nil // the claim logs it
+	}
+	if err != nil {
+		return ticket{}, fmt.Errorf("gate: read %s: %w", id, err)
+	}
+	now := d.Clock.Now()
+	if !in.Claimable(now) || (in.Deadline != nil && !now.Before(*in.Deadline)) {
+		return ticket{send: true}, nil
+	}
+	key := GateKey(in.Provider, in.Account)
+	t := ticket{gated: true, key: key}
+	pace, paced := g.PaceFor(in.Provider, in.Account, nil)
+	var slot time.Time
+	switch {
+	case resv != nil && paced && ReservationUsable(*resv, pace, now):
+		slot = *resv
+		t.state, err = g.Store.State(ctx, key)
+	case paced:
+		slot, t.state, err = d.reserve(ctx, key, pace, now)
+		if err == nil && t.state.Override != nil && t.state.Override.Pace != pace {
+			// An operator changed the pace; the slot was sized by the old one.
+			pace = t.state.Override.Pace
+		}
+	default:
+		slot = now
+		t.state, err = g.Store.State(ctx, key)
+		if err == nil && t.state.Override != nil {
+			// Paced only by an operator: take a slot now that we know.
+			pace, paced = t.state.Override.Pace, true
+			slot, t.state, err = d.reserve(ctx, key, pace, now)
+		}
+	}
+	if err != nil {
+		return ticket{}, fmt.Errorf("gate %s: %w", key, err)
+	}
+	tol := time.Duration(0)
+	if paced {
+		tol = pace.Tolerance()
+	}
+	v := Admit(slot, tol, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.maxHold())
+	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
+	if (v.Kind == VerdictSend || v.Kind == VerdictProbe) && v.At.After(now) {
+		// A short wait for the slot, in-process; then look at the account again:
+		// a pause or an open breaker written meanwhile by another worker wins.
+		if err := g.sleep(ctx, v.At.Sub(now)); err != nil {
+			return ticket{}, err
+		}
+		now = d.Clock.Now()
+		if t.state, err = g.Store.State(ctx, key); err != nil {
+			return ticket{}, fmt.Errorf("gate %s: %w", key, err)
+		}
+		v = Admit(v.At, 0, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.maxHold())
+	}
+	if v.Kind == VerdictProbe {
+		ok, err := g.Store.TakeProbe(ctx, key, now, now.Add(g.Breaker.ProbeLease))
+		if err != nil {
+			return ticket{}, fmt.Errorf("gate %s probe: %w", key, err)
+		}
+		if ok {
+			log.InfoContext(ctx, "circuit breaker half-open: this attempt probes the account")
+			d.metrics().Count("BreakerProbe", 1)
+			t.send, t.probe = true, true
+			return t, nil
+		}
+		v = Verdict{Kind: VerdictDefer, At: now.Add(g.Breaker.ProbeLease), Reason: "circuit breaker half-open; another intent is probing"}
+	}
+	if v.Kind == VerdictSend {
+		t.send = true
+		return t, nil
+	}
+	// Deferred: nothing sent, nothing counted, no intent write.
+	at := v.At
+	if in.Deadline != nil && in.Deadline.Before(at) {
+		at = *in.Deadline // come back to expire it, never to send it late
+	}
+	msg := RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpPaced}
+	delay := at.Sub(now)
+	if v.KeepSlot && at.Equal(v.At) {
+		s := v.At
+		msg.SlotAt = &s
+		// Come back a little early (queue delays are whole seconds and the
+		// poll adds latency) and wait the rest in-process.
+		delay -= g.maxHold() * 3 / 4
+	}
+	if err := d.Queue.Enqueue(ctx, msg, max(delay, 0)); err != nil {
+		return ticket{}, fmt.Errorf("defer %s: %w", in.ID, err)
+	}
+	log.InfoContext(ctx, "attempt deferred; nothing sent", "until", at, "reason", v.Reason)
+	d.metrics().Count("AttemptDeferred", 1)
+	return t, nil
+}
+
+// reserve takes the next slot of a paced key, first moving a lagging counter
+// to now (after an idle spell the counter is in the past; using it as is
+// would let a burst through).
+func (d *Dispatcher) reserve(ctx context.Context, key string, p Pace, now time.Time) (time.Time, GateState, error) {
+	for i := 0; ; i++ {
+		slot, st, err := d.Gate.Store.Reserve(ctx, key, p.Interval())
+		if err != nil || !CatchUpNeeded(slot, p, now) {
+			return slot, st, err
+		}
+		if i == 2 {
+			return now, st, nil // bounded: three stale slots in a row means heavy churn; now is safe enough
+		}
+		ok, err := d.Gate.Store.CatchUp(ctx, key, now, now.Add(p.Interval()))
+		if err != nil {
+			return slot, st, err
+		}
+		if ok {
+			return now, st, nil
+		}
+	}
+}
+
+// sent tells the gate how a send went: a 429 pauses the account for every
+// worker, transient failures count towards the breaker, a success closes it.
+func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr error) {
+	g := d.Gate
+	if g == nil || !t.gated {
+		return
+	}
+	now := d.Clock.Now()
+	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", t.key)
+	warn := func(what string, err error) {
+		if err != nil {
+			log.WarnContext(ctx, "gate: "+what+" not recorded", "err", err.Error())
+		}
+	}
+	switch ClassifyForGate(sendErr) {
+	case GateSuccess:
+		if !t.probe && !t.state.Breaker.Open && t.state.Breaker.Failures == 0 {
+			return // the common case writes nothing
+		}
+		ev := OperatorEvent{Kind: EventBreakerClosed, Provider: in.Provider, Account: in.Account, At: now,
+			Detail: fmt.Sprintf("a send to %s account %q succeeded (intent %s); sends resume", in.Provider, in.Account, in.ID)}
+		closed, err := g.Store.Close(ctx, t.key, ev)
+		warn("close", err)
+		if closed {
+			d.publish(ctx, ev)
+		}
+	case GateRateLimited:
+		ra := g.DefaultRetryAfter
+		if ra <= 0 {
+			ra = time.Second
+		}
+		var re *RetryableError
+		if errors.As(sendErr, &re) && re.RetryAfter > 0 {
+			ra = re.RetryAfter
+		}
+		warn("pause", g.Store.Pause(ctx, t.key, now.Add(ra)))
+		log.InfoContext(ctx, "provider rate limit: account paused for every sender", "until", now.Add(ra))
+		d.metrics().Count("AccountPaused", 1)
+	case GateTransient:
+		if g.Breaker.Failures <= 0 {
+			return
+		}
+		if t.probe {
+			opens := t.state.Breaker.Opens + 1
+			_, err := g.Store.Open(ctx, t.key, now.Add(g.Breaker.CooldownAfter(opens)), true, OperatorEvent{})
+			warn("re-open", err)
+			log.InfoContext(ctx, "circuit breaker probe failed; open again", "cooldown", g.Breaker.CooldownAfter(opens))
+			return
+		}
+		st, err := g.Store.Failure(ctx, t.key)
+		warn("failure", err)
+		if err != nil || st.Breaker.Open || st.Breaker.Failures < g.Breaker.Failures {
+			return
+		}
+		cool := g.Breaker.CooldownAfter(st.Breaker.Opens + 1)
+		ev := OperatorEvent{Kind: EventBreakerOpened, Provider: in.Provider, Account: in.Account, At: now,
+			Detail: fmt.Sprintf("%d consecutive transient failures sending to %s account %q (last: intent %s); no sends for %s, then one probe", st.Breaker.Failures, in.Provider, in.Account, in.ID, cool)}
+		opened, err := g.Store.Open(ctx, t.key, now.Add(cool), false, ev)
+		warn("open", err)
+		if opened {
+			d.publish(ctx, ev)
+		}
+	}
+}
+
+func (d *Dispatcher) publish(ctx context.Context, ev OperatorEvent) {
+	d.metrics().Count(strings.ReplaceAll(ev.Kind, ".", "_"), 1)
+	if d.Gate.Events != nil {
+		d.Gate.Events.Publish(ctx, ev)
+		return
+	}
+	d.log().WarnContext(ctx, "operator event", slog.String("event", ev.Kind), slog.String("provider", ev.Provider), slog.String("account", ev.Account), slog.String("detail", ev.Detail))
+}
+
+// ---- operators: pace overrides and the gate's state ----
+
+// PaceRequest is the body of PUT /v1/admin/capabilities/{provider}/{account}/pace:
+// a pace replaces the declared one; null returns to the declared pace.
+type PaceRequest struct {
+	Pace   *Pace  `json:"pace"`
+	Reason string `json:"reason"`
+}
+
+// AccountPacing is what operators see of an account's gate.
+type AccountPacing struct {
+	Declared  *Pace           `json:"declared,omitempty"`
+	Override  *PaceOverride   `json:"override,omitempty"`
+	Effective *Pace           `json:"effective,omitempty"`
+	Paused    *time.Time      `json:"pausedUntil,omitempty"`
+	Breaker   Breaker         `json:"breaker"`
+	Events    []OperatorEvent `json:"events"`
+}
+
+// Pacing serves operators: read an account's gate, set or clear its pace.
+type Pacing struct {
+	Gate      *Gate
+	Providers Providers
+	Clock     Clock
+}
+
+// Get returns an account's pace, pause, breaker and recent operator events.
+func (p *Pacing) Get(ctx context.Context, pr Principal, provider, account string) (*AccountPacing, error) {
+	if err := operatorOnly(pr, "read pacing"); err != nil {
+		return nil, err
+	}
+	key := GateKey(provider, account)
+	st, err := p.Gate.Store.State(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := p.Gate.Store.Events(ctx, key, 20)
+	if err != nil {
+		return nil, err
+	}
+	out := &AccountPacing{Override: st.Override, Paused: st.PausedUntil, Breaker: st.Breaker, Events: evs}
+	if out.Events == nil {
+		out.Events = []OperatorEvent{}
+	}
+	if p.Gate.Declared != nil {
+		if d, ok := p.Gate.Declared(provider, account); ok {
+			out.Declared = &d
+		}
+	}
+	if e, ok := p.Gate.PaceFor(provider, account, &st); ok {
+		out.Effective = &e
+	}
+	return out, nil
+}
+
+// Set stores or clears the operator's pace for an account, with a reason.
+func (p *Pacing) Set(ctx context.Context, pr Principal, provider, account string, req PaceRequest) (*AccountPacing, error) {
+	if err := operatorOnly(pr, "change pacing"); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, invalid("reason", "a reason is required")
+	}
+	if strings.TrimSpace(account) == "" || len(account) > 512 {
+		return nil, invalid("account", "account must have 1 to 512 bytes")
+	}
+	if p.Providers != nil {
+		if _, ok := p.Providers.Provider(provider); !ok {
+			return nil, &ValidationError{Code: CodeUnknownProvider, Field: "provider", Message: fmt.Sprintf("no provider named %q", provider)}
+		}
+	}
+	var o *PaceOverride
+	if req.Pace != nil {
+		pc := *req.Pace
+		pc.Burst = max(pc.Burst, 1)
+		if err := pc.Validate(); err != nil {
+			return nil, err
+		}
+		o = &PaceOverride{Pace: pc, Reason: req.Reason, By: pr.Name, At: p.Clock.Now()}
+	}
+	if err := p.Gate.Store.SetOverride(ctx, GateKey(provider, account), o); err != nil {
+		return nil, err
+	}
+	return p.Get(ctx, pr, provider, account)
+}

@@ -1,0 +1,376 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
+
+func TestAdmit(t *testing.T) {
+	b := BreakerPolicy{Failures: 3, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second}
+	hold := 2 * time.Second
+	open := func(until, probe *time.Time) GateState {
+		return GateState{Breaker: Breaker{Open: true, Failures: 3, Opens: 1, OpenUntil: until, ProbeUntil: probe}}
+	}
+	cases := []struct {
+		name      string
+		slot      time.Duration // relative to now
+		tol       time.Duration
+		st        GateState
+		uncertain bool
+		want      VerdictKind
+		wantAt    time.Duration
+		keepSlot  bool
+	}{
+		{"free slot now", 0, 0, GateState{}, false, VerdictSend, 0, false},
+		{"slot in the past (within tolerance) sends now", -time.Second, 2 * time.Second, GateState{}, false, VerdictSend, 0, false},
+		{"slot soon: hold in-process", 500 * time.Millisecond, 0, GateState{}, false, VerdictSend, 500 * time.Millisecond, false},
+		{"slot exactly maxHold away: hold", 2 * time.Second, 0, GateState{}, false, VerdictSend, 2 * time.Second, false},
+		{"slot beyond maxHold: defer keeping the slot", 5 * time.Second, 0, GateState{}, false, VerdictDefer, 5 * time.Second, true},
+		{"burst tolerance pulls the send earlier", 5 * time.Second, 4 * time.Second, GateState{}, false, VerdictSend, time.Second, false},
+		{"paused: defer to the pause end, fresh slot", 0, 0, GateState{PausedUntil: at(5 * time.Second)}, false, VerdictDefer, 5 * time.Second, false},
+		{"pause over", 0, 0, GateState{PausedUntil: at(-time.Second)}, false, VerdictSend, 0, false},
+		{"pause outranks the slot", 3 * time.Second, 0, GateState{PausedUntil: at(9 * time.Second)}, false, VerdictDefer, 9 * time.Second, false},
+		{"slot after the pause: the slot decides", 9 * time.Second, 0, GateState{PausedUntil: at(5 * time.Second)}, false, VerdictDefer, 9 * time.Second, true},
+		{"breaker open: defer to cooldown end", 0, 0, open(at(8*time.Second), nil), false, VerdictDefer, 8 * time.Second, false},
+		{"breaker half-open: safe intent probes", 0, 0, open(at(-time.Second), nil), false, VerdictProbe, 0, false},
+		{"breaker half-open: uncertain intent may not probe", 0, 0, open(at(-time.Second), nil), true, VerdictDefer, 5 * time.Second, false},
+		{"breaker half-open: a probe is out", 0, 0, open(at(-time.Second), at(3*time.Second)), false, VerdictDefer, 3 * time.Second, false},
+		{"breaker half-open: expired probe lease lets another probe", 0, 0, open(at(-3*time.Second), at(-time.Second)), false, VerdictProbe, 0, false},
+		{"closed breaker with failures sends", 0, 0, GateState{Breaker: Breaker{Failures: 2}}, true, VerdictSend, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Admit(t0.Add(c.slot), c.tol, c.st, c.uncertain, t0, b, hold)
+			if v.Kind != c.want || !v.At.Equal(t0.Add(c.wantAt)) || v.KeepSlot != c.keepSlot {
+				t.Fatalf("Admit = %+v, want kind %d at +%v keepSlot %v", v, c.want, c.wantAt, c.keepSlot)
+			}
+		})
+	}
+}
+
+func TestCooldownAfterGrowsAndCaps(t *testing.T) {
+	b := BreakerPolicy{Cooldown: 10 * time.Second, MaxCooldown: time.Minute}
+	for _, c := range []struct {
+		opens int
+		want  time.Duration
+	}{{1, 10 * time.Second}, {2, 20 * time.Second}, {3, 40 * time.Second}, {4, time.Minute}, {10, time.Minute}} {
+		if got := b.CooldownAfter(c.opens); got != c.want {
+			t.Fatalf("CooldownAfter(%d) = %v, want %v", c.opens, got, c.want)
+		}
+	}
+}
+
+func TestCatchUpNeededAndReservationUsable(t *testing.T) {
+	p := Pace{Rate: 20, Per: time.Second, Burst: 3} // interval 50ms, tolerance 100ms
+	for _, c := range []struct {
+		slot time.Duration
+		want bool
+	}{{-time.Hour, true}, {-101 * time.Millisecond, true}, {-100 * time.Millisecond, false}, {0, false}, {time.Second, false}} {
+		if got := CatchUpNeeded(t0.Add(c.slot), p, t0); got != c.want {
+			t.Fatalf("CatchUpNeeded(%v) = %v", c.slot, got)
+		}
+	}
+	for _, c := range []struct {
+		resv time.Duration
+		want bool
+	}{{time.Second, true}, {0, true}, {-50 * time.Millisecond, true}, {-51 * time.Millisecond, false}} {
+		if got := ReservationUsable(t0.Add(c.resv), p, t0); got != c.want {
+			t.Fatalf("ReservationUsable(%v) = %v", c.resv, got)
+		}
+	}
+}
+
+func TestClassifyForGate(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want GateResult
+	}{
+		{nil, GateSuccess},
+		{&RetryableError{Class: ClassRateLimited, RetryAfter: time.Second, Err: errors.New("429")}, GateRateLimited},
+		{&RetryableError{Class: ClassTransient, Err: errors.New("503")}, GateTransient},
+		{&UnknownOutcomeError{Err: errors.New("timeout")}, GateOther},
+		{&PermanentError{Class: ClassRejectedInput, Err: errors.New("400")}, GateOther},
+	} {
+		if got := ClassifyForGate(c.err); got != c.want {
+			t.Fatalf("ClassifyForGate(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func TestPaceJSONAndValidate(t *testing.T) {
+	var p Pace
+	if err := json.Unmarshal([]byte(`{"rate":20,"per":"1s"}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p != (Pace{Rate: 20, Per: time.Second, Burst: 1}) || p.Interval() != 50*time.Millisecond || p.Tolerance() != 0 {
+		t.Fatalf("pace %+v", p)
+	}
+	b, _ := json.Marshal(Pace{Rate: 1, Per: time.Minute, Burst: 1})
+	if string(b) != `{"rate":1,"per":"1m0s","burst":1}` {
+		t.Fatalf("marshal %s", b)
+	}
+	if err := json.Unmarshal([]byte(`{"rate":20,"per":"soon"}`), &p); err == nil {
+		t.Fatal("bad per accepted")
+	}
+	for _, bad := range []Pace{{Rate: 0, Per: time.Second, Burst: 1}, {Rate: 5, Per: 0, Burst: 1}, {Rate: 5, Per: time.Second, Burst: 6}, {Rate: 100000, Per: time.Millisecond, Burst: 1}} {
+		var ve *ValidationError
+		if err := bad.Validate(); !errors.As(err, &ve) {
+			t.Fatalf("%+v: %v", bad, err)
+		}
+	}
+}
+
+// gateRig is a dispatcher rig with a gate over MemoryGates and a clock the
+// gate's sleeps advance.
+func gateRig(pace *Pace, script ...error) (*rig, *MemoryGates, *fakeEvents) {
+	r := newRig(Capabilities{}, script...)
+	gates := NewMemoryGates()
+	ev := &fakeEvents{}
+	r.d.Gate = &Gate{
+		Store: gates, Breaker: BreakerPolicy{Failures: 2, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second},
+		Events: ev,
+		Sleep:  func(_ context.Context, d time.Duration) error { r.clock.Advance(d); return nil },
+		Declared: func(provider, account string) (Pace, bool) {
+			if pace == nil {
+				return Pace{}, false
+			}
+			return *pace, true
+		},
+	}
+	return r, gates, ev
+}
+
+type fakeEvents struct{ got []OperatorEvent }
+
+func (f *fakeEvents) Publish(_ context.Context, ev OperatorEvent) { f.got = append(f.got, ev) }
+
+func (r *rig) submitKey(t *testing.T, key string) *Intent {
+	t.Helper()
+	res, err := r.in.Submit(context.Background(), "bot1", key, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Intent
+}
+
+func TestOverPaceAttemptIsDeferredWithoutSendOrAttempt(t *testing.T) {
+	r, _, _ := gateRig(&Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	ctx := context.Background()
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if r.prov.sends != 1 {
+		t.Fatalf("sends %d, want 1 (the second is over pace)", r.prov.sends)
+	}
+	got := r.get(t, b.ID)
+	if got.Status != StatusPending || got.AttemptCount != 0 || len(got.Attempts) != 0 {
+		t.Fatalf("deferred intent changed: %s attempts %d", got.Status, got.AttemptCount)
+	}
+	msgs := r.queue.take()
+	if len(msgs) != 1 || msgs[0].msg.Op != OpPaced || msgs[0].msg.SlotAt == nil || !msgs[0].msg.SlotAt.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("queued %+v", msgs)
+	}
+	// It comes back early (whole-second queue delays) and waits for its slot.
+	if msgs[0].delay >= 10*time.Second || msgs[0].delay < 8*time.Second {
+		t.Fatalf("delay %v", msgs[0].delay)
+	}
+	r.clock.Advance(msgs[0].delay)
+	if err := r.d.HandleRetry(ctx, msgs[0].msg); err != nil {
+		t.Fatal(err)
+	}
+	if r.prov.sends != 2 || !r.clock.Now().Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("sends %d at %v, want 2 at its slot", r.prov.sends, r.clock.Now())
+	}
+	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
+		t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
+	}
+}
+
+func TestPacedSendsAreSpacedByTheInterval(t *testing.T) {
+	r, _, _ := gateRig(&Pace{Rate: 5, Per: time.Second, Burst: 1})
+	var times []time.Time
+	r.prov.script = nil
+	ctx := context.Background()
+	for i := 0; i < 12; i++ {
+		in := r.submitKey(t, fmt.Sprintf("k%d", i))
+		if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = times
+	r.drain(t)
+	if r.prov.sends != 12 {
+		t.Fatalf("sends %d", r.prov.sends)
+	}
+	// 12 sends at 5/s from t0: the last at t0 + 11*200ms, never earlier.
+	if got := r.clock.Now().Sub(t0); got < 2200*time.Millisecond-time.Millisecond {
+		t.Fatalf("12 sends at 5/s took %v", got)
+	}
+}
+
+func TestDeferralNeverSendsPastTheDeadline(t *testing.T) {
+	r, _, _ := gateRig(&Pace{Rate: 1, Per: time.Minute, Burst: 1})
+	ctx := context.Background()
+	a := r.submitKey(t, "k1")
+	dl := `{"kind":"reply","provider":"fake","account":"a1","action":"send","target":"c1","payload":{"text":"hi"},"deadline":"2026-03-02T09:00:10Z","grant":{"id":"g1","version":1}}`
+	res, err := r.in.Submit(ctx, "bot1", "k2", []byte(dl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.d.Attempt(ctx, a.ID, "stream")
+	if err := r.d.Attempt(ctx, res.Intent.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	msgs := r.queue.take()
+	if len(msgs) != 1 || msgs[0].delay != 10*time.Second || msgs[0].msg.SlotAt != nil {
+		t.Fatalf("want a deferral to the deadline, got %+v", msgs)
+	}
+	r.clock.Advance(msgs[0].delay)
+	if err := r.d.HandleRetry(ctx, msgs[0].msg); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(t, res.Intent.ID); got.Status != StatusExpired || r.prov.sends != 1 {
+		t.Fatalf("status %s sends %d", got.Status, r.prov.sends)
+	}
+}
+
+func TestRateLimitPausesTheAccountForEveryIntent(t *testing.T) {
+	r, gates, _ := gateRig(nil, &RetryableError{Class: ClassRateLimited, RetryAfter: 5 * time.Second, Err: errors.New("429")})
+	ctx := context.Background()
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	_ = r.d.Attempt(ctx, a.ID, "stream")
+	st, _ := gates.State(ctx, GateKey("fake", "a1"))
+	if st.PausedUntil == nil || !st.PausedUntil.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("pause %v", st.PausedUntil)
+	}
+	_ = r.d.Attempt(ctx, b.ID, "stream")
+	if r.prov.sends != 1 {
+		t.Fatalf("a second intent was sent during the pause (%d sends)", r.prov.sends)
+	}
+	r.drain(t)
+	if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(5*time.Second)) {
+		t.Fatalf("sends %d at %v", r.prov.sends, r.clock.Now())
+	}
+}
+
+func TestBreakerOpensProbesAndCloses(t *testing.T) {
+	unavailable := func() error { return &RetryableError{Class: ClassTransient, Err: errors.New("503")} }
+	r, gates, ev := gateRig(nil, unavailable(), unavailable(), unavailable())
+	r.d.Backoff.MaxAttempts = 10
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 4; i++ {
+		ids = append(ids, r.submitKey(t, fmt.Sprintf("k%d", i)).ID)
+	}
+	for _, id := range ids {
+		if err := r.d.Attempt(ctx, id, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.prov.sends != 2 {
+		t.Fatalf("sends %d, want 2 (the breaker opens after 2)", r.prov.sends)
+	}
+	if len(ev.got) != 1 || ev.got[0].Kind != EventBreakerOpened {
+		t.Fatalf("events %+v", ev.got)
+	}
+	st, _ := gates.State(ctx, GateKey("fake", "a1"))
+	if !st.Breaker.Open || !st.Breaker.OpenUntil.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("breaker %+v", st.Breaker)
+	}
+	// At the cooldown's end one probe goes; it fails (3rd scripted 503): open again, longer.
+	r.clock.Advance(10 * time.Second)
+	for _, id := range ids[2:] {
+		_ = r.d.Attempt(ctx, id, "sweeper")
+	}
+	if r.prov.sends != 3 {
+		t.Fatalf("sends %d after the half-open probe, want 3 (one probe only)", r.prov.sends)
+	}
+	st, _ = gates.State(ctx, GateKey("fake", "a1"))
+	if !st.Breaker.Open || !st.Breaker.OpenUntil.Equal(r.clock.Now().Add(20*time.Second)) || len(ev.got) != 1 {
+		t.Fatalf("after a failed probe: %+v, events %d", st.Breaker, len(ev.got))
+	}
+	r.queue.take()
+	r.clock.Advance(20 * time.Second)
+	if err := r.d.Attempt(ctx, ids[3], "sweeper"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = gates.State(ctx, GateKey("fake", "a1"))
+	if st.Breaker.Open || st.Breaker.Failures != 0 || len(ev.got) != 2 || ev.got[1].Kind != EventBreakerClosed {
+		t.Fatalf("after a good probe: %+v, events %+v", st.Breaker, ev.got)
+	}
+	evs, _ := gates.Events(ctx, GateKey("fake", "a1"), 10)
+	if len(evs) != 2 || evs[0].Kind != EventBreakerClosed {
+		t.Fatalf("stored events %+v", evs)
+	}
+}
+
+func TestUncertainIntentNeverProbes(t *testing.T) {
+	r, gates, _ := gateRig(nil)
+	ctx := context.Background()
+	in := r.submitKey(t, "k1")
+	key := GateKey("fake", "a1")
+	_, _ = gates.Open(ctx, key, t0.Add(-time.Second), false, OperatorEvent{At: t0})
+	// Make the intent uncertain: an earlier attempt ended in an unknown outcome.
+	_, err := r.store.Update(ctx, in.ID, func(x *Intent) error {
+		x.Status = StatusRetryableFailure
+		x.AttemptCount = 1
+		x.Attempts = append(x.Attempts, Attempt{N: 1, Result: string(ClassUnknownOutcome)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.prov.caps = Capabilities{IdempotencyKeys: true, KeyRetention: time.Hour}
+	if err := r.d.Attempt(ctx, in.ID, "retry"); err != nil {
+		t.Fatal(err)
+	}
+	if r.prov.sends != 0 {
+		t.Fatal("an intent with an uncertain attempt probed a half-open breaker")
+	}
+	if st, _ := gates.State(ctx, key); st.Breaker.ProbeUntil != nil {
+		t.Fatalf("probe taken: %+v", st.Breaker)
+	}
+}
+
+func TestPacingAdminOverride(t *testing.T) {
+	r, gates, _ := gateRig(&Pace{Rate: 20, Per: time.Second, Burst: 1})
+	p := &Pacing{Gate: r.d.Gate, Clock: r.clock}
+	ctx := context.Background()
+	op := Principal{Kind: PrincipalOperator, Name: "ann"}
+	if _, err := p.Set(ctx, Principal{Kind: PrincipalBot, Name: "b"}, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 1, Per: time.Second}, Reason: "x"}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("bot: %v", err)
+	}
+	if _, err := p.Set(ctx, op, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 1, Per: time.Second}}); err == nil {
+		t.Fatal("no reason accepted")
+	}
+	if _, err := p.Set(ctx, op, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 0, Per: time.Second}, Reason: "x"}); err == nil {
+		t.Fatal("rate 0 accepted")
+	}
+	got, err := p.Set(ctx, op, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 2, Per: time.Second}, Reason: "provider asked us to slow down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Effective == nil || got.Effective.Rate != 2 || got.Declared.Rate != 20 || got.Override.Reason != "provider asked us to slow down" || got.Override.By != "ann" {
+		t.Fatalf("%+v", got)
+	}
+	st, _ := gates.State(ctx, GateKey("fake", "a1"))
+	if pc, _ := r.d.Gate.PaceFor("fake", "a1", &st); pc.Rate != 2 {
+		t.Fatalf("effective pace %+v", pc)
+	}
+	got, err = p.Set(ctx, op, "fake", "a1", PaceRequest{Reason: "back to normal"})
+	if err != nil || got.Override != nil || got.Effective.Rate != 20 {
+		t.Fatalf("%+v %v", got, err)
+	}
+}
