@@ -1,0 +1,213 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/core"
+)
+
+// The GateStore contract, run against core's in-memory fake and against
+// DynamoDB Local: both must behave the same for the dispatcher's gate.
+func TestGateStoreContract(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { gateContract(t, func() core.GateStore { return core.NewMemoryGates() }) })
+	t.Run("dynamodb", func(t *testing.T) {
+		if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+			t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
+		}
+		ctx := context.Background()
+		clients, err := awsconfig.LoadClients(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [5]byte
+		_, _ = rand.Read(b[:])
+		table := "gate_" + hex.EncodeToString(b[:])
+		if err := EnsureTable(ctx, clients.DynamoDB, table); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		})
+		gateContract(t, func() core.GateStore { return NewGates(clients.DynamoDB, table) })
+	})
+}
+
+func gateContract(t *testing.T, newStore func() core.GateStore) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	key := func(t *testing.T) string { return "sandbox#" + t.Name() }
+
+	t.Run("reserve hands out consecutive slots, catch-up moves a lagging counter once", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		slot, st, err := g.Reserve(ctx, k, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slot.Equal(time.Unix(0, 0)) || st.Breaker.Open || st.PausedUntil != nil {
+			t.Fatalf("new key: slot %v state %+v", slot, st)
+		}
+		ok, err := g.CatchUp(ctx, k, now, now.Add(50*time.Millisecond))
+		if err != nil || !ok {
+			t.Fatalf("catch up: %v %v", ok, err)
+		}
+		if ok, _ := g.CatchUp(ctx, k, now, now.Add(50*time.Millisecond)); ok {
+			t.Fatal("a second catch-up at the same now moved a counter that no longer lags")
+		}
+		for i := 1; i <= 3; i++ {
+			slot, _, err := g.Reserve(ctx, k, 50*time.Millisecond)
+			if err != nil || !slot.Equal(now.Add(time.Duration(i)*50*time.Millisecond)) {
+				t.Fatalf("slot %d = %v (%v)", i, slot, err)
+			}
+		}
+	})
+
+	t.Run("concurrent reservations never share a slot", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		if _, err := g.CatchUp(ctx, k, now, now); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		seen := map[time.Time]bool{}
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 5; i++ {
+					slot, _, err := g.Reserve(ctx, k, time.Millisecond)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if seen[slot] {
+						t.Errorf("slot %v handed out twice", slot)
+					}
+					seen[slot] = true
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(seen) != 40 {
+			t.Fatalf("%d slots", len(seen))
+		}
+	})
+
+	t.Run("pause is never shortened and pushes the slots past it", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		_, _ = g.CatchUp(ctx, k, now, now)
+		if err := g.Pause(ctx, k, now.Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Pause(ctx, k, now.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		st, err := g.State(ctx, k)
+		if err != nil || st.PausedUntil == nil || !st.PausedUntil.Equal(now.Add(5*time.Second)) {
+			t.Fatalf("paused until %v (%v)", st.PausedUntil, err)
+		}
+		slot, st, _ := g.Reserve(ctx, k, time.Second)
+		if !slot.Equal(now.Add(5*time.Second)) || !st.PausedUntil.Equal(now.Add(5*time.Second)) {
+			t.Fatalf("slot after pause %v", slot)
+		}
+	})
+
+	t.Run("breaker: failures, one open, one probe, reopen, close", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		for i := 1; i <= 3; i++ {
+			st, err := g.Failure(ctx, k)
+			if err != nil || st.Breaker.Failures != i {
+				t.Fatalf("failure %d: %+v %v", i, st.Breaker, err)
+			}
+		}
+		ev := core.OperatorEvent{Kind: core.EventBreakerOpened, Provider: "sandbox", Account: "a", At: now, Detail: "3 failures"}
+		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, ev); err != nil || !ok {
+			t.Fatalf("open: %v %v", ok, err)
+		}
+		if ok, _ := g.Open(ctx, k, now.Add(10*time.Second), false, ev); ok {
+			t.Fatal("an open breaker opened twice")
+		}
+		st, _ := g.State(ctx, k)
+		if !st.Breaker.Open || st.Breaker.Opens != 1 || !st.Breaker.OpenUntil.Equal(now.Add(10*time.Second)) || !st.Breaker.OpenedAt.Equal(now) {
+			t.Fatalf("open state %+v", st.Breaker)
+		}
+		if ok, _ := g.TakeProbe(ctx, k, now.Add(5*time.Second), now.Add(8*time.Second)); ok {
+			t.Fatal("probe during the cooldown")
+		}
+		if ok, err := g.TakeProbe(ctx, k, now.Add(10*time.Second), now.Add(15*time.Second)); err != nil || !ok {
+			t.Fatalf("probe at cooldown end: %v %v", ok, err)
+		}
+		if ok, _ := g.TakeProbe(ctx, k, now.Add(11*time.Second), now.Add(16*time.Second)); ok {
+			t.Fatal("a second probe while the first is out")
+		}
+		if ok, err := g.Open(ctx, k, now.Add(40*time.Second), true, core.OperatorEvent{}); err != nil || !ok {
+			t.Fatalf("reopen: %v %v", ok, err)
+		}
+		st, _ = g.State(ctx, k)
+		if st.Breaker.Opens != 2 || st.Breaker.ProbeUntil != nil || !st.Breaker.OpenUntil.Equal(now.Add(40*time.Second)) {
+			t.Fatalf("after reopen %+v", st.Breaker)
+		}
+		closeEv := core.OperatorEvent{Kind: core.EventBreakerClosed, Provider: "sandbox", Account: "a", At: now.Add(41 * time.Second), Detail: "ok"}
+		if ok, err := g.Close(ctx, k, closeEv); err != nil || !ok {
+			t.Fatalf("close: %v %v", ok, err)
+		}
+		if ok, _ := g.Close(ctx, k, closeEv); ok {
+			t.Fatal("closed twice")
+		}
+		st, _ = g.State(ctx, k)
+		if st.Breaker.Open || st.Breaker.Failures != 0 || st.Breaker.Opens != 0 || st.Breaker.OpenUntil != nil || st.Breaker.ClosedAt == nil {
+			t.Fatalf("closed state %+v", st.Breaker)
+		}
+		evs, err := g.Events(ctx, k, 10)
+		if err != nil || len(evs) != 2 || evs[0].Kind != core.EventBreakerClosed || evs[1].Kind != core.EventBreakerOpened || evs[1].Detail != "3 failures" || !evs[1].At.Equal(now) {
+			t.Fatalf("events %+v (%v)", evs, err)
+		}
+		if ok, _ := g.Open(ctx, k, now, true, core.OperatorEvent{}); ok {
+			t.Fatal("reopen of a closed breaker")
+		}
+	})
+
+	t.Run("close of a closed breaker resets failures only", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		_, _ = g.Failure(ctx, k)
+		if ok, err := g.Close(ctx, k, core.OperatorEvent{At: now}); ok || err != nil {
+			t.Fatalf("%v %v", ok, err)
+		}
+		st, _ := g.State(ctx, k)
+		if st.Breaker.Failures != 0 {
+			t.Fatalf("%+v", st.Breaker)
+		}
+		if evs, _ := g.Events(ctx, k, 10); len(evs) != 0 {
+			t.Fatalf("events %+v", evs)
+		}
+	})
+
+	t.Run("override round-trips and comes back with a reservation", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		o := &core.PaceOverride{Pace: core.Pace{Rate: 3, Per: time.Second, Burst: 2}, Reason: "asked", By: "ann", At: now}
+		if err := g.SetOverride(ctx, k, o); err != nil {
+			t.Fatal(err)
+		}
+		_, st, _ := g.Reserve(ctx, k, time.Second)
+		if st.Override == nil || *st.Override != *o {
+			t.Fatalf("override %+v", st.Override)
+		}
+		if err := g.SetOverride(ctx, k, nil); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := g.State(ctx, k); st.Override != nil {
+			t.Fatalf("override not removed %+v", st.Override)
+		}
+	})
+}
