@@ -22,6 +22,8 @@ var Admin = []string{
 	"POST /v1/admin/grants/{grantId}/revoke",
 	"PUT /v1/admin/capabilities/{provider}/{account}",
 	"GET /v1/admin/capabilities/{provider}/{account}",
+	"PUT /v1/admin/capabilities/{provider}/{account}/pace",
+	"GET /v1/admin/capabilities/{provider}/{account}/pace",
 	"POST /v1/admin/backups",
 	"GET /v1/admin/backups/{backupId}",
 	"POST /v1/admin/restores",

@@ -28,6 +28,9 @@ import (
 //	 "telegram": {"baseUrl": "https://api.telegram.org",
 //	              "accounts": {"bot1": {"token": "env:TELEGRAM_BOT1_TOKEN", "webhookSecret": "…"}}}}
 //
+// "pacing" declares paces per account and configures the circuit breaker
+// (see PacingSettings in pacing.go).
+//
 // Every secret (tokens, signing secrets) may be given literally or as
 // "env:NAME", read from the environment variable NAME, so the JSON itself can
 // live in plain configuration while the secrets are injected separately.

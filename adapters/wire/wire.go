@@ -112,6 +112,8 @@ type App struct {
 	Webhook func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 	Clients awsconfig.Clients
 	Backups *backup.Service
+	// Gate is the account gate (pace, pauses, breaker); nil when pacing is off.
+	Gate    *core.Gate
 	Metrics *emf.Writer
 	Log     *slog.Logger
 }
@@ -134,6 +136,10 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		cfg.MetricsOut = os.Stdout
 	}
 	providers, err := Providers(cfg.ProviderConfig, &http.Client{})
+	if err != nil {
+		return nil, err
+	}
+	pacing, err := pacingSettings(cfg.ProviderConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +181,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if err := wireRevalidation(app); err != nil {
 		return nil, err
 	}
+	wirePacing(app, pacing)
 	if err := wireWebhooks(app); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -14,13 +15,26 @@ import (
 
 // Handler is the SQS handler.
 type Handler struct {
-	D   *core.Dispatcher
-	Log *slog.Logger
+	D *core.Dispatcher
+	// Concurrency bounds messages handled at once within a batch (default
+	// 10): a paced attempt may wait for its slot in-process, and its
+	// neighbours in the batch must not wait behind it.
+	Concurrency int
+	Log         *slog.Logger
 }
 
-// Handle processes each message; failed ones are returned for redelivery.
+// Handle processes the messages (concurrently); failed ones are returned for redelivery.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
+	conc := h.Concurrency
+	if conc <= 0 {
+		conc = 10
+	}
+	var (
+		resp events.SQSEventResponse
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, conc)
+	)
 	for _, m := range ev.Records {
 		var msg core.RetryMessage
 		if err := json.Unmarshal([]byte(m.Body), &msg); err != nil || msg.IntentID == "" {
@@ -28,13 +42,23 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			h.log().ErrorContext(ctx, "malformed retry message dropped", "messageId", m.MessageId)
 			continue
 		}
-		if err := h.D.HandleRetry(ctx, msg); err != nil {
-			h.log().ErrorContext(ctx, "retry failed; message will be redelivered", "intent", msg.IntentID, "err", err.Error())
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(id string, msg core.RetryMessage) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := h.D.HandleRetry(ctx, msg); err != nil {
+				h.log().ErrorContext(ctx, "retry failed; message will be redelivered", "intent", msg.IntentID, "err", err.Error())
+				mu.Lock()
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+				mu.Unlock()
+			}
+		}(m.MessageId, msg)
 	}
+	wg.Wait()
 	return resp, nil
 }
+
 
 func (h *Handler) log() *slog.Logger {
 	if h.Log == nil {

@@ -1,0 +1,112 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/emf"
+	"github.com/botharness/outbox/adapters/handlers/admin"
+	"github.com/botharness/outbox/core"
+)
+
+// PacingSettings is the "pacing" member of OUTBOX_PROVIDER_CONFIG (issue 15):
+//
+//	"pacing": {"accounts": {"sandbox/bench": {"rate": 20, "per": "1s", "burst": 1},
+//	                        "slack/*": {"rate": 1, "per": "1s"}},
+//	           "breaker": {"failures": 5, "cooldownMs": 30000, "maxCooldownMs": 600000, "probeLeaseMs": 30000},
+//	           "maxHoldMs": 2000, "off": false}
+//
+// accounts keys are "<provider>/<account>" or "<provider>/*" (every account
+// of the provider without its own entry). Operators override an account's
+// pace through the admin API. The gate (pauses after a 429 and the circuit
+// breaker) applies to every account unless "off" is true; breaker.failures 0
+// turns only the breaker off.
+type PacingSettings struct {
+	Accounts map[string]core.Pace `json:"accounts"`
+	Breaker  *struct {
+		Failures      *int `json:"failures"`
+		CooldownMs    int  `json:"cooldownMs"`
+		MaxCooldownMs int  `json:"maxCooldownMs"`
+		ProbeLeaseMs  int  `json:"probeLeaseMs"`
+	} `json:"breaker"`
+	MaxHoldMs int  `json:"maxHoldMs"`
+	Off       bool `json:"off"`
+}
+
+// pacingSettings reads the "pacing" member of the provider configuration.
+func pacingSettings(settings string) (*PacingSettings, error) {
+	if settings == "" {
+		return &PacingSettings{}, nil
+	}
+	var doc struct {
+		Pacing *PacingSettings `json:"pacing"`
+	}
+	if err := json.Unmarshal([]byte(settings), &doc); err != nil {
+		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing: %w", err)
+	}
+	if doc.Pacing == nil {
+		return &PacingSettings{}, nil
+	}
+	for k, p := range doc.Pacing.Accounts {
+		if prov, acct, ok := strings.Cut(k, "/"); !ok || prov == "" || acct == "" {
+			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.accounts key %q is not <provider>/<account> or <provider>/*", k)
+		}
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.accounts[%q]: %w", k, err)
+		}
+	}
+	return doc.Pacing, nil
+}
+
+// declared looks up an account's declared pace.
+func (ps *PacingSettings) declared(provider, account string) (core.Pace, bool) {
+	if p, ok := ps.Accounts[provider+"/"+account]; ok {
+		return p, true
+	}
+	p, ok := ps.Accounts[provider+"/*"]
+	return p, ok
+}
+
+func (ps *PacingSettings) breaker() core.BreakerPolicy {
+	b := core.DefaultBreaker
+	if c := ps.Breaker; c != nil {
+		if c.Failures != nil {
+			b.Failures = *c.Failures
+		}
+		ms := func(v int, def time.Duration) time.Duration {
+			if v > 0 {
+				return time.Duration(v) * time.Millisecond
+			}
+			return def
+		}
+		b.Cooldown = ms(c.CooldownMs, b.Cooldown)
+		b.MaxCooldown = ms(c.MaxCooldownMs, b.MaxCooldown)
+		b.ProbeLease = ms(c.ProbeLeaseMs, b.ProbeLease)
+	}
+	return b
+}
+
+// wirePacing installs the account gate on the dispatcher (retrier and
+// sweeper share it) and the operators' pace routes.
+func wirePacing(a *App, ps *PacingSettings) {
+	if ps.Off {
+		return
+	}
+	gates := dynamo.NewGates(a.Clients.DynamoDB, a.Config.Table)
+	g := &core.Gate{
+		Store:    gates,
+		Declared: ps.declared,
+		Breaker:  ps.breaker(),
+		Events:   &emf.OperatorEvents{Log: a.Log, Metrics: a.Metrics},
+		MaxHold:  time.Duration(ps.MaxHoldMs) * time.Millisecond,
+	}
+	a.Gate = g
+	a.Dispatcher.Gate = g
+	pacing := &core.Pacing{Gate: g, Providers: a.Providers, Clock: a.Config.Clock}
+	for k, f := range (&admin.Pace{Pacing: pacing, Log: a.Log}).Routes(a.AdminExtra["GET /v1/admin/capabilities/{provider}/{account}"]) {
+		a.AdminExtra[k] = f
+	}
+}
