@@ -59,7 +59,6 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	return resp, nil
 }
 
-
 func (h *Handler) log() *slog.Logger {
 	if h.Log == nil {
 		return slog.Default()
