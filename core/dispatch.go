@@ -179,6 +179,9 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time
 		// provider from doing it again: stop before sending, not after.
 		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: v.Reason()}, log)
 	}
+	if deferred, err := d.hold(ctx, in, &gate, att.N); deferred || err != nil {
+		return err // the account gate said wait after all: released, nothing sent
+	}
 	res, sendErr := prov.Send(ctx, d.sendRequest(in))
 	d.sent(ctx, in, gate, sendErr)
 	return d.record(ctx, in, att, &res, sendErr, caps, log)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -307,6 +308,18 @@ type Gate struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// DefaultRetryAfter pauses the account after a 429 without Retry-After (default 1 s).
 	DefaultRetryAfter time.Duration
+
+	overrides sync.Map // gate key -> *PaceOverride last seen (nil: none)
+}
+
+// paceFor is PaceFor with the operator's override this worker last saw for key.
+func (g *Gate) paceFor(provider, account, key string) (Pace, bool) {
+	if v, ok := g.overrides.Load(key); ok {
+		if o, _ := v.(*PaceOverride); o != nil {
+			return o.Pace, true
+		}
+	}
+	return g.PaceFor(provider, account, nil)
 }
 
 func (g *Gate) maxHold() time.Duration {
@@ -346,7 +359,8 @@ func (g *Gate) PaceFor(provider, account string, st *GateState) (Pace, bool) {
 
 // ticket is the gate's answer for one attempt, carried to the send's result.
 type ticket struct {
-	send  bool
+	send   bool
+	sendAt time.Time // a slot to wait for right before the send (zero: none)
 	gated bool // the gate was consulted: report the result
 	probe bool
 	key   string
@@ -375,7 +389,16 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 	}
 	key := GateKey(in.Provider, in.Account)
 	t := ticket{gated: true, key: key}
-	pace, paced := g.PaceFor(in.Provider, in.Account, nil)
+	if _, seen := g.overrides.Load(key); !seen {
+		// First look at this account in this process: learn the operator's
+		// pace before sizing a slot by it (one read per account per process).
+		st, err := g.Store.State(ctx, key)
+		if err != nil {
+			return ticket{}, fmt.Errorf("gate %s: %w", key, err)
+		}
+		g.overrides.Store(key, st.Override)
+	}
+	pace, paced := g.paceFor(in.Provider, in.Account, key)
 	var slot time.Time
 	switch {
 	case resv != nil && paced && ReservationUsable(*resv, pace, now):
@@ -383,10 +406,6 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 		t.state, err = g.Store.State(ctx, key)
 	case paced:
 		slot, t.state, err = d.reserve(ctx, key, pace, now)
-		if err == nil && t.state.Override != nil && t.state.Override.Pace != pace {
-			// An operator changed the pace; the slot was sized by the old one.
-			pace = t.state.Override.Pace
-		}
 	default:
 		slot = now
 		t.state, err = g.Store.State(ctx, key)
@@ -394,6 +413,15 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 			// Paced only by an operator: take a slot now that we know.
 			pace, paced = t.state.Override.Pace, true
 			slot, t.state, err = d.reserve(ctx, key, pace, now)
+		}
+	}
+	if err == nil {
+		g.overrides.Store(key, t.state.Override)
+		if cur, ok := g.PaceFor(in.Provider, in.Account, &t.state); ok && paced && cur.Interval() != pace.Interval() && resv == nil {
+			// An operator changed the pace since this worker last looked: the
+			// slot was sized by the old one; size the counter by the new one.
+			_, _, err = g.Store.Reserve(ctx, key, cur.Interval()-pace.Interval())
+			pace = cur
 		}
 	}
 	if err != nil {
@@ -406,16 +434,10 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 	v := Admit(slot, tol, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.maxHold())
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
 	if (v.Kind == VerdictSend || v.Kind == VerdictProbe) && v.At.After(now) {
-		// A short wait for the slot, in-process; then look at the account again:
-		// a pause or an open breaker written meanwhile by another worker wins.
-		if err := g.sleep(ctx, v.At.Sub(now)); err != nil {
-			return ticket{}, err
-		}
-		now = d.Clock.Now()
-		if t.state, err = g.Store.State(ctx, key); err != nil {
-			return ticket{}, fmt.Errorf("gate %s: %w", key, err)
-		}
-		v = Admit(v.At, 0, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.maxHold())
+		// A short wait for the slot, in-process, made right before the send
+		// (hold), so the claim and the checks do not blur the spacing.
+		t.send, t.sendAt = true, v.At
+		return t, nil
 	}
 	if v.Kind == VerdictProbe {
 		ok, err := g.Store.TakeProbe(ctx, key, now, now.Add(g.Breaker.ProbeLease))
@@ -455,6 +477,65 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 	d.metrics().Count("AttemptDeferred", 1)
 	return t, nil
 }
+
+// hold waits for the ticket's slot right before the send, then looks at the
+// account again: a pause or an open breaker another worker wrote meanwhile
+// wins. Then the claim is released without counting an attempt (the intent
+// goes to retryable-failure, due when the gate says) and the attempt is
+// re-queued. It reports whether the send must not happen.
+func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int) (bool, error) {
+	g := d.Gate
+	if g == nil || t.sendAt.IsZero() {
+		return false, nil
+	}
+	if err := g.sleep(ctx, t.sendAt.Sub(d.Clock.Now())); err != nil {
+		return true, err // the lease expires; the sweeper takes it (nothing was sent)
+	}
+	now := d.Clock.Now()
+	st, err := g.Store.State(ctx, t.key)
+	if err != nil {
+		// Cannot see the account: do not send blind; release and retry soon.
+		st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}
+	}
+	t.state = st
+	v := Admit(t.sendAt, 0, st, MayHaveTakenEffect(claimed), now, g.Breaker, g.maxHold())
+	if v.Kind == VerdictProbe {
+		ok, err := g.Store.TakeProbe(ctx, t.key, now, now.Add(g.Breaker.ProbeLease))
+		if err == nil && ok {
+			t.probe = true
+			d.metrics().Count("BreakerProbe", 1)
+			return false, nil
+		}
+		v = Verdict{Kind: VerdictDefer, At: now.Add(g.Breaker.ProbeLease), Reason: "circuit breaker half-open; another intent is probing"}
+	}
+	if v.Kind == VerdictSend {
+		return false, nil
+	}
+	until := v.At
+	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+		if !(in.Status == StatusInFlight && in.AttemptCount == n && in.Lease != nil && in.Lease.Owner == d.Owner) {
+			return ErrLeaseLost
+		}
+		if err := in.moveTo(StatusRetryableFailure, "deferred by the account gate before sending: "+v.Reason, now); err != nil {
+			return err
+		}
+		in.AttemptCount--
+		if in.AttemptCount == 0 {
+			in.FirstAttemptAt = nil
+		}
+		in.NextAttemptAt = &until
+		return nil
+	})
+	if err != nil {
+		return true, fmt.Errorf("release %s after the gate deferred it: %w", claimed.ID, err)
+	}
+	d.log().InfoContext(ctx, "attempt deferred after its claim; nothing sent", "intent", claimed.ID, "until", until, "reason", v.Reason)
+	d.metrics().Count("AttemptDeferred", 1)
+	d.enqueue(ctx, stored, OpAttempt, until.Sub(now), d.log())
+	return true, nil
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }
 
 // reserve takes the next slot of a paced key, first moving a lagging counter
 // to now (after an idle spell the counter is in the past; using it as is

@@ -374,3 +374,32 @@ func TestPacingAdminOverride(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 }
+
+func TestPauseDuringTheHoldReleasesTheClaimWithoutCountingAnAttempt(t *testing.T) {
+	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1})
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	_ = r.d.Attempt(ctx, a.ID, "stream")
+	// b holds for its slot (500ms); meanwhile another worker sees a 429.
+	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+		r.clock.Advance(d)
+		return gates.Pause(ctx, key, r.clock.Now().Add(5*time.Second))
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if r.prov.sends != 1 {
+		t.Fatalf("sent during a pause (%d sends)", r.prov.sends)
+	}
+	got := r.get(t, b.ID)
+	if got.Status != StatusRetryableFailure || got.AttemptCount != 0 || len(got.Attempts) != 0 || got.FirstAttemptAt != nil ||
+		got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(t0.Add(500*time.Millisecond+5*time.Second)) {
+		t.Fatalf("released intent: %s attempts %d next %v", got.Status, got.AttemptCount, got.NextAttemptAt)
+	}
+	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error { r.clock.Advance(d); return nil }
+	r.drain(t)
+	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 || r.prov.sends != 2 {
+		t.Fatalf("after the pause: %s attempts %d sends %d", got.Status, got.AttemptCount, r.prov.sends)
+	}
+}

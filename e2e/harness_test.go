@@ -121,7 +121,12 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 		o.Table = randName("t_")
 		o.QueuePrefix = o.Table
 	}
-	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":1500}}`, sbURL)
+	extra := ""
+	if o.ProviderConfig != "" {
+		// A test's ProviderConfig holds extra top-level members (e.g. "pacing").
+		extra = "," + o.ProviderConfig
+	}
+	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":1500}%s}`, sbURL, extra)
 	if o.Backoff == nil {
 		o.Backoff = fastBackoff()
 	}

@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/sandbox"
+)
+
+// requests reads the sandbox's request log for an account over HTTP.
+func (e *env) requests(account string) []sandbox.RequestRecord {
+	e.t.Helper()
+	resp, err := http.Get(e.sbURL + "/_sandbox/requests?account=" + account)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("sandbox requests: status %d", resp.StatusCode)
+	}
+	var rr sandbox.RequestsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&rr); err != nil {
+		e.t.Fatal(err)
+	}
+	if rr.Count != len(rr.Requests) {
+		e.t.Fatalf("requests: count %d, %d listed", rr.Count, len(rr.Requests))
+	}
+	return rr.Requests
+}
+
+// submitMany submits n intents to account, spread over the given workers' APIs.
+func submitMany(t *testing.T, workers []*env, account string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			w := workers[i%len(workers)]
+			r := w.submit(botToken, fmt.Sprintf("%s-%d", account, i), intentBody(account, fmt.Sprintf("chat-%d", i%3), "hello"))
+			if r.status != http.StatusCreated {
+				t.Errorf("submit %d: %d %s", i, r.status, r.body)
+				return
+			}
+			var in core.Intent
+			r.json(t, &in)
+			ids[i] = in.ID
+		}(i)
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return ids
+}
+
+// One 429 with Retry-After 5 s pauses the account for every worker: the
+// sandbox receives no request for that account from any of them for 5 s.
+func TestProviderRateLimitPausesTheAccountForEveryWorker(t *testing.T) {
+	acct := randName("acct-429-")
+	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}}}`, acct)
+	e := newEnv(t, options{ProviderConfig: cfg})
+	workers := []*env{e, e.join(options{ProviderConfig: cfg}), e.join(options{ProviderConfig: cfg})}
+	e.faults(fmt.Sprintf(`{"account":%q,"faults":[{"kind":"rate_limit","retryAfterSeconds":5}]}`, acct))
+
+	ids := submitMany(t, workers, acct, 6)
+	for _, id := range ids {
+		e.waitStatus(id, 30*time.Second, core.StatusSucceeded)
+	}
+	reqs := e.requests(acct)
+	var pausedAt time.Time
+	for _, r := range reqs {
+		if r.Status == http.StatusTooManyRequests {
+			if !pausedAt.IsZero() {
+				t.Fatalf("a second 429: the account was not paused (%+v)", reqs)
+			}
+			pausedAt = r.At
+		}
+	}
+	if pausedAt.IsZero() {
+		t.Fatalf("the injected 429 was never hit: %+v", reqs)
+	}
+	for _, r := range reqs {
+		if r.At.After(pausedAt) && r.At.Before(pausedAt.Add(5*time.Second)) {
+			t.Fatalf("request %s at +%v, inside the 5 s pause after the 429", r.IntentID, r.At.Sub(pausedAt))
+		}
+	}
+	for _, id := range ids {
+		if n := e.effectsFor(id); n != 1 {
+			t.Fatalf("intent %s: %d effects, want 1", id, n)
+		}
+	}
+}
+
+// An outage (503) opens the breaker after N consecutive transient
+// failures; during the outage the sandbox sees at most N requests plus the
+// half-open probes; opening and closing each publish one operator event
+// (shown in the admin API); every intent is delivered once after recovery.
+// The outage and the cooldowns are scaled down (8 s, 1.5 s growing to 3 s)
+// so the test proves the property in a fraction of a 60 s outage.
+func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *testing.T) {
+	acct := randName("acct-outage-")
+	const n = 3
+	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":%d,"cooldownMs":1500,"maxCooldownMs":3000,"probeLeaseMs":1000}}`, acct, n)
+	backoff := &core.BackoffPolicy{Base: 500 * time.Millisecond, Cap: time.Second, MaxAttempts: 50, MaxAge: time.Hour}
+	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff})
+	workers := []*env{e, e.join(options{ProviderConfig: cfg, Backoff: backoff})}
+	const outage = 8 * time.Second
+	outageStart := time.Now()
+	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":%d}}`, acct, outage.Milliseconds()))
+	outageEnd := outageStart.Add(outage)
+
+	ids := submitMany(t, workers, acct, 10)
+	for _, id := range ids {
+		e.waitStatus(id, 40*time.Second, core.StatusSucceeded)
+	}
+	var during []sandbox.RequestRecord
+	for _, r := range e.requests(acct) {
+		if r.At.Before(outageEnd) {
+			during = append(during, r)
+		}
+	}
+	// Cooldowns 1.5 s, 3 s, 3 s, ... from the open: at most 3 probes fit in 8 s.
+	const maxProbes = 3
+	if len(during) < n || len(during) > n+maxProbes {
+		t.Fatalf("%d requests during the outage, want between N=%d and N+probes=%d: %+v", len(during), n, n+maxProbes, during)
+	}
+	for _, r := range during {
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("request during the outage answered %d", r.Status)
+		}
+	}
+	for _, id := range ids {
+		if got := e.effectsFor(id); got != 1 {
+			t.Fatalf("intent %s: %d effects, want 1", id, got)
+		}
+	}
+	// One operator event per open and per close, visible to operators.
+	r := e.do("GET", "/v1/admin/capabilities/sandbox/"+acct, opToken, nil, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("capabilities: %d %s", r.status, r.body)
+	}
+	var doc struct {
+		Pacing core.AccountPacing `json:"pacing"`
+	}
+	r.json(t, &doc)
+	var opened, closed int
+	for _, ev := range doc.Pacing.Events {
+		switch ev.Kind {
+		case core.EventBreakerOpened:
+			opened++
+		case core.EventBreakerClosed:
+			closed++
+		}
+	}
+	if opened != 1 || closed != 1 || doc.Pacing.Breaker.Open || doc.Pacing.Effective == nil || doc.Pacing.Effective.Rate != 5 {
+		t.Fatalf("pacing %+v: %d opened, %d closed events, want 1 and 1", doc.Pacing, opened, closed)
+	}
+}
+
+// Operators adjust an account's pace through the capabilities endpoint,
+// with a reason; bad input is refused and changes nothing.
+func TestOperatorAdjustsPaceWithAReason(t *testing.T) {
+	acct := randName("acct-adm-")
+	e := newEnv(t, options{ProviderConfig: fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":20,"per":"1s","burst":2}}}`, acct)})
+	path := "/v1/admin/capabilities/sandbox/" + acct + "/pace"
+	for _, c := range []struct {
+		token, body string
+		status      int
+		code        string
+	}{
+		{botToken, `{"pace":{"rate":1,"per":"1s"},"reason":"x"}`, http.StatusForbidden, "forbidden"},
+		{opToken, `{"pace":{"rate":1,"per":"1s"}}`, http.StatusBadRequest, core.CodeInvalidField},
+		{opToken, `{"pace":{"rate":0,"per":"1s"},"reason":"x"}`, http.StatusBadRequest, core.CodeInvalidField},
+		{opToken, `{"pace":{"rate":1,"per":"soon"},"reason":"x"}`, http.StatusBadRequest, core.CodeMalformedJSON},
+	} {
+		r := e.do("PUT", path, c.token, nil, c.body)
+		if r.status != c.status || r.errorCode() != c.code {
+			t.Fatalf("%s: %d %s, want %d %s", c.body, r.status, r.body, c.status, c.code)
+		}
+	}
+	var ap core.AccountPacing
+	r := e.do("GET", path, opToken, nil, "")
+	r.json(t, &ap)
+	if ap.Override != nil || ap.Effective == nil || ap.Effective.Rate != 20 || ap.Declared.Burst != 2 {
+		t.Fatalf("refused changes changed something: %+v", ap)
+	}
+	r = e.do("PUT", path, opToken, nil, `{"pace":{"rate":2,"per":"1s"},"reason":"provider asked us to slow down"}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	r = e.do("GET", "/v1/admin/capabilities/sandbox/"+acct, opToken, nil, "")
+	var doc struct {
+		Provider string             `json:"provider"`
+		Pacing   core.AccountPacing `json:"pacing"`
+	}
+	r.json(t, &doc)
+	if doc.Provider != "sandbox" || doc.Pacing.Effective.Rate != 2 || doc.Pacing.Override.Reason != "provider asked us to slow down" || doc.Pacing.Override.By != "op-ann" {
+		t.Fatalf("GET capabilities: %s", r.body)
+	}
+	// The override paces real sends: 4 intents at 2/s take 1.5 s at the
+	// sandbox (less the first send's own latency: it had no slot to wait for).
+	ids := submitMany(t, []*env{e}, acct, 4)
+	for _, id := range ids {
+		e.waitStatus(id, 30*time.Second, core.StatusSucceeded)
+	}
+	reqs := e.requests(acct)
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if span := reqs[3].At.Sub(reqs[0].At); span < 1200*time.Millisecond {
+		t.Fatalf("4 sends at 2/s took %v: %+v", span, reqs)
+	}
+}
