@@ -361,10 +361,10 @@ func (g *Gate) PaceFor(provider, account string, st *GateState) (Pace, bool) {
 type ticket struct {
 	send   bool
 	sendAt time.Time // a slot to wait for right before the send (zero: none)
-	gated bool // the gate was consulted: report the result
-	probe bool
-	key   string
-	state GateState
+	gated  bool      // the gate was consulted: report the result
+	probe  bool
+	key    string
+	state  GateState
 }
 
 // admit runs the gate for the attempt of id before its claim. It returns
