@@ -29,6 +29,10 @@ import (
 // OpPaced is the retry-queue operation of an attempt the gate deferred.
 const OpPaced = "paced"
 
+// AttemptDeferred is the result of a claimed attempt the gate stopped before
+// the send (a pause or an open breaker seen after waiting for the slot).
+const AttemptDeferred = "deferred"
+
 // Pace is a declared send rate: at most Rate sends per Per; Burst (>= 1) is
 // how many may go back to back after an idle spell. Over any window of
 // length Per at most Rate + Burst - 1 sends start.
@@ -306,6 +310,9 @@ type Gate struct {
 	MaxHold time.Duration
 	// Sleep waits (injected for tests); nil: a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Lead is added to every paced slot (see admit); 0 sends on the slot
+	// itself plus the attempt's own latency.
+	Lead time.Duration
 	// DefaultRetryAfter pauses the account after a 429 without Retry-After (default 1 s).
 	DefaultRetryAfter time.Duration
 
@@ -430,6 +437,11 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 	tol := time.Duration(0)
 	if paced {
 		tol = pace.Tolerance()
+		// Every paced send waits for its slot plus the lead, right before the
+		// send: the claim and the checks happen inside the lead, so a send
+		// goes out on its slot, not its slot plus their latency (which would
+		// crowd it against the next one).
+		slot = slot.Add(g.Lead)
 	}
 	v := Admit(slot, tol, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.maxHold())
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
@@ -480,9 +492,11 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 
 // hold waits for the ticket's slot right before the send, then looks at the
 // account again: a pause or an open breaker another worker wrote meanwhile
-// wins. Then the claim is released without counting an attempt (the intent
-// goes to retryable-failure, due when the gate says) and the attempt is
-// re-queued. It reports whether the send must not happen.
+// wins. Then the claim ends with an attempt recorded as "deferred" (nothing
+// sent; the intent goes to retryable-failure, due when the gate says) and
+// is re-queued. This is the only deferral that counts an attempt: the race
+// of a pause or an open breaker with an attempt already claimed. It reports
+// whether the send must not happen.
 func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int) (bool, error) {
 	g := d.Gate
 	if g == nil || t.sendAt.IsZero() {
@@ -516,12 +530,12 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		if !(in.Status == StatusInFlight && in.AttemptCount == n && in.Lease != nil && in.Lease.Owner == d.Owner) {
 			return ErrLeaseLost
 		}
+		// The claim is on record, so is this: an attempt that sent nothing
+		// (attempt counts never go down; "deferred" proves no effect).
+		in.Attempts = append(in.Attempts, Attempt{N: n, Trigger: "gate", StartedAt: t.sendAt, EndedAt: now, Result: AttemptDeferred,
+			Evidence: Evidence{Detail: "not sent: " + v.Reason}})
 		if err := in.moveTo(StatusRetryableFailure, "deferred by the account gate before sending: "+v.Reason, now); err != nil {
 			return err
-		}
-		in.AttemptCount--
-		if in.AttemptCount == 0 {
-			in.FirstAttemptAt = nil
 		}
 		in.NextAttemptAt = &until
 		return nil

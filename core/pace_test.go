@@ -375,7 +375,7 @@ func TestPacingAdminOverride(t *testing.T) {
 	}
 }
 
-func TestPauseDuringTheHoldReleasesTheClaimWithoutCountingAnAttempt(t *testing.T) {
+func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.T) {
 	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1})
 	ctx := context.Background()
 	key := GateKey("fake", "a1")
@@ -393,13 +393,13 @@ func TestPauseDuringTheHoldReleasesTheClaimWithoutCountingAnAttempt(t *testing.T
 		t.Fatalf("sent during a pause (%d sends)", r.prov.sends)
 	}
 	got := r.get(t, b.ID)
-	if got.Status != StatusRetryableFailure || got.AttemptCount != 0 || len(got.Attempts) != 0 || got.FirstAttemptAt != nil ||
+	if got.Status != StatusRetryableFailure || got.AttemptCount != 1 || len(got.Attempts) != 1 || got.Attempts[0].Result != AttemptDeferred ||
 		got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(t0.Add(500*time.Millisecond+5*time.Second)) {
 		t.Fatalf("released intent: %s attempts %d next %v", got.Status, got.AttemptCount, got.NextAttemptAt)
 	}
 	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error { r.clock.Advance(d); return nil }
 	r.drain(t)
-	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 || r.prov.sends != 2 {
+	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 2 || r.prov.sends != 2 || MayHaveTakenEffect(got) {
 		t.Fatalf("after the pause: %s attempts %d sends %d", got.Status, got.AttemptCount, r.prov.sends)
 	}
 }

@@ -47,5 +47,11 @@ func TestOperatorCLI(t *testing.T) {
 	if out := run("backup", "create", "--profile", testBot); !strings.Contains(out, "bk_") || !strings.Contains(out, "items     1") {
 		t.Fatalf("backup:\n%s", out)
 	}
+	if out := run("pace", "set", "sandbox", "acct-cli", "--rate", "3", "--per", "1s", "--reason", "provider asked"); !strings.Contains(out, "3 per 1s") || !strings.Contains(out, "provider asked") {
+		t.Fatalf("pace set:\n%s", out)
+	}
+	if out := run("pace", "show", "sandbox", "acct-cli"); !strings.Contains(out, "effective  3 per 1s (burst 1)") || !strings.Contains(out, "breaker    closed") {
+		t.Fatalf("pace show:\n%s", out)
+	}
 	e.assertEffectsStay(id, 1, 0)
 }

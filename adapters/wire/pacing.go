@@ -17,13 +17,14 @@ import (
 //	"pacing": {"accounts": {"sandbox/bench": {"rate": 20, "per": "1s", "burst": 1},
 //	                        "slack/*": {"rate": 1, "per": "1s"}},
 //	           "breaker": {"failures": 5, "cooldownMs": 30000, "maxCooldownMs": 600000, "probeLeaseMs": 30000},
-//	           "maxHoldMs": 2000, "off": false}
+//	           "maxHoldMs": 2000, "leadMs": 250, "off": false}
 //
 // accounts keys are "<provider>/<account>" or "<provider>/*" (every account
 // of the provider without its own entry). Operators override an account's
 // pace through the admin API. The gate (pauses after a 429 and the circuit
 // breaker) applies to every account unless "off" is true; breaker.failures 0
-// turns only the breaker off.
+// turns only the breaker off. leadMs (default 250) is how long before its
+// slot a paced attempt starts, so its claim and checks do not delay the send.
 type PacingSettings struct {
 	Accounts map[string]core.Pace `json:"accounts"`
 	Breaker  *struct {
@@ -33,6 +34,7 @@ type PacingSettings struct {
 		ProbeLeaseMs  int  `json:"probeLeaseMs"`
 	} `json:"breaker"`
 	MaxHoldMs int  `json:"maxHoldMs"`
+	LeadMs    *int `json:"leadMs"`
 	Off       bool `json:"off"`
 }
 
@@ -102,6 +104,10 @@ func wirePacing(a *App, ps *PacingSettings) {
 		Breaker:  ps.breaker(),
 		Events:   &emf.OperatorEvents{Log: a.Log, Metrics: a.Metrics},
 		MaxHold:  time.Duration(ps.MaxHoldMs) * time.Millisecond,
+		Lead:     250 * time.Millisecond,
+	}
+	if ps.LeadMs != nil {
+		g.Lead = time.Duration(*ps.LeadMs) * time.Millisecond
 	}
 	a.Gate = g
 	a.Dispatcher.Gate = g

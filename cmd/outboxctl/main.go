@@ -33,6 +33,10 @@ type cli struct {
 	Resolve   resolveCmd   `cmd:"" help:"Record a human decision on a needs-human intent."`
 	Recommend recommendCmd `cmd:"" help:"Attach a recommendation (orchestrators and operators); changes no state."`
 	Backup    backupCmd    `cmd:"" help:"Profile backups and managed restore."`
+	Pace      struct {
+		Show paceShowCmd `cmd:"" help:"Show an account's pace (declared, override, effective), pause, circuit breaker and its events."`
+		Set  paceSetCmd  `cmd:"" help:"Override an account's pace (or, without --rate/--per, return to the declared one), with a reason."`
+	} `cmd:"" help:"Pacing and circuit breaker per provider account."`
 }
 
 type setupCmd struct {

@@ -44,26 +44,29 @@ import (
 )
 
 type flags struct {
-	out        string
-	profileDir string
-	c1Dur      time.Duration
-	c8Dur      time.Duration
-	warmup     time.Duration
-	rounds     int
-	e2eN       int
-	e2ePoll    time.Duration
-	e2ePollAlt time.Duration
-	retryN     int
-	emuPID     int
-	coreBench  string
-	goarch     string
-	initRuns   int
-	skipArt    bool
-	logLevel   string
-	only       string
-	verbose    bool
-	e2eMax     time.Duration
-	e2eWarm    int
+	out         string
+	profileDir  string
+	c1Dur       time.Duration
+	c8Dur       time.Duration
+	warmup      time.Duration
+	rounds      int
+	e2eN        int
+	e2ePoll     time.Duration
+	e2ePollAlt  time.Duration
+	retryN      int
+	emuPID      int
+	coreBench   string
+	goarch      string
+	initRuns    int
+	skipArt     bool
+	logLevel    string
+	only        string
+	verbose     bool
+	e2eMax      time.Duration
+	e2eWarm     int
+	paceN       int
+	paceRate    int
+	paceWorkers int
 }
 
 func main() {
@@ -84,10 +87,13 @@ func main() {
 	flag.IntVar(&f.initRuns, "init-runs", 5, "cold starts of the authorizer binary to time")
 	flag.BoolVar(&f.skipArt, "skip-artifacts", false, "skip building the Lambda artifacts and the cold-start proxy")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "log level of the stack (info adds the per-request log lines the functions write in AWS)")
-	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,artifacts); default all")
+	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,artifacts,pace); default all")
 	flag.BoolVar(&f.verbose, "v", false, "print every measured slice")
 	flag.IntVar(&f.e2eWarm, "e2e-warmup", 25, "unmeasured intents before each end-to-end run")
 	flag.DurationVar(&f.e2eMax, "e2e-max", 25*time.Second, "cap on each end-to-end run (fewer than -e2e-n intents on a slow machine)")
+	flag.IntVar(&f.paceN, "pace-n", 500, "intents of the paced run (issue 15)")
+	flag.IntVar(&f.paceRate, "pace-rate", 20, "declared pace (per second) of the paced run's account")
+	flag.IntVar(&f.paceWorkers, "pace-workers", 4, "concurrent workers (whole stacks on one table) of the paced run")
 	flag.Parse()
 
 	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
@@ -234,7 +240,11 @@ func (r *runner) startStack(o system.Options) (st *system.Stack, api string, sto
 		o.Table = randName("bench_")
 		o.QueuePrefix = o.Table
 	}
-	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":2000}}`, r.sbURL)
+	extra := "" // a phase's ProviderConfig holds extra top-level members (e.g. "pacing")
+	if o.ProviderConfig != "" {
+		extra = "," + o.ProviderConfig
+	}
+	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":2000}%s}`, r.sbURL, extra)
 	o.Tokens = map[string]core.Principal{benchToken: {Kind: core.PrincipalBot, Name: benchBot}}
 	o.Grants = []core.Grant{{ID: benchGrant, Version: 1, Bot: benchBot, Provider: "sandbox",
 		Account: "*", Actions: []string{"*"}, Targets: []string{"*"}}}
@@ -321,6 +331,7 @@ func (r *runner) run() error {
 		{"e2e", "end-to-end latency and write cost", r.delivery},
 		{"retry", "one-retry cost", r.retried},
 		{"artifacts", "lambda artifacts and cold-start proxy", r.artifacts},
+		{"pace", "paced drain across workers", r.paced},
 		{"throughput", "intake vs raw throughput", r.throughput},
 	}
 	for _, p := range phases {

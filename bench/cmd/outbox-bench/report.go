@@ -108,6 +108,9 @@ func (r *runner) goals() {
 		add("e2e_p99_ms", "e2e_p99_ms", "<=", p+50)
 	}
 	add("lambda_zip_bytes_max", "lambda_zip_bytes_max", "<=", 10_000_000)
+	add("pace_max_rate_ratio", "pace_max_rate_ratio", "<=", 1.1)
+	add("pace_throughput_ratio", "pace_throughput_ratio", ">=", 0.8)
+	add("pace_429s", "pace_429s", "<=", 0)
 	if cb, ok := r.res["core_benchmarks"].(map[string]coreBench); ok {
 		allocs := map[string]any{}
 		met := true
@@ -193,6 +196,10 @@ func (r *runner) printTable(w io.Writer) {
 		{"lambda_zip_bytes_max", v("lambda_zip_bytes_max") + " (" + v("lambda_zip_max_function") + ")", goal("lambda_zip_bytes_max")},
 		{"handler_init_ms (to /next)", v("handler_init_ms") + " (" + v("handler_init_to_next_ms") + ")", "authorizer, first response"},
 		{"localhost_rss_mb_under_load", v("localhost_rss_mb_under_load"), ""},
+		{"pace_max_rate_ratio (max in 1 s)", v("pace_max_rate_ratio") + " (" + v("pace_max_commits_in_1s") + ")", goal("pace_max_rate_ratio")},
+		{"pace_throughput_ratio (per s)", v("pace_throughput_ratio") + " (" + v("pace_achieved_rate_per_s") + ")", goal("pace_throughput_ratio")},
+		{"pace_429s / not exactly one effect", v("pace_429s") + " / " + v("pace_intents_not_exactly_one_effect"), goal("pace_429s")},
+		{"pace_writes_per_delivered_intent", v("pace_writes_per_delivered_intent"), "intake + claim + outcome + gate"},
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-44s %-22s %s\n", "metric", "value", "goal / note")

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/botharness/outbox/localstack/system"
+	"github.com/botharness/outbox/sandbox"
+)
+
+// paced (issue 15) sends -pace-n intents to one sandbox account paced at
+// -pace-rate/s through -pace-workers concurrent workers (whole local stacks
+// on one table and queue: stream dispatchers, retriers), with the sandbox
+// enforcing the same rate (beyond it: 429). It reports the highest commit
+// count in any sliding 1 s window over the rate (pace_max_rate_ratio, goal
+// <= 1.1), the achieved rate over the declared one (pace_throughput_ratio,
+// goal >= 0.8), the 429s (goal 0), the effects per intent (goal exactly 1)
+// and what the gate costs in DynamoDB requests per delivered intent.
+func (r *runner) paced() error {
+	n, rate, workers := r.f.paceN, r.f.paceRate, r.f.paceWorkers
+	acct := randName("bench-pace-")
+	extra := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s","burst":1}}}`, acct, rate)
+	first, api, stop, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, ProviderConfig: extra})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	apis := []string{api}
+	for i := 1; i < workers; i++ {
+		table := first.App.Config.Table
+		_, a, stopW, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, ProviderConfig: extra, Table: table, QueuePrefix: table})
+		if err != nil {
+			return err
+		}
+		defer stopW()
+		apis = append(apis, a)
+	}
+	if _, err := r.sb.Configure(sandbox.Config{Account: acct, RateLimit: &sandbox.RateLimitMode{RequestsPerSecond: rate}}); err != nil {
+		return err
+	}
+	r.meter.reset()
+	c := httpClient(16)
+	prefix := randName("pace-")
+	ids := make([]string, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id, _, err := r.submitAndWait(r.ctx, c, nil, apis[i%len(apis)], fmt.Sprintf("%s-%d", prefix, i), acct, fmt.Sprintf("chat-%d", i%7), 0)
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids[i] = id
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	submitted := time.Since(t0)
+	limit := time.Duration(float64(n)/float64(rate)*float64(time.Second)) * 3
+	deadline := time.Now().Add(limit + 30*time.Second)
+	for r.sb.EffectCount(sandbox.EffectFilter{Account: acct}) < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d intents delivered after %v: %w", r.sb.EffectCount(sandbox.EffectFilter{Account: acct}), n, time.Since(t0), errTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range ids {
+		if _, _, err := r.waitDelivered(first, id, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	time.Sleep(2 * r.f.e2ePoll)
+	cn := r.meter.snapshot()
+	effects := r.sb.Effects(sandbox.EffectFilter{Account: acct})
+	perIntent := map[string]int{}
+	times := make([]time.Time, 0, len(effects))
+	for _, e := range effects {
+		perIntent[e.IntentID]++
+		times = append(times, e.At)
+	}
+	dups := 0
+	for _, id := range ids {
+		if perIntent[id] != 1 {
+			dups++
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	maxWin := 0
+	for i, j := 0, 0; i < len(times); i++ {
+		for j < len(times) && times[j].Before(times[i].Add(time.Second)) {
+			j++
+		}
+		maxWin = max(maxWin, j-i)
+	}
+	span := times[len(times)-1].Sub(times[0])
+	achieved := float64(len(times)-1) / span.Seconds()
+	var limited, reqs int
+	for _, q := range r.sb.Requests(acct) {
+		reqs++
+		if q.Status == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	fn := float64(n)
+	r.set("pace_max_rate_ratio", round(float64(maxWin)/float64(rate), 3))
+	r.set("pace_throughput_ratio", round(achieved/float64(rate), 3))
+	r.set("pace_max_commits_in_1s", maxWin)
+	r.set("pace_achieved_rate_per_s", round(achieved, 2))
+	r.set("pace_declared_rate_per_s", rate)
+	r.set("pace_intents", n)
+	r.set("pace_workers", workers)
+	r.set("pace_429s", limited)
+	r.set("pace_provider_requests_per_intent", round(float64(reqs)/fn, 3))
+	r.set("pace_intents_not_exactly_one_effect", dups)
+	r.set("pace_submit_seconds", round(submitted.Seconds(), 2))
+	r.set("pace_writes_per_delivered_intent", round(float64(cn.writes())/fn, 3))
+	r.set("pace_ddb_requests_per_delivered_intent", perN(cn.Ops, fn))
+	fmt.Fprintf(os.Stderr, "bench:   pace: %d intents at %d/s by %d workers: max %d commits in 1 s (ratio %.3f), achieved %.2f/s (ratio %.3f), %d 429s, %d not exactly one effect\n",
+		n, rate, workers, maxWin, float64(maxWin)/float64(rate), achieved, achieved/float64(rate), limited, dups)
+	if dups > 0 {
+		return fmt.Errorf("%d intents without exactly one effect", dups)
+	}
+	return nil
+}
