@@ -48,7 +48,10 @@ func run(t *testing.T, cfg chaos.Config) chaos.Summary {
 
 // The fixed-seed slice of `make chaos` that `make test` runs.
 func TestChaosFixedSeeds(t *testing.T) {
-	sum := run(t, chaos.Config{Seed: 20260301, N: 12, Parallel: 3})
+	// The slice is a function of the seed and the fault registry; the seed
+	// moved when issue 15 added the pacing faults, to one whose schedules
+	// reach needs-human reliably (20260301's new slice does so only sometimes).
+	sum := run(t, chaos.Config{Seed: 20260501, N: 12, Parallel: 3})
 	if !sum.OK() {
 		t.Fatalf("invariants violated: %s (failing seeds %v; replay with SEED=<seed> N=1 make chaos)", sum.Line(), sum.Failed)
 	}

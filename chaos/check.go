@@ -26,7 +26,8 @@ func (w *World) drain(ctx context.Context) int {
 	w.mail.mu.Unlock()
 	// The schedule's provider faults end with it too (those never reached).
 	for _, s := range w.Intents {
-		if err := w.sandboxControl("/_sandbox/faults", sandbox.Config{Account: s.Account, Faults: []sandbox.Fault{}}); err != nil {
+		rl, out := modesOff()
+		if err := w.sandboxControl("/_sandbox/faults", sandbox.Config{Account: s.Account, Faults: []sandbox.Fault{}, RateLimit: rl, Outage: out}); err != nil {
 			w.problem("harness", s.ID, "clear faults: %v", err)
 		}
 	}

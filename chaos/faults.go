@@ -69,6 +69,10 @@ var Faults = []Fault{
 	providerFault(sandbox.FaultReject, 1, 0, 0),
 	providerFault(sandbox.FaultUnauthorized, 1, 0, 0),
 	{Name: "provider/gain-lookup", Weight: 1, Gen: genGainLookup},
+	// --- provider modes and pacing (pacing.go)
+	{Name: "provider/outage", Weight: 1, Gen: genOutage},
+	{Name: "provider/rate-limit-mode", Weight: 1, Gen: genRateLimitMode},
+	{Name: "pace/override", Weight: 1, Gen: genPaceOverride},
 
 	// --- DynamoDB at the SDK (armed on one worker, next matching call)
 	ddbFault(faultdb.ThroughputExceeded, 1),

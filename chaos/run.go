@@ -120,6 +120,7 @@ func Plan(seed uint64, cfg Config) ([]*IntentSpec, []Step, []string) {
 		}
 		specs = append(specs, s)
 	}
+	drawPacing(seed, specs)
 	faults := selectFaults(cfg.Only)
 	total := 0
 	for _, f := range faults {

@@ -64,6 +64,7 @@ type IntentSpec struct {
 	Deadline time.Duration
 	Late     bool                   // submitted by a step, not at the start
 	Webhook  *sandbox.WebhookConfig // the provider sends webhooks for this account (URL filled in at start)
+	PaceRate int                    // sends per second declared for the account (0: not paced; pacing.go)
 }
 
 func (s *IntentSpec) caps() string {
@@ -79,6 +80,9 @@ func (s *IntentSpec) caps() string {
 	}
 	if s.Deadline > 0 {
 		c = append(c, "deadline+"+s.Deadline.String())
+	}
+	if s.PaceRate > 0 {
+		c = append(c, fmt.Sprintf("paced(%d/s)", s.PaceRate))
 	}
 	if h := s.Webhook; h != nil {
 		c = append(c, fmt.Sprintf("webhooks(dup=%d,delay=%dms,early=%v,reorder=%v)", h.Duplicates, h.DelayMs, h.Early, h.Reorder))
@@ -217,7 +221,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 		// creation (the run's Env made the table, queues and bucket once).
 		app, err := wire.New(clients, wire.Config{
 			Table: sl.table, BackupBucket: e.bucket, RetryQueueURL: e.queues.Retry, InboxQueueURL: e.queues.Inbox,
-			ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d}}`, w.sbURL, providerTimeout.Milliseconds()),
+			ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
 			Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
 			Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,
 		})

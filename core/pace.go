@@ -31,7 +31,7 @@ const OpPaced = "paced"
 
 // AttemptDeferred is the result of a claimed attempt the gate stopped before
 // the send (a pause or an open breaker seen after waiting for the slot).
-const AttemptDeferred = "deferred"
+const AttemptDeferred AttemptResult = "deferred"
 
 // Pace is a declared send rate: at most Rate sends per Per; Burst (>= 1) is
 // how many may go back to back after an idle spell. Over any window of
@@ -396,9 +396,10 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 	}
 	key := GateKey(in.Provider, in.Account)
 	t := ticket{gated: true, key: key}
-	if _, seen := g.overrides.Load(key); !seen {
-		// First look at this account in this process: learn the operator's
-		// pace before sizing a slot by it (one read per account per process).
+	if _, declared := g.PaceFor(in.Provider, in.Account, nil); declared && !seenKey(&g.overrides, key) {
+		// First look at a paced account in this process: learn the operator's
+		// pace before sizing a slot by it (one read per account per process;
+		// an unpaced account's state is read below anyway).
 		st, err := g.Store.State(ctx, key)
 		if err != nil {
 			return ticket{}, fmt.Errorf("gate %s: %w", key, err)
@@ -550,6 +551,11 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }
+
+func seenKey(m *sync.Map, key string) bool {
+	_, ok := m.Load(key)
+	return ok
+}
 
 // reserve takes the next slot of a paced key, first moving a lagging counter
 // to now (after an idle spell the counter is in the past; using it as is

@@ -326,7 +326,7 @@ func TestUncertainIntentNeverProbes(t *testing.T) {
 	_, err := r.store.Update(ctx, in.ID, func(x *Intent) error {
 		x.Status = StatusRetryableFailure
 		x.AttemptCount = 1
-		x.Attempts = append(x.Attempts, Attempt{N: 1, Result: string(ClassUnknownOutcome)})
+		x.Attempts = append(x.Attempts, Attempt{N: 1, Result: ResultUnknownOutcome})
 		return nil
 	})
 	if err != nil {
