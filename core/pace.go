@@ -655,11 +655,11 @@ func (d *Dispatcher) publish(ctx context.Context, ev OperatorEvent) {
 
 // ---- operators: pace overrides and the gate's state ----
 
-// PaceRequest is the body of PUT /v1/admin/capabilities/{provider}/{account}/pace:
-// a pace replaces the declared one; null returns to the declared pace.
-type PaceRequest struct {
-	Pace   *Pace  `json:"pace"`
-	Reason string `json:"reason"`
+// PaceChange is an operator's change of an account's pace: Pace replaces
+// the declared one; nil returns to the declared pace.
+type PaceChange struct {
+	Pace   *Pace
+	Reason string
 }
 
 // AccountPacing is what operators see of an account's gate.
@@ -709,7 +709,7 @@ func (p *Pacing) Get(ctx context.Context, pr Principal, provider, account string
 }
 
 // Set stores or clears the operator's pace for an account, with a reason.
-func (p *Pacing) Set(ctx context.Context, pr Principal, provider, account string, req PaceRequest) (*AccountPacing, error) {
+func (p *Pacing) Set(ctx context.Context, pr Principal, provider, account string, req PaceChange) (*AccountPacing, error) {
 	if err := operatorOnly(pr, "change pacing"); err != nil {
 		return nil, err
 	}

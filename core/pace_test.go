@@ -349,16 +349,16 @@ func TestPacingAdminOverride(t *testing.T) {
 	p := &Pacing{Gate: r.d.Gate, Clock: r.clock}
 	ctx := context.Background()
 	op := Principal{Kind: PrincipalOperator, Name: "ann"}
-	if _, err := p.Set(ctx, Principal{Kind: PrincipalBot, Name: "b"}, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 1, Per: time.Second}, Reason: "x"}); !errors.Is(err, ErrForbidden) {
+	if _, err := p.Set(ctx, Principal{Kind: PrincipalBot, Name: "b"}, "fake", "a1", PaceChange{Pace: &Pace{Rate: 1, Per: time.Second}, Reason: "x"}); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("bot: %v", err)
 	}
-	if _, err := p.Set(ctx, op, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 1, Per: time.Second}}); err == nil {
+	if _, err := p.Set(ctx, op, "fake", "a1", PaceChange{Pace: &Pace{Rate: 1, Per: time.Second}}); err == nil {
 		t.Fatal("no reason accepted")
 	}
-	if _, err := p.Set(ctx, op, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 0, Per: time.Second}, Reason: "x"}); err == nil {
+	if _, err := p.Set(ctx, op, "fake", "a1", PaceChange{Pace: &Pace{Rate: 0, Per: time.Second}, Reason: "x"}); err == nil {
 		t.Fatal("rate 0 accepted")
 	}
-	got, err := p.Set(ctx, op, "fake", "a1", PaceRequest{Pace: &Pace{Rate: 2, Per: time.Second}, Reason: "provider asked us to slow down"})
+	got, err := p.Set(ctx, op, "fake", "a1", PaceChange{Pace: &Pace{Rate: 2, Per: time.Second}, Reason: "provider asked us to slow down"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestPacingAdminOverride(t *testing.T) {
 	if pc, _ := r.d.Gate.PaceFor("fake", "a1", &st); pc.Rate != 2 {
 		t.Fatalf("effective pace %+v", pc)
 	}
-	got, err = p.Set(ctx, op, "fake", "a1", PaceRequest{Reason: "back to normal"})
+	got, err = p.Set(ctx, op, "fake", "a1", PaceChange{Reason: "back to normal"})
 	if err != nil || got.Override != nil || got.Effective.Rate != 20 {
 		t.Fatalf("%+v %v", got, err)
 	}

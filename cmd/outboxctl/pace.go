@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"text/tabwriter"
 	"time"
 
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/client"
 )
 
 // pace show|set: an account's pace, pause and circuit breaker (issue 15).
@@ -28,44 +26,43 @@ type paceSetCmd struct {
 	Reason   string        `required:"" help:"Why (recorded with the change)."`
 }
 
-func pacePath(provider, account string) string {
-	return "/v1/admin/capabilities/" + url.PathEscape(provider) + "/" + url.PathEscape(account) + "/pace"
-}
-
 func (c *paceShowCmd) Run() error {
-	out, err := c.call("GET", pacePath(c.Provider, c.Account), nil, nil)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	ap, err := c.admin().Pace(ctx, c.Provider, c.Account)
 	if err != nil {
 		return err
 	}
-	return printPacing(out, c.JSON)
+	return c.printPacing(ap)
 }
 
 func (c *paceSetCmd) Run() error {
-	body := core.PaceRequest{Reason: c.Reason}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	var p *client.Pace
 	if c.Rate != 0 || c.Per != 0 {
-		body.Pace = &core.Pace{Rate: c.Rate, Per: c.Per, Burst: c.Burst}
+		p = &client.Pace{Rate: c.Rate, Per: c.Per.String(), Burst: c.Burst}
 	}
-	out, err := c.call("PUT", pacePath(c.Provider, c.Account), body, nil)
+	ap, err := c.admin().SetPace(ctx, c.Provider, c.Account, p, c.Reason)
 	if err != nil {
 		return err
 	}
-	return printPacing(out, c.JSON)
+	return c.printPacing(ap)
 }
 
-func printPacing(out []byte, raw bool) error {
-	if raw {
-		_, err := os.Stdout.Write(append(out, '\n'))
+func (a apiFlags) printPacing(ap *client.AccountPacing) error {
+	if done, err := a.printJSON(ap); done {
 		return err
 	}
-	var ap core.AccountPacing
-	if err := json.Unmarshal(out, &ap); err != nil {
-		return err
-	}
-	paceStr := func(p *core.Pace) string {
+	paceStr := func(p *client.Pace) string {
 		if p == nil {
 			return "none"
 		}
-		return fmt.Sprintf("%d per %s (burst %d)", p.Rate, p.Per, p.Burst)
+		per := p.Per
+		if d, err := time.ParseDuration(per); err == nil {
+			per = d.String()
+		}
+		return fmt.Sprintf("%d per %s (burst %d)", p.Rate, per, max(p.Burst, 1))
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintf(tw, "declared\t%s\n", paceStr(ap.Declared))
@@ -73,8 +70,8 @@ func printPacing(out []byte, raw bool) error {
 		fmt.Fprintf(tw, "override\t%s by %s at %s: %s\n", paceStr(&o.Pace), o.By, o.At.Format(time.RFC3339), o.Reason)
 	}
 	fmt.Fprintf(tw, "effective\t%s\n", paceStr(ap.Effective))
-	if ap.Paused != nil && ap.Paused.After(time.Now()) {
-		fmt.Fprintf(tw, "paused until\t%s\n", ap.Paused.Format(time.RFC3339))
+	if ap.PausedUntil != nil && ap.PausedUntil.After(time.Now()) {
+		fmt.Fprintf(tw, "paused until\t%s\n", ap.PausedUntil.Format(time.RFC3339))
 	}
 	b := ap.Breaker
 	state := "closed"

@@ -25,6 +25,12 @@ type Pace struct {
 	Log    *slog.Logger
 }
 
+// PaceBody is the body of PUT /v1/admin/capabilities/{provider}/{account}/pace.
+type PaceBody struct {
+	Pace   *core.Pace `json:"pace"`
+	Reason string     `json:"reason"`
+}
+
 // Routes returns the pace routes and the capability GET wrapped to show pacing.
 func (h *Pace) Routes(capabilityGet Route) map[string]Route {
 	m := map[string]Route{
@@ -49,12 +55,12 @@ func (h *Pace) put(ctx context.Context, p core.Principal, req events.APIGatewayV
 	if p.Kind != core.PrincipalOperator {
 		return Fail(ctx, h.Log, errOperatorsOnly)
 	}
-	var body core.PaceRequest
+	var body PaceBody
 	if resp, ok := DecodeBody(req, &body); !ok {
 		return resp
 	}
 	prov, acct := req.PathParameters["provider"], req.PathParameters["account"]
-	ap, err := h.Pacing.Set(ctx, p, prov, acct, body)
+	ap, err := h.Pacing.Set(ctx, p, prov, acct, core.PaceChange{Pace: body.Pace, Reason: body.Reason})
 	if err != nil {
 		return Fail(ctx, h.Log, err)
 	}
