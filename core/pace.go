@@ -436,8 +436,11 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 		return ticket{}, fmt.Errorf("gate %s: %w", key, err)
 	}
 	tol := time.Duration(0)
-	if paced {
+	usedResv := resv != nil && slot.Equal(*resv)
+	if paced && !usedResv {
 		tol = pace.Tolerance()
+	}
+	if paced && !usedResv { // a reservation already carries its lead
 		// Every paced send waits for its slot plus the lead, right before the
 		// send: the claim and the checks happen inside the lead, so a send
 		// goes out on its slot, not its slot plus their latency (which would
