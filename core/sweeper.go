@@ -23,6 +23,9 @@ type Sweeper struct {
 	Grace  time.Duration // how late work must be before the sweeper steps in
 	Limit  int           // intents per status per run
 	Gauges func(name string, value int)
+	// OperatorEvents, when set, is asked to publish operator events a crash
+	// left claimed but unpublished.
+	OperatorEvents *OperatorNotifier
 }
 
 // SweepReport counts what one run did.
@@ -32,6 +35,7 @@ type SweepReport struct {
 	Reconciles    int `json:"reconcilesQueued"`
 	PendingKicked int `json:"pendingKicked"`
 	NeedingHuman  int `json:"needingHuman"`
+	EventsRedrive int `json:"operatorEventsRedriven"`
 	Errors        int `json:"errors"`
 }
 
@@ -92,6 +96,10 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	errs = append(errs, err)
 	if s.Gauges != nil {
 		s.Gauges("IntentsNeedingHuman", rep.NeedingHuman)
+	}
+	if s.OperatorEvents != nil {
+		rep.EventsRedrive, err = s.OperatorEvents.Redrive(ctx, limit)
+		errs = append(errs, err)
 	}
 	return rep, errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -34,6 +35,7 @@ type Clients struct {
 	SQS      *sqs.Client
 	S3       *s3.Client
 	Secrets  *secretsmanager.Client
+	SNS      *sns.Client
 }
 
 // New builds every client from cfg.
@@ -49,6 +51,7 @@ func New(cfg aws.Config) Clients {
 		Streams: dynamodbstreams.NewFromConfig(cfg),
 		SQS:     sqs.NewFromConfig(cfg),
 		Secrets: secretsmanager.NewFromConfig(cfg),
+		SNS:     sns.NewFromConfig(cfg),
 		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {
 			// Emulators (fauxqs, LocalStack) serve buckets by path, not by host.
 			o.UsePathStyle = os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""

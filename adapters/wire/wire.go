@@ -44,6 +44,12 @@ type Config struct {
 	Owner           string
 	Log             *slog.Logger
 	MetricsOut      io.Writer
+	// Operator events (issue 14): an SNS topic in AWS, or a signed webhook
+	// locally; ConsoleURL is the console's base URL for links in them.
+	OperatorTopicArn      string
+	OperatorWebhookURL    string
+	OperatorWebhookSecret string
+	ConsoleURL            string
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -57,6 +63,11 @@ func FromEnv(required ...string) (Config, error) {
 		Lease:           durationEnv("OUTBOX_LEASE", 60*time.Second),
 		SweepGrace:      durationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
 		RequestCacheTTL: durationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
+
+		OperatorTopicArn:      os.Getenv("OUTBOX_OPERATOR_TOPIC_ARN"),
+		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
+		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
+		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
 	}
 	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
 		c.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q}}`, os.Getenv("OUTBOX_SANDBOX_URL"))
@@ -113,9 +124,12 @@ type App struct {
 	Clients awsconfig.Clients
 	Backups *backup.Service
 	// Gate is the account gate (pace, pauses, breaker); nil when pacing is off.
-	Gate    *core.Gate
-	Metrics *emf.Writer
-	Log     *slog.Logger
+	Gate *core.Gate
+	// OperatorEvents publishes operator events once per id (ledger + SNS or
+	// webhook); never nil after New. See adapters/operatorevents.
+	OperatorEvents *core.OperatorNotifier
+	Metrics        *emf.Writer
+	Log            *slog.Logger
 }
 
 // New assembles the app.
@@ -186,6 +200,9 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		return nil, err
 	}
 	if err := wireBackups(app); err != nil {
+		return nil, err
+	}
+	if err := wireOperatorEvents(app); err != nil {
 		return nil, err
 	}
 	return app, nil

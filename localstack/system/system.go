@@ -20,6 +20,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/authorizer"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/handlers/intake"
+	"github.com/botharness/outbox/adapters/handlers/notifier"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
 	"github.com/botharness/outbox/adapters/routes"
@@ -60,6 +61,15 @@ type Options struct {
 	Log    *slog.Logger
 	// MetricsOut receives the EMF metric lines (default stdout).
 	MetricsOut io.Writer
+	// OperatorWebhookURL (with OperatorWebhookSecret) turns on operator
+	// events: the notifier's stream poller runs and POSTs signed events
+	// there. ConsoleURL is the console link base in them.
+	OperatorWebhookURL    string
+	OperatorWebhookSecret string
+	ConsoleURL            string
+	// DisableNotifier leaves the notifier's stream poller off even with a
+	// webhook URL (tests deliver its records by hand).
+	DisableNotifier bool
 }
 
 // Stack is a running local system.
@@ -77,6 +87,9 @@ type Stack struct {
 	Dispatcher *dispatcher.Handler
 	Retrier    *retrier.Handler
 	Sweeper    *sweeper.Handler
+	// Notifier and its stream poller run when operator events are on.
+	Notifier     *notifier.Handler
+	NotifyStream *lambdahost.StreamPoller
 
 	cancel context.CancelFunc
 }
@@ -112,6 +125,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		Table: o.Table, BackupBucket: o.Bucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
 		RequestCacheTTL: o.RequestCacheTTL, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
+		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
 	})
 	if err != nil {
 		return nil, err
@@ -133,6 +147,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		Dispatcher: &dispatcher.Handler{D: app.Dispatcher, Log: app.Log},
 		Retrier:    &retrier.Handler{D: app.Dispatcher, Log: app.Log},
 		Sweeper:    &sweeper.Handler{S: app.Sweeper, Log: app.Log},
+		Notifier:   &notifier.Handler{N: app.OperatorEvents, Log: app.Log},
 	}
 	s.Gateway = lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: app.Log, Health: func() error {
 		_, err := app.Store.Get(context.Background(), "healthz")
@@ -174,6 +189,21 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 			return nil, fmt.Errorf("stream poller: %w", err)
 		}
 	}
+	if !o.DisableStream && !o.DisableNotifier && o.OperatorWebhookURL != "" {
+		s.NotifyStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
+			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
+			FilterPattern: notifier.StreamFilterPattern, BatchSize: 10, StartingPosition: lambdahost.StartTrimHorizon,
+			PollInterval: o.PollInterval, MaxRetryAttempts: 20, Handler: s.Notifier.Handle,
+			FunctionName: "notifier", Logger: app.Log,
+		})
+		if err == nil {
+			err = s.NotifyStream.Start(runCtx)
+		}
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("notifier stream poller: %w", err)
+		}
+	}
 	if !o.DisableQueue {
 		s.SQS, err = lambdahost.NewSQSPoller(lambdahost.SQSPollerConfig{
 			Client: clients.SQS, QueueURL: queues.Retry, BatchSize: 10, WaitTime: time.Second,
@@ -211,6 +241,9 @@ func (s *Stack) Stop() {
 	}
 	if s.Stream != nil {
 		s.Stream.Stop()
+	}
+	if s.NotifyStream != nil {
+		s.NotifyStream.Stop()
 	}
 	if s.cancel != nil {
 		s.cancel()

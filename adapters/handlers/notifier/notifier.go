@@ -1,0 +1,144 @@
+// Package notifier is the stream handler that turns intent changes into
+// operator events: one per needs-human episode, and one when an intent ends
+// failed or expired after attempts. The stream delivers records at least
+// once and may repeat or reorder them; the event id depends only on the
+// episode and core.OperatorNotifier publishes each id once (ledger claim,
+// publish, mark), so repeats are harmless.
+package notifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/core"
+)
+
+// Handler handles the notifier's stream batches.
+type Handler struct {
+	N   *core.OperatorNotifier
+	Log *slog.Logger
+}
+
+// Handle publishes the batch's events in order and reports the first record
+// that could not be finished, so the event source mapping retries from it
+// (records before it are done; the ones after it are retried too, which the
+// ledger makes harmless).
+func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	done := map[string]bool{}
+	for _, rec := range ev.Records {
+		oe, ok, err := EventOf(rec)
+		if err != nil {
+			// A record we cannot read will not read better on a retry.
+			h.log().ErrorContext(ctx, "notifier: unreadable stream record skipped", "err", err.Error(), "seq", rec.Change.SequenceNumber)
+			continue
+		}
+		if !ok || done[oe.ID] {
+			continue
+		}
+		if err := h.N.Notify(ctx, oe); err != nil {
+			level := slog.LevelError
+			if errors.Is(err, core.ErrOperatorEventHeld) {
+				level = slog.LevelInfo
+			}
+			h.log().Log(ctx, level, "operator event not published yet; record will be retried", "intent", oe.IntentID, "bot", oe.Bot, "attempt", oe.Attempts, "event", oe.ID, "err", err.Error())
+			return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: rec.Change.SequenceNumber}}}, nil
+		}
+		done[oe.ID] = true
+		h.log().InfoContext(ctx, "operator event published", "intent", oe.IntentID, "bot", oe.Bot, "attempt", oe.Attempts, "event", oe.ID, "type", oe.Type)
+	}
+	return events.DynamoDBEventResponse{}, nil
+}
+
+// EventOf reads a stream record's images and asks core whether it carries an
+// operator event.
+func EventOf(rec events.DynamoDBEventRecord) (core.OperatorEvent, bool, error) {
+	newImg := rec.Change.NewImage
+	if len(newImg) == 0 {
+		return core.OperatorEvent{}, false, nil
+	}
+	if sk, ok := newImg["sk"]; !ok || sk.DataType() != events.DataTypeString || sk.String() != "INTENT" {
+		return core.OperatorEvent{}, false, nil
+	}
+	cur, err := intentOf(newImg)
+	if err != nil {
+		return core.OperatorEvent{}, false, err
+	}
+	var old *core.Intent
+	if len(rec.Change.OldImage) > 0 {
+		if old, err = intentOf(rec.Change.OldImage); err != nil {
+			return core.OperatorEvent{}, false, err
+		}
+	}
+	oe, ok := core.OperatorEventFor(old, cur)
+	return oe, ok, nil
+}
+
+func intentOf(img map[string]events.DynamoDBAttributeValue) (*core.Intent, error) {
+	item := make(map[string]types.AttributeValue, len(img))
+	for k, v := range img {
+		av, err := toSDK(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", k, err)
+		}
+		item[k] = av
+	}
+	return dynamo.UnmarshalIntent(item)
+}
+
+// toSDK converts a Lambda event attribute value to the SDK's type.
+func toSDK(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}, nil
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}, nil
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
+	case events.DataTypeNull:
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
+	case events.DataTypeList:
+		l := v.List()
+		out := make([]types.AttributeValue, 0, len(l))
+		for _, e := range l {
+			av, err := toSDK(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, av)
+		}
+		return &types.AttributeValueMemberL{Value: out}, nil
+	case events.DataTypeMap:
+		m := v.Map()
+		out := make(map[string]types.AttributeValue, len(m))
+		for k, e := range m {
+			av, err := toSDK(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = av
+		}
+		return &types.AttributeValueMemberM{Value: out}, nil
+	}
+	return nil, fmt.Errorf("unsupported attribute type %v", v.DataType())
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.Default()
+	}
+	return h.Log
+}

@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/operatorevents"
+	"github.com/botharness/outbox/adapters/webhooksig"
+	"github.com/botharness/outbox/core"
+)
+
+// wireOperatorEvents builds the once-per-id operator event notifier: SNS when
+// OUTBOX_OPERATOR_TOPIC_ARN is set (AWS), else a Standard Webhooks-signed
+// POST when OUTBOX_OPERATOR_WEBHOOK_URL is set (locally), else a log line.
+// The sweeper redrives claims a crash left unpublished.
+func wireOperatorEvents(a *App) error {
+	c := a.Config
+	var pub core.OperatorEventPublisher
+	switch {
+	case c.OperatorTopicArn != "" && a.Clients.SNS != nil:
+		pub = &operatorevents.SNS{Client: a.Clients.SNS, TopicArn: c.OperatorTopicArn, ConsoleBase: c.ConsoleURL}
+	case c.OperatorWebhookURL != "":
+		if c.OperatorWebhookSecret == "" {
+			return operatorevents.ErrNoSecret
+		}
+		if err := webhooksig.CheckSecret(c.OperatorWebhookSecret); err != nil {
+			return err
+		}
+		pub = &operatorevents.Webhook{URL: c.OperatorWebhookURL, Secret: c.OperatorWebhookSecret, ConsoleBase: c.ConsoleURL,
+			Client: &http.Client{Timeout: 10 * time.Second}}
+	default:
+		pub = operatorevents.Log{Logf: a.Log.Info}
+	}
+	a.OperatorEvents = &core.OperatorNotifier{
+		Ledger:    dynamo.NewOperatorEventLedger(a.Clients.DynamoDB, c.Table),
+		Publisher: pub,
+		Clock:     c.Clock,
+		Owner:     c.Owner,
+		Lease:     30 * time.Second,
+	}
+	a.Sweeper.OperatorEvents = a.OperatorEvents
+	return nil
+}

@@ -1,0 +1,238 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Operator event types. An operator event tells a person that something now
+// waits for them (or gave up); subscribers (email, Slack, a pager) attach to
+// the SNS topic in AWS or to the signed webhook locally.
+const (
+	OperatorEventNeedsHuman = "intent.needs_human"
+	OperatorEventFailed     = "intent.failed"
+	OperatorEventExpired    = "intent.expired"
+)
+
+// OperatorEvent is one episode an operator must hear about exactly once. ID
+// is stable per episode, so every (re)delivery of the same episode carries the
+// same ID and subscribers can drop repeats.
+type OperatorEvent struct {
+	ID   string
+	Type string
+	// At is when the episode began (entered needs-human, ended failed/expired).
+	At       time.Time
+	IntentID string
+	Bot      string
+	Provider string
+	Account  string
+	Action   string
+	Reason   string
+	Attempts int
+	// Fields carries extra facts for event types without an intent (e.g. a
+	// provider circuit breaker opening): short strings, never payload bodies.
+	Fields map[string]string
+}
+
+// OperatorEventPublisher delivers an operator event to its subscribers (SNS in
+// AWS, a Standard Webhooks-signed POST locally). It may be called more than
+// once for one event ID (after a crash between publishing and recording it):
+// the ID is what lets subscribers deduplicate. Issue 15 (breakers) and any
+// other source of operator events publish through OperatorNotifier.Notify,
+// which adds the once-per-ID ledger in front of this port.
+type OperatorEventPublisher interface {
+	PublishOperatorEvent(ctx context.Context, ev OperatorEvent) error
+}
+
+// ClaimResult is what the ledger says about an event ID.
+type ClaimResult int
+
+const (
+	// ClaimedToPublish: this caller holds the claim and must publish, then
+	// MarkPublished (or Release on a publish error).
+	ClaimedToPublish ClaimResult = iota
+	// AlreadyPublished: another delivery finished; nothing to do.
+	AlreadyPublished
+	// HeldByOther: another worker holds a live claim; try again later (its
+	// lease expires if it crashed, and then the next try or the sweeper
+	// takes over).
+	HeldByOther
+)
+
+// OperatorEventLedger records which operator events were published, with a
+// conditional write on the event ID (adapters/dynamo implements it).
+type OperatorEventLedger interface {
+	// Claim records ev as being published by owner until `until`, if no
+	// record exists or the existing claim's lease has expired unpublished.
+	Claim(ctx context.Context, ev OperatorEvent, owner string, now, until time.Time) (ClaimResult, error)
+	// MarkPublished completes owner's claim.
+	MarkPublished(ctx context.Context, id, owner string, now time.Time) error
+	// Release gives up owner's claim at once (publishing failed), so the next
+	// try need not wait for the lease.
+	Release(ctx context.Context, id, owner string, now time.Time) error
+	// Unpublished lists claims whose lease ran out before they were published
+	// (a crash between claim and publish), oldest first.
+	Unpublished(ctx context.Context, now time.Time, limit int) ([]OperatorEvent, error)
+}
+
+// OperatorNotifier publishes each operator event ID once: claim in the ledger
+// (conditional write), publish, mark published. What that guarantees:
+//   - one event ID per episode (OperatorEventFor derives it from the intent);
+//   - duplicate or reordered stream records, and concurrent workers, publish
+//     an ID at most once while the ledger says it is published or claimed;
+//   - a crash after the claim and before publishing leaves an unpublished
+//     claim that the next stream retry (after the lease) or the sweeper
+//     (Redrive) publishes: nothing is lost;
+//   - a crash after publishing and before MarkPublished re-publishes the
+//     same ID once more: subscribers deduplicate by ID (webhook-id header,
+//     SNS message attribute eventId). No exactly-once claim across SNS or
+//     HTTP is made.
+type OperatorNotifier struct {
+	Ledger    OperatorEventLedger
+	Publisher OperatorEventPublisher
+	Clock     Clock
+	Owner     string
+	// Lease bounds how long a claim blocks other deliveries (default 30s);
+	// it must exceed the publisher's timeout.
+	Lease time.Duration
+}
+
+// ErrOperatorEventHeld: another worker holds the event's claim; retry later.
+var ErrOperatorEventHeld = errors.New("operator event is being published by another worker")
+
+// Notify publishes ev unless its ID was already published. A nil error means
+// the event is published (now or before); ErrOperatorEventHeld means retry.
+func (n *OperatorNotifier) Notify(ctx context.Context, ev OperatorEvent) error {
+	if ev.ID == "" {
+		return errors.New("operator event without an id")
+	}
+	now := n.clock().Now()
+	res, err := n.Ledger.Claim(ctx, ev, n.Owner, now, now.Add(n.lease()))
+	if err != nil {
+		return fmt.Errorf("claim operator event %s: %w", ev.ID, err)
+	}
+	switch res {
+	case AlreadyPublished:
+		return nil
+	case HeldByOther:
+		return fmt.Errorf("%w: %s", ErrOperatorEventHeld, ev.ID)
+	}
+	return n.publish(ctx, ev)
+}
+
+func (n *OperatorNotifier) publish(ctx context.Context, ev OperatorEvent) error {
+	if err := n.Publisher.PublishOperatorEvent(ctx, ev); err != nil {
+		if rerr := n.Ledger.Release(ctx, ev.ID, n.Owner, n.clock().Now()); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("publish operator event %s: %w", ev.ID, err)
+	}
+	if err := n.Ledger.MarkPublished(ctx, ev.ID, n.Owner, n.clock().Now()); err != nil {
+		return fmt.Errorf("mark operator event %s published: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// Redrive publishes claims a crash left unpublished (the sweeper calls it).
+func (n *OperatorNotifier) Redrive(ctx context.Context, limit int) (int, error) {
+	now := n.clock().Now()
+	evs, err := n.Ledger.Unpublished(ctx, now, limit)
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	var errs []error
+	for _, ev := range evs {
+		if err := n.Notify(ctx, ev); err != nil && !errors.Is(err, ErrOperatorEventHeld) {
+			errs = append(errs, err)
+			continue
+		}
+		done++
+	}
+	return done, errors.Join(errs...)
+}
+
+func (n *OperatorNotifier) clock() Clock {
+	if n.Clock == nil {
+		return SystemClock
+	}
+	return n.Clock
+}
+
+func (n *OperatorNotifier) lease() time.Duration {
+	if n.Lease <= 0 {
+		return 30 * time.Second
+	}
+	return n.Lease
+}
+
+// NeedsHumanEpisode numbers the needs-human episodes of an intent: 1 for the
+// first time it waits for a person, +1 after each human decision. Every way
+// out of needs-human that is not terminal is a human decision (retry,
+// reconcile), which appends a resolution, so the number stays the same for
+// every stream record of one episode and changes for the next.
+func NeedsHumanEpisode(in *Intent) int {
+	n := 1
+	for _, r := range in.Resolutions {
+		if !r.Recommend {
+			n++
+		}
+	}
+	return n
+}
+
+// NeedsHumanSince is when the current needs-human episode began, as far as the
+// intent itself tells: the later of its last attempt's end and its last human
+// decision (a recommendation does not restart the wait).
+func NeedsHumanSince(in *Intent) time.Time {
+	t := in.CreatedAt
+	if n := len(in.Attempts); n > 0 && in.Attempts[n-1].EndedAt.After(t) {
+		t = in.Attempts[n-1].EndedAt
+	}
+	for _, r := range in.Resolutions {
+		if !r.Recommend && r.At.After(t) {
+			t = r.At
+		}
+	}
+	return t
+}
+
+// OperatorEventFor decides whether a change of an intent (old may be nil on
+// an insert) is an episode an operator must be told about: the intent waits
+// in needs-human (one event per episode), or it ended failed, or expired
+// after at least one attempt. Safe on duplicate and reordered records: the
+// event ID depends only on the episode, never on which record carried it.
+func OperatorEventFor(old, cur *Intent) (OperatorEvent, bool) {
+	if cur == nil {
+		return OperatorEvent{}, false
+	}
+	ev := OperatorEvent{IntentID: cur.ID, Bot: cur.Bot, Provider: cur.Provider, Account: cur.Account,
+		Action: cur.Action, Reason: cur.StatusReason, Attempts: cur.AttemptCount}
+	entered := old == nil || old.Status != cur.Status
+	switch cur.Status {
+	case StatusNeedsHuman:
+		ev.Type = OperatorEventNeedsHuman
+		ev.ID = cur.ID + ".needs-human." + strconv.Itoa(NeedsHumanEpisode(cur))
+		ev.At = NeedsHumanSince(cur)
+	case StatusFailed:
+		ev.Type = OperatorEventFailed
+		ev.ID = cur.ID + ".failed"
+		ev.At = cur.UpdatedAt
+	case StatusExpired:
+		if cur.AttemptCount == 0 {
+			return OperatorEvent{}, false // expired before any attempt: nothing was tried, nobody to wake
+		}
+		ev.Type = OperatorEventExpired
+		ev.ID = cur.ID + ".expired"
+		ev.At = cur.UpdatedAt
+	default:
+		return OperatorEvent{}, false
+	}
+	if entered && cur.Status == StatusNeedsHuman {
+		ev.At = cur.UpdatedAt // the transition record knows the exact moment
+	}
+	return ev, true
+}
