@@ -26,6 +26,11 @@ type Ruling struct {
 	Decision   Decision
 	Reason     string
 	ExternalID string
+	// AcceptDuplicateRisk, when set, is the operator's explicit answer to
+	// "this provider cannot deduplicate: a retry may cause a second effect".
+	// false refuses such a retry (ErrDuplicateRiskNotAccepted); nil keeps the
+	// older behaviour (the risk is recorded as accepted).
+	AcceptDuplicateRisk *bool
 }
 
 // Recommendation is an orchestrator's advice (POST .../recommendation).
@@ -116,8 +121,12 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 		case DecisionRetry:
 			// Sends after uncertainty (docs/decisions.md): the operator's retry
 			// is allowed either way; the record says whether it accepted the
-			// duplicate risk (the key no longer covers a send made now).
+			// duplicate risk (the key no longer covers a send made now). An
+			// explicit acceptDuplicateRisk=false refuses a risky retry.
 			v := DecideResend(ResendCase{Uncertain: true, HumanAuthorised: true, Caps: caps, First: in.FirstAttemptAt, SendBy: now})
+			if v == ResendAuthorised && req.AcceptDuplicateRisk != nil && !*req.AcceptDuplicateRisk {
+				return ErrDuplicateRiskNotAccepted
+			}
 			res.DuplicateRiskAccepted = v == ResendAuthorised
 			to, why = StatusPending, "retry authorised by operator "+p.Name
 		case DecisionAcceptSuccess:
@@ -150,6 +159,39 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 }
 
 var errReplayed = errors.New("resolution already recorded under this key")
+
+// ErrDuplicateRiskNotAccepted: a retry the provider cannot deduplicate, sent
+// with acceptDuplicateRisk=false. Nothing was changed.
+var ErrDuplicateRiskNotAccepted = errors.New("the provider cannot deduplicate this retry; confirm the duplicate risk (acceptDuplicateRisk: true) to retry")
+
+// RetryRisk is what an operator must know before retrying an intent.
+type RetryRisk struct {
+	// DuplicateRisk: a retry may cause a second effect at the provider.
+	DuplicateRisk bool
+	// Why, in words an operator reads.
+	Why          string
+	Capabilities Capabilities
+}
+
+// RetryRisk tells whether retrying id now could duplicate its effect.
+func (r *Resolver) RetryRisk(ctx context.Context, id string) (*Intent, RetryRisk, error) {
+	in, err := r.D.Store.Get(ctx, id)
+	if err != nil {
+		return nil, RetryRisk{}, err
+	}
+	caps := r.D.Capabilities(ctx, in)
+	risk := RetryRisk{Capabilities: caps}
+	// The same rule Resolve records the decision with, asked before anyone
+	// has authorised the retry.
+	switch v := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: in.FirstAttemptAt, SendBy: r.D.Clock.Now()}); v {
+	case ResendCovered, ResendSafe:
+		risk.Why = "the provider deduplicates by this intent's idempotency key, which is still within its retention: a retry cannot cause a second effect"
+	default:
+		risk.DuplicateRisk = true
+		risk.Why = v.Reason()
+	}
+	return in, risk, nil
+}
 
 func hasKey(in *Intent, key string) bool {
 	for _, r := range in.Resolutions {

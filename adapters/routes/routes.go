@@ -28,6 +28,16 @@ var Admin = []string{
 	"GET /v1/admin/backups/{backupId}",
 	"POST /v1/admin/restores",
 	"GET /v1/admin/webhooks/unresolved",
+	"GET /v1/admin/whoami",
+	"GET /v1/admin/intents/{id}/retry-risk",
+}
+
+// Console is the operators' web console: static files the admin function
+// serves without the authorizer (the page itself holds no data; every API
+// call it makes carries the operator's bearer token).
+var Console = []string{
+	"GET /console",
+	"GET /console/{proxy+}",
 }
 
 // Webhook is the providers' callback route; it has no authorizer because

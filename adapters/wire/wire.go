@@ -205,6 +205,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if err := wireOperatorEvents(app); err != nil {
 		return nil, err
 	}
+	wireConsole(app)
 	return app, nil
 }
 

@@ -47,12 +47,14 @@ type Summary struct {
 	AttemptCount int           `json:"attemptCount"`
 	LastAttempt  *core.Attempt `json:"lastAttempt,omitempty"`
 	UpdatedAt    time.Time     `json:"updatedAt"`
+	WaitingSince time.Time     `json:"waitingSince"`
 	Recommended  string        `json:"recommended,omitempty"`
 }
 
 func summarize(in *core.Intent) Summary {
 	s := Summary{ID: in.ID, Bot: in.Bot, Provider: in.Provider, Account: in.Account, Action: in.Action, Target: in.Target,
-		Status: in.Status, StatusReason: in.StatusReason, AttemptCount: in.AttemptCount, UpdatedAt: in.UpdatedAt}
+		Status: in.Status, StatusReason: in.StatusReason, AttemptCount: in.AttemptCount, UpdatedAt: in.UpdatedAt,
+		WaitingSince: core.WaitingSince(in)}
 	if n := len(in.Attempts); n > 0 {
 		a := in.Attempts[n-1]
 		s.LastAttempt = &a
@@ -95,7 +97,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 				return h.fail(ctx, err), nil
 			}
 		}
-		in, err := h.Resolver.Resolve(ctx, p, id, key, core.Ruling{Decision: body.Decision, Reason: body.Reason, ExternalID: body.ExternalID})
+		in, err := h.Resolver.Resolve(ctx, p, id, key, core.Ruling{Decision: body.Decision, Reason: body.Reason, ExternalID: body.ExternalID,
+			AcceptDuplicateRisk: body.AcceptDuplicateRisk})
 		if err != nil {
 			return h.fail(ctx, err), nil
 		}
@@ -130,7 +133,11 @@ func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 		}
 		limit = n
 	}
-	items, next, err := h.List.ListPage(ctx, status, req.QueryStringParameters["cursor"], limit)
+	filter, resp, ok := queueFilter(req)
+	if !ok {
+		return resp
+	}
+	items, next, err := listMatching(ctx, h.List, status, req.QueryStringParameters["cursor"], limit, filter, time.Now())
 	if err != nil {
 		return h.fail(ctx, err)
 	}
@@ -179,6 +186,8 @@ func Fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2H
 		return httpjson.Error(http.StatusNotFound, "not_found", "no such item", "")
 	case errors.Is(err, core.ErrForbidden):
 		return httpjson.Error(http.StatusForbidden, "forbidden", err.Error(), "")
+	case errors.Is(err, core.ErrDuplicateRiskNotAccepted):
+		return httpjson.Error(http.StatusConflict, "duplicate_risk_not_accepted", err.Error(), "acceptDuplicateRisk")
 	case errors.Is(err, core.ErrNotNeedsHuman):
 		return httpjson.Error(http.StatusConflict, "not_needs_human", err.Error(), "")
 	case errors.Is(err, core.ErrConflict):

@@ -45,6 +45,10 @@ type ResolutionBody struct {
 	Decision   core.Decision `json:"decision"`
 	Reason     string        `json:"reason"`
 	ExternalID string        `json:"externalId,omitempty"`
+	// AcceptDuplicateRisk: the operator's explicit answer for a retry the
+	// provider cannot deduplicate; false refuses it (409
+	// duplicate_risk_not_accepted), omitted records the risk as accepted.
+	AcceptDuplicateRisk *bool `json:"acceptDuplicateRisk,omitempty"`
 }
 
 // RecommendationBody is the body of POST /v1/admin/intents/{id}/recommendation.
