@@ -17,6 +17,7 @@ import (
 func wireOperatorEvents(a *App) error {
 	c := a.Config
 	var pub core.OperatorEventPublisher
+	subscribed := true
 	switch {
 	case c.OperatorTopicArn != "" && a.Clients.SNS != nil:
 		pub = &operatorevents.SNS{Client: a.Clients.SNS, TopicArn: c.OperatorTopicArn, ConsoleBase: c.ConsoleURL}
@@ -31,6 +32,7 @@ func wireOperatorEvents(a *App) error {
 			Client: &http.Client{Timeout: 10 * time.Second}}
 	default:
 		pub = operatorevents.Log{Logf: a.Log.Info}
+		subscribed = false
 	}
 	a.OperatorEvents = &core.OperatorNotifier{
 		Ledger:    dynamo.NewOperatorEventLedger(a.Clients.DynamoDB, c.Table),
@@ -39,6 +41,9 @@ func wireOperatorEvents(a *App) error {
 		Owner:     c.Owner,
 		Lease:     30 * time.Second,
 	}
-	a.Sweeper.OperatorEvents = a.OperatorEvents
+	if subscribed {
+		// Without a subscriber nothing can be left unpublished worth a query.
+		a.Sweeper.OperatorEvents = a.OperatorEvents
+	}
 	return nil
 }
