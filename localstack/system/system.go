@@ -18,6 +18,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/handlers/authorizer"
+	"github.com/botharness/outbox/adapters/handlers/console"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/adapters/handlers/notifier"
@@ -167,6 +168,11 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		a := auth
 		a.FunctionName = "admin"
 		s.Gateway.Route(rk, s.Admin.Handle, a)
+	}
+	for _, rk := range routes.Console {
+		// The console's static files: no authorizer (the page holds no data;
+		// its API calls carry the operator's token). Served by the admin function.
+		s.Gateway.Route(rk, lambdahost.HTTPHandler(console.Wrap(s.Admin.Handle)), lambdahost.RouteOptions{FunctionName: "admin"})
 	}
 	if app.Webhook != nil {
 		s.Gateway.Route(routes.Webhook, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})

@@ -1,0 +1,329 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/botharness/outbox/core"
+)
+
+// browser starts headless Chromium (Debian's `chromium`, installed by
+// localstack/install.sh) with a fresh profile and returns a chromedp context.
+// Page errors (exceptions, console errors, CSP violations) are collected.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (make test installs Debian's chromium package): %v", err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1366, 1000),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	var mu sync.Mutex
+	var problems []string
+	listen := func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+ev.ExceptionDetails.Text)
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				problems = append(problems, "console.error")
+			}
+		case *cdplog.EventEntryAdded:
+			// The console's own refused requests (a bot token's 403) are
+			// expected network errors; CSP violations and script errors are not.
+			if ev.Entry != nil && ev.Entry.Level == cdplog.EntryLevelError && ev.Entry.Source != cdplog.EntrySourceNetwork {
+				problems = append(problems, string(ev.Entry.Source)+": "+ev.Entry.Text)
+			}
+		}
+	}
+	err = chromedp.Do(ctx) // open the tab first, so the listener misses nothing
+	if err == nil {
+		err = chromedp.Listen(ctx, listen)
+	}
+	if err == nil {
+		err = chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, cdplog.Enable, cdp.Empty{})
+			return err
+		}))
+	}
+	if err != nil {
+		cancelB()
+		cancelA()
+		t.Fatalf("start chromium: %v", err)
+	}
+	t.Cleanup(func() { cancelB(); cancelA() })
+	return ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), problems...)
+	}
+}
+
+// step runs chromedp actions with a deadline, failing the test with what.
+func step(t *testing.T, ctx context.Context, what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(c, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := filepath.Join("..", "build", "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	png := run(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs one action that returns a value, with a deadline.
+func run[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(c, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return run(t, ctx, "read "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
+
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	return run(t, ctx, "evaluate "+expr, chromedp.Evaluate[T](expr))
+}
+
+// TestConsoleInBrowser drives the operators' console in headless Chromium:
+// a bot token is refused; the operator signs in, finds the intent a sandbox
+// fault put in needs-human, reads its evidence, retries it after confirming
+// the duplicate risk, sees it succeed while the sandbox counts two effects,
+// bulk-abandons 20 intents by filter, and withdraws and restores an account.
+func TestConsoleInBrowser(t *testing.T) {
+	rcv := newOpReceiver(t)
+	e := newEnv(t, options{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
+	ctx, problems := browser(t)
+
+	// The sandbox drops the response after committing, at a provider with
+	// neither idempotency keys nor lookup: a human must decide.
+	e.faults(`{"account":"acct-con","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}]}`)
+	id := e.mustSubmit("console-1", intentBody("acct-con", "chan-con", "hello from the console test"))
+	e.waitStatus(id, 15*time.Second, core.StatusNeedsHuman)
+	// Twenty more for the bulk decision, on their own account.
+	drops := strings.TrimSuffix(strings.Repeat(`{"kind":"drop_after_commit"},`, 20), ",")
+	e.faults(`{"account":"acct-bulk","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[` + drops + `]}`)
+	var bulkIDs []string
+	for i := 0; i < 20; i++ {
+		bulkIDs = append(bulkIDs, e.mustSubmit(fmt.Sprintf("console-bulk-%d", i), intentBody("acct-bulk", fmt.Sprintf("chan-b%d", i), "bulk")))
+	}
+
+	console := e.api.URL + "/console"
+	// A bot's token is refused exactly as the API refuses it.
+	step(t, ctx, "open the console", 20*time.Second,
+		chromedp.Navigate(console),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), botToken),
+		chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#signin-error`)))
+	if msg := textOf(t, ctx, "#signin-error"); !strings.Contains(msg, "403") || !strings.Contains(msg, "forbidden") {
+		t.Fatalf("bot sign-in: %q, want the API's 403 forbidden", msg)
+	}
+	stored := eval[string](t, ctx, `sessionStorage.getItem('outbox.operatorToken') || ''`)
+	if stored != "" {
+		t.Fatal("a refused token stayed in sessionStorage")
+	}
+	screenshot(t, ctx, "signin-refused.png")
+
+	// The operator signs in and finds the intent in the queue.
+	step(t, ctx, "operator sign-in", 20*time.Second,
+		chromedp.SendKeys(chromedp.CSS(`#token`), opToken),
+		chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+id+`"]`)))
+	inURL := eval[string](t, ctx, `location.href`)
+	cookie := eval[string](t, ctx, `document.cookie`)
+	stored = eval[string](t, ctx, `sessionStorage.getItem('outbox.operatorToken') || ''`)
+	if stored != opToken || strings.Contains(inURL, opToken) || strings.Contains(cookie, opToken) {
+		t.Fatalf("token must be in sessionStorage only: url=%q cookie=%q session=%v", inURL, cookie, stored == opToken)
+	}
+	step(t, ctx, "filter by account", 20*time.Second,
+		chromedp.SendKeys(chromedp.CSS(`#f-account`), "acct-con"),
+		chromedp.Click(chromedp.CSS(`#apply-filters`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+id+`"]`)))
+	rows := eval[int](t, ctx, `document.querySelectorAll('#queue-rows tr[data-intent]').length`)
+	if rows != 1 {
+		t.Fatalf("filtered queue shows %d rows, want only the acct-con intent", rows)
+	}
+	screenshot(t, ctx, "queue.png")
+
+	// Its page shows identity, the payload hash (not the body) and the
+	// attempt evidence.
+	step(t, ctx, "open the intent", 20*time.Second,
+		chromedp.Click(chromedp.CSS(`tr[data-intent="`+id+`"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#attempts`)),
+		chromedp.WaitVisible(chromedp.CSS(`#decide-form`)))
+	page := textOf(t, ctx, "#intent")
+	in := e.intent(id)
+	for _, want := range []string{in.ID, in.IdempotencyKey, in.PayloadHash, testBot, "acct-con", "needs-human", string(in.Attempts[0].Result)} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("intent page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "hello from the console test") {
+		t.Fatal("the intent page shows the payload body")
+	}
+	screenshot(t, ctx, "intent.png")
+
+	// Retry: the page states the duplicate risk and refuses to send without
+	// the explicit confirmation.
+	step(t, ctx, "choose retry", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#decision-retry`)),
+		chromedp.WaitVisible(chromedp.CSS(`#duplicate-risk`)),
+		chromedp.SendKeys(chromedp.CSS(`#reason`), "customer says nothing arrived"),
+		chromedp.Click(chromedp.CSS(`#decide`)),
+		chromedp.WaitVisible(chromedp.CSS(`#decision-error`)))
+	if msg := textOf(t, ctx, "#decision-error"); !strings.Contains(msg, "Confirm the duplicate risk") {
+		t.Fatalf("unconfirmed retry: %q", msg)
+	}
+	if st := e.intent(id).Status; st != core.StatusNeedsHuman {
+		t.Fatalf("an unconfirmed retry changed the intent to %s", st)
+	}
+	screenshot(t, ctx, "retry-risk.png")
+	step(t, ctx, "confirm and retry", 20*time.Second,
+		chromedp.Click(chromedp.CSS(`#confirm-duplicate`)),
+		chromedp.Click(chromedp.CSS(`#decide`)),
+		chromedp.WaitVisible(chromedp.CSS(`#decision-ok`)))
+	// The page watches the intent until the retry's outcome is in.
+	step(t, ctx, "watch it succeed", 30*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`#intent-status [data-status="succeeded"]`)))
+	if got := e.effectsFor(id); got != 2 {
+		t.Fatalf("sandbox effects for %s = %d, want 2 (the dropped first send and the confirmed retry)", id, got)
+	}
+	done := e.intent(id)
+	last := done.Resolutions[len(done.Resolutions)-1]
+	if last.Decision != "retry" || last.By != "op-ann" || !last.DuplicateRiskAccepted || last.Reason != "customer says nothing arrived" {
+		t.Fatalf("recorded decision: %+v", last)
+	}
+	screenshot(t, ctx, "intent-succeeded.png")
+	// The subscriber was told once about the needs-human episode.
+	waitFor(t, 10*time.Second, "the operator event", func() bool { return rcv.count(id+".needs-human.1") == 1 })
+
+	// Bulk: abandon every needs-human intent of acct-bulk.
+	for _, b := range bulkIDs {
+		e.waitStatus(b, 20*time.Second, core.StatusNeedsHuman)
+	}
+	step(t, ctx, "bulk preview", 20*time.Second,
+		chromedp.Navigate(console+"#/bulk"),
+		chromedp.WaitVisible(chromedp.CSS(`#bulk-form`)),
+		chromedp.SendKeys(chromedp.CSS(`#b-account`), "acct-bulk"),
+		chromedp.SendKeys(chromedp.CSS(`#bulk-reason`), "campaign cancelled"),
+		chromedp.Click(chromedp.CSS(`#bulk-preview`)),
+		chromedp.WaitVisible(chromedp.CSS(`#bulk-count`)))
+	if msg := textOf(t, ctx, "#bulk-count"); !strings.HasPrefix(msg, "20 intents match") {
+		t.Fatalf("bulk preview: %q", msg)
+	}
+	step(t, ctx, "bulk run", 60*time.Second,
+		chromedp.Click(chromedp.CSS(`#bulk-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#bulk-status[data-running="no"][data-done="20"]`)))
+	okRows := eval[int](t, ctx, `document.querySelectorAll('#bulk-results tr[data-ok="yes"]').length`)
+	if okRows != 20 {
+		t.Fatalf("bulk results: %d ok rows, want 20", okRows)
+	}
+	for _, b := range bulkIDs {
+		in := e.intent(b)
+		if in.Status != core.StatusAbandoned || in.Resolutions[len(in.Resolutions)-1].Reason != "campaign cancelled" {
+			t.Fatalf("bulk intent %s is %s", b, in.Status)
+		}
+		if n := e.effectsFor(b); n != 1 {
+			t.Fatalf("bulk intent %s: %d effects, want 1 (abandon sends nothing)", b, n)
+		}
+	}
+	screenshot(t, ctx, "bulk.png")
+
+	// Grants and capability withdrawals: withdraw an account, then restore it.
+	step(t, ctx, "withdraw an account", 20*time.Second,
+		chromedp.Navigate(console+"#/grants"),
+		chromedp.WaitVisible(chromedp.CSS(`#cap-lookup`)),
+		chromedp.SendKeys(chromedp.CSS(`#cap-provider`), "sandbox"),
+		chromedp.SendKeys(chromedp.CSS(`#cap-account`), "acct-wd"),
+		chromedp.Click(chromedp.CSS(`#cap-show`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cap-reason-sandbox_acct-wd`)),
+		chromedp.SendKeys(chromedp.CSS(`#cap-reason-sandbox_acct-wd`), "provider maintenance"),
+		chromedp.Click(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] [data-withdrawn="yes"]`)))
+	r := e.do("GET", "/v1/admin/capabilities/sandbox/acct-wd", opToken, nil, "")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "provider maintenance") {
+		t.Fatalf("capability after withdraw: %d %s", r.status, r.body)
+	}
+	screenshot(t, ctx, "grants.png")
+	step(t, ctx, "restore the account", 20*time.Second,
+		chromedp.SendKeys(chromedp.CSS(`#cap-reason-sandbox_acct-wd`), "maintenance over"),
+		chromedp.Click(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] [data-withdrawn="no"]`)))
+
+	if p := problems(); len(p) > 0 {
+		t.Fatalf("the page reported errors (CSP violations or script errors): %v", p)
+	}
+}
+
+// TestConsoleHeaders: the console is served with a strict CSP and no data.
+func TestConsoleHeaders(t *testing.T) {
+	e := newEnv(t, options{})
+	for _, path := range []string{"/console", "/console/index.html", "/console/console.js", "/console/console.css"} {
+		r := e.do("GET", path, "", nil, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: %d", path, r.status)
+		}
+		csp := r.headers.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
+			t.Fatalf("%s: CSP %q", path, csp)
+		}
+		if r.headers.Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("%s: no nosniff", path)
+		}
+	}
+	if r := e.do("GET", "/console/../v1/admin/intents", "", nil, ""); r.status == http.StatusOK {
+		t.Fatalf("path traversal answered 200")
+	}
+	if r := e.do("GET", "/console/nope.html", "", nil, ""); r.status != http.StatusNotFound {
+		t.Fatalf("unknown file: %d", r.status)
+	}
+}
