@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botharness/outbox/adapters/handlers/notifier"
 	"github.com/botharness/outbox/adapters/routes"
 )
 
@@ -44,6 +45,10 @@ const (
 	NeedProviderSecrets
 	// NeedBackupProfile: dynamodb:Query on the gsi2 (profile) index.
 	NeedBackupProfile
+	// NeedOperatorEvents: sns:Publish on the operator-events topic only.
+	// Env OUTBOX_OPERATOR_TOPIC_ARN, and OUTBOX_CONSOLE_URL (links in the
+	// events) when the stack has the HTTP API.
+	NeedOperatorEvents
 )
 
 // Has reports whether n includes all of want.
@@ -101,6 +106,9 @@ type FunctionSpec struct {
 	// PublicRoutes are served without the authorizer even though the
 	// function's other routes use it (the OpenAPI document).
 	PublicRoutes []Route
+	// StreamFilter is the event filter of a TriggerStream function's mapping
+	// (default dispatcher.StreamFilterPattern).
+	StreamFilter string
 	Needs        Need
 }
 
@@ -154,7 +162,8 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:  50 * time.Second,
 			MemoryMB: 256,
 			Trigger:  TriggerSchedule,
-			Needs:    tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig,
+			// Operator events: it publishes claims a crash left unpublished.
+			Needs: tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig | NeedOperatorEvents,
 		},
 		{
 			Name:        "admin",
@@ -164,8 +173,20 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:  120 * time.Second,
 			MemoryMB: 512,
 			Routes:   routesOf(routes.Admin...),
+			// The operators' web console (static files; see adapters/handlers/console).
+			PublicRoutes: routesOf(routes.Console...),
 			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket | NeedBackupProfile |
 				NeedRetryQueueSend | NeedProviderConfig,
+		},
+		{
+			Name:        "notifier",
+			Description: "Operator events: one per needs-human episode and per failed/expired end, published once per id to the SNS topic (table stream)",
+			Timeout:     30 * time.Second,
+			MemoryMB:    256,
+			Trigger:     TriggerStream,
+			// Byte-for-byte the pattern the local host applies.
+			StreamFilter: notifier.StreamFilterPattern,
+			Needs:        tableRW | NeedOperatorEvents,
 		},
 		{
 			Name:        "webhook",

@@ -61,6 +61,9 @@ const (
 	EnvProviderConfig  = "OUTBOX_PROVIDER_CONFIG"
 	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
 	EnvLogLevel        = "LOG_LEVEL"
+	// EnvOperatorTopicArn and EnvConsoleURL: operator events (issue 14).
+	EnvOperatorTopicArn = "OUTBOX_OPERATOR_TOPIC_ARN"
+	EnvConsoleURL       = "OUTBOX_CONSOLE_URL"
 )
 
 // Actions per Need. Exported so the tests and the README table agree with
@@ -76,6 +79,7 @@ var (
 	ActionsBucketList      = []string{"s3:ListBucket"}
 	ActionsSecretsRead     = []string{"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 	ActionsLogs            = []string{"logs:CreateLogStream", "logs:PutLogEvents"}
+	ActionsTopicPublish    = []string{"sns:Publish"}
 )
 
 type outbox struct {
@@ -93,6 +97,7 @@ type outbox struct {
 	accessLogsBucket awss3.Bucket
 	secrets          []awssecretsmanager.ISecret
 	alarmTopic       awssns.ITopic
+	operatorTopic    awssns.Topic
 
 	fns   map[string]awslambda.Function
 	roles map[string]awsiam.Role
@@ -233,6 +238,14 @@ func (o *outbox) data() {
 	}}
 	o.backupBucket = awss3.NewBucket(stack, jsii.String("BackupBucket"), bp)
 
+	// Operator events: one message per needs-human episode (and per failed or
+	// expired end); email, Slack (via Chatbot) or a pager subscribe to it.
+	o.operatorTopic = awssns.NewTopic(stack, jsii.String("OperatorEventsTopic"), &awssns.TopicProps{
+		TopicName:   r.name("operator-events"),
+		DisplayName: jsii.String("Outbox operator events"),
+		EnforceSSL:  jsii.Bool(true),
+	})
+
 	for i, n := range r.ProviderSecretNames {
 		s := awssecretsmanager.Secret_FromSecretNameV2(stack, jsii.String(fmt.Sprintf("ProviderSecret%d", i)), jsii.String(n))
 		o.secrets = append(o.secrets, s)
@@ -322,6 +335,10 @@ func (o *outbox) function(spec FunctionSpec) {
 	if n.Has(NeedProviderConfig) {
 		env[EnvProviderConfig] = jsii.String(r.ProviderConfig)
 	}
+	if n.Has(NeedOperatorEvents) {
+		role.AddToPrincipalPolicy(allow(ActionsTopicPublish, o.operatorTopic.TopicArn()))
+		env[EnvOperatorTopicArn] = o.operatorTopic.TopicArn()
+	}
 	if n.Has(NeedProviderSecrets) {
 		// GrantRead: an imported-by-name secret's ARN ends in a random
 		// six-character suffix, which the grant matches with "-??????".
@@ -355,6 +372,10 @@ func (o *outbox) function(spec FunctionSpec) {
 	case TriggerStream:
 		// The filter is the same constant the local host applies, so the
 		// deployed mapping and `make run` select exactly the same records.
+		pattern := dispatcher.StreamFilterPattern
+		if spec.StreamFilter != "" {
+			pattern = spec.StreamFilter
+		}
 		fn.AddEventSource(awslambdaeventsources.NewDynamoEventSource(o.table, &awslambdaeventsources.DynamoEventSourceProps{
 			StartingPosition:        awslambda.StartingPosition_LATEST,
 			BatchSize:               jsii.Number(10),
@@ -364,7 +385,7 @@ func (o *outbox) function(spec FunctionSpec) {
 			ReportBatchItemFailures: jsii.Bool(true),
 			OnFailure:               awslambdaeventsources.NewSqsDlq(o.dispatchFailures),
 			Filters: &[]*map[string]interface{}{
-				{"pattern": jsii.String(dispatcher.StreamFilterPattern)},
+				{"pattern": jsii.String(pattern)},
 			},
 		}))
 	case TriggerRetryQueue:
@@ -463,6 +484,10 @@ func (o *outbox) httpAPI() {
 		}
 	}
 	for _, s := range r.functions {
+		if s.Needs.Has(NeedOperatorEvents) {
+			// Links in operator events open the console on this API.
+			o.fns[s.Name].AddEnvironment(jsii.String(EnvConsoleURL), jsii.String(*o.api.ApiEndpoint()+"/console"), nil)
+		}
 		if len(s.Routes) == 0 && len(s.PublicRoutes) == 0 {
 			continue
 		}
@@ -494,9 +519,12 @@ func (o *outbox) httpAPI() {
 				Integration: integ,
 				Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
 			})
+			reason := "The OpenAPI document is public by design (integrators read it before they hold a token); it carries no data."
+			if strings.HasPrefix(rt.Path, "/console") {
+				reason = "The operators' console: static HTML/CSS/JS embedded in the admin function, holding no data and no secret. Every API call the page makes carries the operator's bearer token and goes through the Lambda authorizer."
+			}
 			for _, route := range *routes {
-				suppress(route, "AwsSolutions-APIG4",
-					"The OpenAPI document is public by design (integrators read it before they hold a token); it carries no data.")
+				suppress(route, "AwsSolutions-APIG4", reason)
 			}
 		}
 	}
@@ -535,7 +563,7 @@ func (o *outbox) alarms() {
 	}{
 		{"RetryDLQDepthAlarm", "retry-dlq-depth", o.retryDLQ, "Retry messages failed the retrier 5 times; the intents are still in the table (the sweeper re-enqueues due retries). Inspect and redrive."},
 		{"InboxDLQDepthAlarm", "inbox-dlq-depth", o.inboxDLQ, "Inbound events the bot's inbox consumer could not process."},
-		{"DispatchFailuresDepthAlarm", "dispatch-failures-depth", o.dispatchFailures, "Stream batches the dispatcher could not process within its retry/age bounds; the records' intents are still pending in the table."},
+		{"DispatchFailuresDepthAlarm", "dispatch-failures-depth", o.dispatchFailures, "Stream batches the dispatcher or the notifier could not process within their retry/age bounds; the intents are still in the table (pending ones are swept, unpublished operator events are redriven by the sweeper)."},
 	} {
 		alarm(q.id, q.name, q.desc, q.q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
 			Period:    minute,
@@ -575,4 +603,8 @@ func (o *outbox) outputs() {
 	out("DispatchFailuresQueueUrl", o.dispatchFailures.QueueUrl(), "stream records the dispatcher gave up on")
 	out("BackupBucketName", o.backupBucket.BucketName(), "profile backups")
 	out("AlarmTopicArn", o.alarmTopic.TopicArn(), "alarm notifications")
+	out("OperatorEventsTopicArn", o.operatorTopic.TopicArn(), "operator events: one per needs-human episode and per failed/expired end (subscribe email, Slack, a pager)")
+	if o.api != nil {
+		out("ConsoleUrl", jsii.String(*o.api.ApiEndpoint()+"/console"), "the operators' web console")
+	}
 }

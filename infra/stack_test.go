@@ -19,6 +19,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
+	"github.com/botharness/outbox/adapters/handlers/notifier"
 )
 
 // One synthesis serves every test: a production-shaped stack and a dev stack
@@ -335,8 +336,8 @@ func (t template) grants(tt *testing.T, prefix, name string) map[string][]string
 
 // ids of the named resources, as flat() renders references to them.
 type ids struct {
-	table, tableStream, index, profileIndex, retry, inbox, failures, bucket, bucketObjects string
-	logs                                                                                   map[string]string
+	table, tableStream, index, profileIndex, retry, inbox, failures, bucket, bucketObjects, topic string
+	logs                                                                                          map[string]string
 }
 
 func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
@@ -361,6 +362,7 @@ func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
 		failures:      q("dispatch-failures"),
 		bucket:        "<" + bucketID + ".Arn>",
 		bucketObjects: "<" + bucketID + ".Arn>/*",
+		topic:         "<" + t.one(tt, "AWS::SNS::Topic", "TopicName", prefix+"-operator-events").ID + ">",
 		logs:          map[string]string{},
 	}
 	for _, f := range fns {
@@ -529,8 +531,8 @@ func TestRetrierQueueMapping(t *testing.T) {
 		t.Errorf("retrier batch size %v", esm.Props["BatchSize"])
 	}
 	// No other function consumes a queue or the stream.
-	if n := len(prodT.resources("AWS::Lambda::EventSourceMapping")); n != 2 {
-		t.Errorf("want 2 event source mappings (dispatcher, retrier), got %d", n)
+	if n := len(prodT.resources("AWS::Lambda::EventSourceMapping")); n != 3 {
+		t.Errorf("want 3 event source mappings (dispatcher, notifier, retrier), got %d", n)
 	}
 }
 
@@ -621,7 +623,8 @@ func TestFunctions(t *testing.T) {
 		"intake":     {EnvLogLevel, EnvProviderConfig, EnvTable},
 		"dispatcher": {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"retrier":    {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
-		"sweeper":    {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"sweeper":    {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
+		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
 		"admin":      {EnvBackupBucket, EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvProviderSecrets, EnvTable},
 	}
@@ -735,6 +738,8 @@ func TestLeastPrivilege(t *testing.T) {
 						r = x.bucket
 					case "objects":
 						r = x.bucketObjects
+					case "topic":
+						r = x.topic
 					case "secrets":
 						exp[a] = append(exp[a], secretArns()...)
 						continue
@@ -807,6 +812,17 @@ func TestLeastPrivilege(t *testing.T) {
 		"sweeper": with(rw, map[string][]string{
 			"dynamodb:Query":  {"index"},
 			"sqs:SendMessage": {"retry"},
+			"sns:Publish":     {"topic"},
+		}),
+		"notifier": with(rw, map[string][]string{
+			"sns:Publish":               {"topic"},
+			"sqs:SendMessage":           {"failures"},
+			"sqs:GetQueueAttributes":    {"failures"},
+			"sqs:GetQueueUrl":           {"failures"},
+			"dynamodb:ListStreams":      {"*"},
+			"dynamodb:DescribeStream":   {"stream"},
+			"dynamodb:GetRecords":       {"stream"},
+			"dynamodb:GetShardIterator": {"stream"},
 		}),
 		"admin": with(rw, map[string][]string{
 			"dynamodb:Query":          {"index", "profileIndex"},
@@ -866,7 +882,7 @@ func TestRoutes(t *testing.T) {
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)
@@ -950,8 +966,9 @@ func TestAlarms(t *testing.T) {
 		topic := devTopicArn
 		if c.prefix == prodPrefix {
 			topic = "<" + c.tm.one(t, "AWS::SNS::Topic", "TopicName", prodPrefix+"-alarms").ID + ">"
-		} else if n := len(c.tm.resources("AWS::SNS::Topic")); n != 0 {
-			t.Errorf("dev stack was given a topic but created %d", n)
+		} else if n := len(c.tm.resources("AWS::SNS::Topic")); n != 1 {
+			// Only the operator-events topic: the alarm topic was given.
+			t.Errorf("dev stack was given an alarm topic but created %d topics besides the operator-events one", n-1)
 		}
 		expect := func(name, ns, metric string, dims map[string]string, threshold float64) {
 			t.Helper()
@@ -992,8 +1009,10 @@ func TestAlarms(t *testing.T) {
 			fn := c.tm.function(t, c.prefix, s.Name)
 			expect(s.Name+"-errors", "AWS/Lambda", "Errors", map[string]string{"FunctionName": "<" + fn.ID + ">"}, 0)
 		}
-		fn := c.tm.function(t, c.prefix, "dispatcher")
-		expect("dispatcher-iterator-age", "AWS/Lambda", "IteratorAge", map[string]string{"FunctionName": "<" + fn.ID + ">"}, 60000)
+		for _, name := range []string{"dispatcher", "notifier"} {
+			fn := c.tm.function(t, c.prefix, name)
+			expect(name+"-iterator-age", "AWS/Lambda", "IteratorAge", map[string]string{"FunctionName": "<" + fn.ID + ">"}, 60000)
+		}
 		for n := range alarms {
 			t.Errorf("%s: unexpected alarm %s", c.prefix, n)
 		}
@@ -1009,7 +1028,7 @@ func TestAlarms(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	outs := prodT["Outputs"].(map[string]any)
-	for _, k := range []string{"ApiUrl", "TableName", "RetryQueueUrl", "InboxQueueUrl", "DispatchFailuresQueueUrl", "BackupBucketName", "AlarmTopicArn"} {
+	for _, k := range []string{"ApiUrl", "TableName", "RetryQueueUrl", "InboxQueueUrl", "DispatchFailuresQueueUrl", "BackupBucketName", "AlarmTopicArn", "OperatorEventsTopicArn", "ConsoleUrl"} {
 		if outs[k] == nil {
 			t.Errorf("missing output %s", k)
 		}
@@ -1106,5 +1125,41 @@ func TestTableMatchesTheAdapterSchema(t *testing.T) {
 	}
 	if ttl, _ := tb.Props["TimeToLiveSpecification"].(map[string]any); ttl["AttributeName"] != dynamo.TTLAttribute {
 		t.Errorf("TTL attribute %v, adapter %s", ttl["AttributeName"], dynamo.TTLAttribute)
+	}
+}
+
+// TestOperatorEvents: the topic the stack creates for operator events is
+// TLS-only and output; the notifier consumes the table stream with the same
+// filter the local host applies; only the notifier and the sweeper publish.
+func TestOperatorEvents(t *testing.T) {
+	x := prodT.ids(t, prodPrefix, nil)
+	topic := prodT.one(t, "AWS::SNS::Topic", "TopicName", prodPrefix+"-operator-events")
+	pol := prodT.one(t, "AWS::SNS::TopicPolicy", "Topics", []any{map[string]any{"Ref": topic.ID}})
+	if !strings.Contains(fmt.Sprint(pol.Props["PolicyDocument"]), "aws:SecureTransport") {
+		t.Errorf("operator topic policy does not enforce TLS: %v", pol.Props["PolicyDocument"])
+	}
+	if out := flat(prodT["Outputs"].(map[string]any)["OperatorEventsTopicArn"].(map[string]any)["Value"]); out != "<"+topic.ID+">" {
+		t.Errorf("OperatorEventsTopicArn output %s", out)
+	}
+	fn := prodT.function(t, prodPrefix, "notifier")
+	esm := prodT.one(t, "AWS::Lambda::EventSourceMapping", "FunctionName", map[string]any{"Ref": fn.ID})
+	if got := flat(esm.Props["EventSourceArn"]); got != x.tableStream {
+		t.Errorf("notifier source %s", got)
+	}
+	filters := list(esm.Props["FilterCriteria"].(map[string]any)["Filters"])
+	if len(filters) != 1 || filters[0].(map[string]any)["Pattern"] != notifier.StreamFilterPattern {
+		t.Errorf("notifier filter %v, want %s", filters, notifier.StreamFilterPattern)
+	}
+	if !reflect.DeepEqual(esm.Props["FunctionResponseTypes"], []any{"ReportBatchItemFailures"}) {
+		t.Errorf("notifier mapping FunctionResponseTypes = %v", esm.Props["FunctionResponseTypes"])
+	}
+	for _, name := range []string{"notifier", "sweeper"} {
+		env := prodT.function(t, prodPrefix, name).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if got := flat(env[EnvOperatorTopicArn]); got != "<"+topic.ID+">" {
+			t.Errorf("%s %s = %s", name, EnvOperatorTopicArn, got)
+		}
+		if got := flat(env[EnvConsoleURL]); !strings.HasSuffix(got, "/console") {
+			t.Errorf("%s %s = %s", name, EnvConsoleURL, got)
+		}
 	}
 }
