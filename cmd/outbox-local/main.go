@@ -72,6 +72,10 @@ func run() error {
 		// managed through PUT /v1/admin/grants/{grantId}.
 		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*",
 			Actions: []string{"*"}, Targets: []string{"*"}}},
+		// Operator events as signed POSTs, when a subscriber URL is given.
+		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
+		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
+		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
 	})
 	if err != nil {
 		return err
@@ -80,6 +84,7 @@ func run() error {
 	fmt.Printf(`
 outbox is running
   HTTP API        http://%[1]s      (GET /healthz)
+  console         http://%[1]s/console   (sign in with the operator token)
   sandbox         %[2]s   (GET /_sandbox/effects, POST /_sandbox/faults)
   bot token           %[3]s
   operator token      %[4]s
