@@ -312,6 +312,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] [data-withdrawn="no"]`)))
 
+	// An orchestrator sees the evidence and recommendations, but no decision controls.
+	r = e.do("POST", "/v1/admin/intents/"+bulkIDs[0]+"/recommendation", orchToken, nil, `{"decision":"abandon","summary":"looks like spam"}`)
+	if r.status != http.StatusConflict { // abandoned already: recommendations are for waiting intents
+		t.Fatalf("recommendation on an abandoned intent: %d %s", r.status, r.body)
+	}
+	step(t, ctx, "orchestrator view", 20*time.Second,
+		chromedp.Click(chromedp.CSS(`#signout`)),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), orchToken),
+		chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
+		chromedp.Navigate(console+"#/intents/"+id),
+		chromedp.WaitVisible(chromedp.CSS(`#no-controls`)))
+	if n := eval[int](t, ctx, `document.querySelectorAll('#decide-form, #decide').length`); n != 0 {
+		t.Fatalf("an orchestrator sees %d decision controls", n)
+	}
+	screenshot(t, ctx, "orchestrator.png")
+
 	if p := problems(); len(p) > 0 {
 		t.Fatalf("the page reported errors (CSP violations or script errors): %v", p)
 	}
