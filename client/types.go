@@ -163,6 +163,9 @@ type IntentSummary struct {
 	AttemptCount int       `json:"attemptCount"`
 	LastAttempt  *Attempt  `json:"lastAttempt,omitempty"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+	// WaitingSince: when it started waiting in its status (needs-human: the
+	// start of the episode).
+	WaitingSince time.Time `json:"waitingSince"`
 	Recommended  string    `json:"recommended,omitempty"`
 }
 

@@ -20,19 +20,6 @@ import (
 	"github.com/botharness/outbox/core"
 )
 
-// consoleBypass serves the console's static files straight from the gateway:
-// they are HTML/CSS/JS, not part of the JSON API contract (every API call the
-// page makes still goes through the contract validator).
-func consoleBypass(gateway, validated http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, "/console/") {
-			gateway.ServeHTTP(w, r)
-			return
-		}
-		validated.ServeHTTP(w, r)
-	})
-}
-
 // browser starts headless Chromium (Debian's `chromium`, installed by
 // localstack/install.sh) with a fresh profile and returns a chromedp context.
 // Page errors (exceptions, console errors, CSP violations) are collected.

@@ -177,7 +177,7 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { contract.Report(t) })
-	api := httptest.NewServer(consoleBypass(st.Gateway, contract.Middleware(st.Gateway)))
+	api := httptest.NewServer(contract.Middleware(st.Gateway))
 	e := &env{t: t, st: st, sb: sb, sbURL: sbURL, api: api, clients: clients, writes: wc, table: o.Table, prefix: o.QueuePrefix, contract: contract}
 	t.Cleanup(func() {
 		api.Close()
