@@ -345,3 +345,27 @@ func TestConsoleHeaders(t *testing.T) {
 		t.Fatalf("unknown file: %d", r.status)
 	}
 }
+
+// TestNeedsHumanInQueueAfterOneSweep: an intent whose worker died mid-attempt
+// is in the operators' queue (the list the console shows) right after one
+// sweeper tick, at a provider that can neither deduplicate nor look up.
+func TestNeedsHumanInQueueAfterOneSweep(t *testing.T) {
+	e := newEnv(t, options{DisableStream: true})
+	e.faults(`{"account":"acct-tick","capabilities":{"idempotencyKeys":false,"lookup":false}}`)
+	id := e.mustSubmit("tick-1", intentBody("acct-tick", "chan-1", "hi"))
+	until := time.Now().UTC().Add(300 * time.Millisecond)
+	if _, err := e.st.App.Store.Update(context.Background(), id, func(in *core.Intent) error {
+		now := time.Now().UTC()
+		in.Status, in.AttemptCount, in.FirstAttemptAt = core.StatusInFlight, 1, &now
+		in.Lease = &core.Lease{Owner: "crashed-worker", Until: until}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the lease to run out", func() bool { return time.Now().After(until.Add(50 * time.Millisecond)) })
+	e.sweep() // one tick
+	r := e.do("GET", "/v1/admin/intents?status=needs-human&account=acct-tick", opToken, nil, "")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), id) {
+		t.Fatalf("after one sweeper tick the queue does not show %s: %d %s", id, r.status, r.body)
+	}
+}
