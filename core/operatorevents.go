@@ -17,10 +17,10 @@ const (
 	OperatorEventExpired    = "intent.expired"
 )
 
-// OperatorEvent is one episode an operator must hear about exactly once. ID
+// OperatorNotice is one episode an operator must hear about exactly once. ID
 // is stable per episode, so every (re)delivery of the same episode carries the
 // same ID and subscribers can drop repeats.
-type OperatorEvent struct {
+type OperatorNotice struct {
 	ID   string
 	Type string
 	// At is when the episode began (entered needs-human, ended failed/expired).
@@ -44,7 +44,7 @@ type OperatorEvent struct {
 // other source of operator events publish through OperatorNotifier.Notify,
 // which adds the once-per-ID ledger in front of this port.
 type OperatorEventPublisher interface {
-	PublishOperatorEvent(ctx context.Context, ev OperatorEvent) error
+	PublishOperatorEvent(ctx context.Context, ev OperatorNotice) error
 }
 
 // ClaimResult is what the ledger says about an event ID.
@@ -67,7 +67,7 @@ const (
 type OperatorEventLedger interface {
 	// Claim records ev as being published by owner until `until`, if no
 	// record exists or the existing claim's lease has expired unpublished.
-	Claim(ctx context.Context, ev OperatorEvent, owner string, now, until time.Time) (ClaimResult, error)
+	Claim(ctx context.Context, ev OperatorNotice, owner string, now, until time.Time) (ClaimResult, error)
 	// MarkPublished completes owner's claim.
 	MarkPublished(ctx context.Context, id, owner string, now time.Time) error
 	// Release gives up owner's claim at once (publishing failed), so the next
@@ -75,7 +75,7 @@ type OperatorEventLedger interface {
 	Release(ctx context.Context, id, owner string, now time.Time) error
 	// Unpublished lists claims whose lease ran out before they were published
 	// (a crash between claim and publish), oldest first.
-	Unpublished(ctx context.Context, now time.Time, limit int) ([]OperatorEvent, error)
+	Unpublished(ctx context.Context, now time.Time, limit int) ([]OperatorNotice, error)
 }
 
 // OperatorNotifier publishes each operator event ID once: claim in the ledger
@@ -105,7 +105,7 @@ var ErrOperatorEventHeld = errors.New("operator event is being published by anot
 
 // Notify publishes ev unless its ID was already published. A nil error means
 // the event is published (now or before); ErrOperatorEventHeld means retry.
-func (n *OperatorNotifier) Notify(ctx context.Context, ev OperatorEvent) error {
+func (n *OperatorNotifier) Notify(ctx context.Context, ev OperatorNotice) error {
 	if ev.ID == "" {
 		return errors.New("operator event without an id")
 	}
@@ -123,7 +123,7 @@ func (n *OperatorNotifier) Notify(ctx context.Context, ev OperatorEvent) error {
 	return n.publish(ctx, ev)
 }
 
-func (n *OperatorNotifier) publish(ctx context.Context, ev OperatorEvent) error {
+func (n *OperatorNotifier) publish(ctx context.Context, ev OperatorNotice) error {
 	if err := n.Publisher.PublishOperatorEvent(ctx, ev); err != nil {
 		if rerr := n.Ledger.Release(ctx, ev.ID, n.Owner, n.clock().Now()); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -205,11 +205,11 @@ func NeedsHumanSince(in *Intent) time.Time {
 // in needs-human (one event per episode), or it ended failed, or expired
 // after at least one attempt. Safe on duplicate and reordered records: the
 // event ID depends only on the episode, never on which record carried it.
-func OperatorEventFor(old, cur *Intent) (OperatorEvent, bool) {
+func OperatorEventFor(old, cur *Intent) (OperatorNotice, bool) {
 	if cur == nil {
-		return OperatorEvent{}, false
+		return OperatorNotice{}, false
 	}
-	ev := OperatorEvent{IntentID: cur.ID, Bot: cur.Bot, Provider: cur.Provider, Account: cur.Account,
+	ev := OperatorNotice{IntentID: cur.ID, Bot: cur.Bot, Provider: cur.Provider, Account: cur.Account,
 		Action: cur.Action, Reason: cur.StatusReason, Attempts: cur.AttemptCount}
 	entered := old == nil || old.Status != cur.Status
 	switch cur.Status {
@@ -223,13 +223,13 @@ func OperatorEventFor(old, cur *Intent) (OperatorEvent, bool) {
 		ev.At = cur.UpdatedAt
 	case StatusExpired:
 		if cur.AttemptCount == 0 {
-			return OperatorEvent{}, false // expired before any attempt: nothing was tried, nobody to wake
+			return OperatorNotice{}, false // expired before any attempt: nothing was tried, nobody to wake
 		}
 		ev.Type = OperatorEventExpired
 		ev.ID = cur.ID + ".expired"
 		ev.At = cur.UpdatedAt
 	default:
-		return OperatorEvent{}, false
+		return OperatorNotice{}, false
 	}
 	if entered && cur.Status == StatusNeedsHuman {
 		ev.At = cur.UpdatedAt // the transition record knows the exact moment
@@ -267,4 +267,19 @@ func (f IntentFilter) Matches(in *Intent, now time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// NoticeForGateEvent turns an account gate event (a circuit breaker opening
+// or closing, published once by the gate's own conditional write) into an
+// operator notice with a stable id, so it reaches the same subscribers
+// (SNS / signed webhook) once.
+func NoticeForGateEvent(ev OperatorEvent) OperatorNotice {
+	return OperatorNotice{
+		ID:       "gate." + ev.Provider + "/" + ev.Account + "." + ev.Kind + "." + strconv.FormatInt(ev.At.UnixNano(), 10),
+		Type:     ev.Kind,
+		At:       ev.At,
+		Provider: ev.Provider,
+		Account:  ev.Account,
+		Reason:   ev.Detail,
+	}
 }

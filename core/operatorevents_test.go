@@ -76,13 +76,13 @@ type memLedger struct {
 }
 
 type memClaim struct {
-	ev        OperatorEvent
+	ev        OperatorNotice
 	owner     string
 	until     time.Time
 	published bool
 }
 
-func (l *memLedger) Claim(_ context.Context, ev OperatorEvent, owner string, now, until time.Time) (ClaimResult, error) {
+func (l *memLedger) Claim(_ context.Context, ev OperatorNotice, owner string, now, until time.Time) (ClaimResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.recs == nil {
@@ -121,10 +121,10 @@ func (l *memLedger) Release(_ context.Context, id, owner string, now time.Time) 
 	return nil
 }
 
-func (l *memLedger) Unpublished(_ context.Context, now time.Time, _ int) ([]OperatorEvent, error) {
+func (l *memLedger) Unpublished(_ context.Context, now time.Time, _ int) ([]OperatorNotice, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []OperatorEvent
+	var out []OperatorNotice
 	for _, c := range l.recs {
 		if !c.published && !now.Before(c.until) {
 			out = append(out, c.ev)
@@ -139,7 +139,7 @@ type countingPublisher struct {
 	fails int
 }
 
-func (p *countingPublisher) PublishOperatorEvent(_ context.Context, ev OperatorEvent) error {
+func (p *countingPublisher) PublishOperatorEvent(_ context.Context, ev OperatorNotice) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fails > 0 {
@@ -156,7 +156,7 @@ func TestOperatorNotifierOncePerID(t *testing.T) {
 	ledger := &memLedger{}
 	pub := &countingPublisher{}
 	a := &OperatorNotifier{Ledger: ledger, Publisher: pub, Clock: clock, Owner: "a", Lease: 10 * time.Second}
-	ev := OperatorEvent{ID: "it_x.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_x"}
+	ev := OperatorNotice{ID: "it_x.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_x"}
 
 	// Duplicate deliveries of the same episode publish once.
 	for i := 0; i < 3; i++ {
@@ -170,7 +170,7 @@ func TestOperatorNotifierOncePerID(t *testing.T) {
 
 	// A crash after the claim, before publishing: another worker is told to
 	// wait while the lease lives, then the sweeper's redrive publishes once.
-	ev2 := OperatorEvent{ID: "it_y.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_y"}
+	ev2 := OperatorNotice{ID: "it_y.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_y"}
 	if res, _ := ledger.Claim(context.Background(), ev2, "crashed", now, now.Add(10*time.Second)); res != ClaimedToPublish {
 		t.Fatal("claim")
 	}
@@ -194,7 +194,7 @@ func TestOperatorNotifierOncePerID(t *testing.T) {
 
 	// A publish error releases the claim: the next try publishes at once.
 	pub.fails = 1
-	ev3 := OperatorEvent{ID: "it_z.failed", Type: OperatorEventFailed, IntentID: "it_z"}
+	ev3 := OperatorNotice{ID: "it_z.failed", Type: OperatorEventFailed, IntentID: "it_z"}
 	if err := a.Notify(context.Background(), ev3); err == nil {
 		t.Fatal("want the publish error")
 	}
@@ -230,5 +230,21 @@ func TestIntentFilterMatches(t *testing.T) {
 		if got := c.f.Matches(in, now); got != c.want {
 			t.Errorf("%s: got %v want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestNoticeForGateEvent(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
+	ev := OperatorEvent{Kind: EventBreakerOpened, Provider: "sandbox", Account: "a1", At: at, Detail: "3 failures"}
+	n := NoticeForGateEvent(ev)
+	if n.ID != "gate.sandbox/a1.breaker.opened.1767225600000000005" || n.Type != EventBreakerOpened || n.Reason != "3 failures" || n.Provider != "sandbox" || n.Account != "a1" || !n.At.Equal(at) {
+		t.Fatalf("%+v", n)
+	}
+	if NoticeForGateEvent(ev).ID != n.ID {
+		t.Fatal("the id must be stable for the same gate event")
+	}
+	ev.Kind = EventBreakerClosed
+	if NoticeForGateEvent(ev).ID == n.ID {
+		t.Fatal("closing is another notice")
 	}
 }

@@ -150,7 +150,7 @@ func (tap *recordTap) record(t *testing.T, id string) events.DynamoDBEventRecord
 
 type crashingPublisher struct{}
 
-func (crashingPublisher) PublishOperatorEvent(context.Context, core.OperatorEvent) error {
+func (crashingPublisher) PublishOperatorEvent(context.Context, core.OperatorNotice) error {
 	panic("worker crashed between recording the claim and publishing")
 }
 

@@ -76,14 +76,14 @@ func opEventKey(id string) map[string]types.AttributeValue {
 	}
 }
 
-func (it opEventItem) event() core.OperatorEvent {
-	return core.OperatorEvent{ID: it.ID, Type: it.Type, At: it.At, IntentID: it.IntentID, Bot: it.Bot, Provider: it.Provider,
+func (it opEventItem) event() core.OperatorNotice {
+	return core.OperatorNotice{ID: it.ID, Type: it.Type, At: it.At, IntentID: it.IntentID, Bot: it.Bot, Provider: it.Provider,
 		Account: it.Account, Action: it.Action, Reason: it.Reason, Attempts: it.Attempts, Fields: it.Fields}
 }
 
 // Claim writes a claimed record if none exists, or takes over a claim whose
 // lease ran out unpublished. One conditional write either way.
-func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, owner string, now, until time.Time) (core.ClaimResult, error) {
+func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorNotice, owner string, now, until time.Time) (core.ClaimResult, error) {
 	lease := until.UTC().Format(timeKey)
 	it := opEventItem{PK: "OPEVENT#" + ev.ID, SK: opEventSK, State: opStateClaimed, Owner: owner, LeaseUntil: lease,
 		GSI1PK: opEventUnpublished, GSI1SK: lease + "#" + ev.ID,
@@ -164,7 +164,7 @@ func (l *OperatorEventLedger) Release(ctx context.Context, id, owner string, now
 }
 
 // Unpublished lists claims whose lease ended before they were published.
-func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, limit int) ([]core.OperatorEvent, error) {
+func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, limit int) ([]core.OperatorNotice, error) {
 	res, err := l.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(l.table),
 		IndexName:              aws.String(gsiName),
@@ -182,7 +182,7 @@ func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, li
 	if err != nil {
 		return nil, err
 	}
-	out := make([]core.OperatorEvent, 0, len(items))
+	out := make([]core.OperatorNotice, 0, len(items))
 	for _, item := range items {
 		var it opEventItem
 		if err := attributevalue.UnmarshalMap(item, &it); err != nil {

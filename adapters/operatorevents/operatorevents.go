@@ -1,4 +1,4 @@
-// Package operatorevents delivers core.OperatorEvent to people: an SNS topic
+// Package operatorevents delivers core.OperatorNotice to people: an SNS topic
 // in AWS (email, Slack, a pager subscribe to it) or, locally, a Standard
 // Webhooks-signed POST to OUTBOX_OPERATOR_WEBHOOK_URL. Both implement
 // core.OperatorEventPublisher; core.OperatorNotifier puts the once-per-id
@@ -6,7 +6,7 @@
 // message attribute "eventId") so a subscriber can drop the rare repeat a
 // crash between publishing and recording it causes.
 //
-// Issue 15 (and any other producer): build a core.OperatorEvent with a stable
+// Issue 15 (and any other producer): build a core.OperatorNotice with a stable
 // ID (e.g. "breaker.sandbox/acct-1.opened.<unix>"), a Type such as
 // "provider.breaker_opened", Provider/Account and Fields, and call
 // wire.App.OperatorEvents.Notify(ctx, ev).
@@ -58,7 +58,7 @@ type Data struct {
 
 // Render builds the payload of ev at now. consoleBase is the console's URL
 // (".../console/"); the link opens the intent's page.
-func Render(ev core.OperatorEvent, consoleBase string, now time.Time) Payload {
+func Render(ev core.OperatorNotice, consoleBase string, now time.Time) Payload {
 	d := Data{EventID: ev.ID, IntentID: ev.IntentID, Bot: ev.Bot, Provider: ev.Provider, Account: ev.Account, Action: ev.Action,
 		Reason: ev.Reason, Attempts: ev.Attempts, Since: ev.At.UTC(), Fields: ev.Fields}
 	if !ev.At.IsZero() && now.After(ev.At) {
@@ -92,7 +92,7 @@ type Webhook struct {
 }
 
 // PublishOperatorEvent implements core.OperatorEventPublisher.
-func (w *Webhook) PublishOperatorEvent(ctx context.Context, ev core.OperatorEvent) error {
+func (w *Webhook) PublishOperatorEvent(ctx context.Context, ev core.OperatorNotice) error {
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
@@ -146,7 +146,7 @@ type SNS struct {
 }
 
 // PublishOperatorEvent implements core.OperatorEventPublisher.
-func (s *SNS) PublishOperatorEvent(ctx context.Context, ev core.OperatorEvent) error {
+func (s *SNS) PublishOperatorEvent(ctx context.Context, ev core.OperatorNotice) error {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
@@ -171,7 +171,7 @@ func (s *SNS) PublishOperatorEvent(ctx context.Context, ev core.OperatorEvent) e
 }
 
 // Subject is a one-line summary (SNS allows 100 ASCII characters).
-func Subject(ev core.OperatorEvent) string {
+func Subject(ev core.OperatorNotice) string {
 	var s string
 	switch ev.Type {
 	case core.OperatorEventNeedsHuman:
@@ -206,7 +206,7 @@ type Log struct {
 }
 
 // PublishOperatorEvent implements core.OperatorEventPublisher.
-func (l Log) PublishOperatorEvent(_ context.Context, ev core.OperatorEvent) error {
+func (l Log) PublishOperatorEvent(_ context.Context, ev core.OperatorNotice) error {
 	if l.Logf != nil {
 		l.Logf("operator event (no subscriber configured)", "event", ev.ID, "type", ev.Type, "intent", ev.IntentID, "bot", ev.Bot)
 	}
@@ -215,3 +215,30 @@ func (l Log) PublishOperatorEvent(_ context.Context, ev core.OperatorEvent) erro
 
 // ErrNoSecret: a webhook URL without a signing secret.
 var ErrNoSecret = errors.New("OUTBOX_OPERATOR_WEBHOOK_SECRET (whsec_...) is required with OUTBOX_OPERATOR_WEBHOOK_URL")
+
+// GateBridge is the account gate's core.OperatorEvents (issue 15's breaker
+// opened/closed): it keeps the existing publisher (log + EMF) and also
+// sends each event, once per id, to the operator-event subscribers.
+type GateBridge struct {
+	Also     core.OperatorEvents
+	Notifier *core.OperatorNotifier
+	Logf     func(msg string, args ...any)
+}
+
+var _ core.OperatorEvents = (*GateBridge)(nil)
+
+// Publish implements core.OperatorEvents.
+func (b *GateBridge) Publish(ctx context.Context, ev core.OperatorEvent) {
+	if b.Also != nil {
+		b.Also.Publish(ctx, ev)
+	}
+	if b.Notifier == nil {
+		return
+	}
+	n := core.NoticeForGateEvent(ev)
+	if err := b.Notifier.Notify(ctx, n); err != nil && b.Logf != nil {
+		// The gate event is in the gate's own record (GET .../pace); a
+		// claim left behind is redriven by the sweeper.
+		b.Logf("operator notice not published", "event", n.ID, "err", err.Error())
+	}
+}

@@ -41,6 +41,10 @@ func wireOperatorEvents(a *App) error {
 		Owner:     c.Owner,
 		Lease:     30 * time.Second,
 	}
+	if a.Gate != nil {
+		// Breaker opened/closed (issue 15) reach the same subscribers.
+		a.Gate.Events = &operatorevents.GateBridge{Also: a.Gate.Events, Notifier: a.OperatorEvents, Logf: a.Log.Warn}
+	}
 	if subscribed {
 		// Without a subscriber nothing can be left unpublished worth a query.
 		a.Sweeper.OperatorEvents = a.OperatorEvents

@@ -57,22 +57,22 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 
 // EventOf reads a stream record's images and asks core whether it carries an
 // operator event.
-func EventOf(rec events.DynamoDBEventRecord) (core.OperatorEvent, bool, error) {
+func EventOf(rec events.DynamoDBEventRecord) (core.OperatorNotice, bool, error) {
 	newImg := rec.Change.NewImage
 	if len(newImg) == 0 {
-		return core.OperatorEvent{}, false, nil
+		return core.OperatorNotice{}, false, nil
 	}
 	if sk, ok := newImg["sk"]; !ok || sk.DataType() != events.DataTypeString || sk.String() != "INTENT" {
-		return core.OperatorEvent{}, false, nil
+		return core.OperatorNotice{}, false, nil
 	}
 	cur, err := intentOf(newImg)
 	if err != nil {
-		return core.OperatorEvent{}, false, err
+		return core.OperatorNotice{}, false, err
 	}
 	var old *core.Intent
 	if len(rec.Change.OldImage) > 0 {
 		if old, err = intentOf(rec.Change.OldImage); err != nil {
-			return core.OperatorEvent{}, false, err
+			return core.OperatorNotice{}, false, err
 		}
 	}
 	oe, ok := core.OperatorEventFor(old, cur)
