@@ -41,7 +41,7 @@ func wireOperatorEvents(a *App) error {
 		Owner:     c.Owner,
 		Lease:     30 * time.Second,
 	}
-	if a.Gate != nil {
+	if a.Gate != nil && subscribed {
 		// Breaker opened/closed (issue 15) reach the same subscribers.
 		a.Gate.Events = &operatorevents.GateBridge{Also: a.Gate.Events, Notifier: a.OperatorEvents, Logf: a.Log.Warn}
 	}
