@@ -229,6 +229,7 @@ type outcome struct {
 	external  string
 	evidence  Evidence
 	delay     time.Duration // retry or reconcile delay
+	window    time.Duration // reconcile window (unknown outcome)
 	enqueueOp string
 }
 
@@ -277,7 +278,7 @@ func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now t
 	default: // unknown outcome
 		switch {
 		case caps.Lookup:
-			o.status, o.delay, o.enqueueOp = StatusUnknownOutcome, rp.Delay, OpReconcile
+			o.status, o.delay, o.enqueueOp, o.window = StatusUnknownOutcome, rp.Delay, OpReconcile, rp.Window
 			o.reason = "unknown outcome; reconciling with the provider's lookup"
 		case caps.IdempotencyKeys:
 			delay, ok := bp.Next(in.AttemptCount, first, now, retryAfter)
@@ -318,7 +319,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 			o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
 			a.Trigger = att.Trigger + "+late"
 			a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
-			in.Attempts = append(in.Attempts, a)
+			in.appendAttempt(a)
 			in.UpdatedAt = now
 			if o.status == StatusSucceeded && (in.Status == StatusUnknownOutcome || in.Status == StatusNeedsHuman) {
 				if o.external != "" {
@@ -354,7 +355,12 @@ func (o outcome) apply(in *Intent, a Attempt, now time.Time) error {
 		t := now.Add(o.delay)
 		due, a.NextDueAt = &t, &t
 	}
-	in.Attempts = append(in.Attempts, a)
+	if o.status == StatusUnknownOutcome {
+		// The sweeper's due time: the end of the reconcile window.
+		t := a.EndedAt.Add(o.window)
+		due = &t
+	}
+	in.appendAttempt(a)
 	if err := in.moveTo(o.status, o.reason, now); err != nil {
 		return err
 	}
@@ -388,7 +394,7 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 		a.EndedAt = now
 		a.Result = AttemptResult(b.Status)
 		a.Evidence = Evidence{Detail: b.Reason}
-		in.Attempts = append(in.Attempts, a)
+		in.appendAttempt(a)
 		if MayHaveTakenEffect(in) {
 			// Blocking this attempt must not hide an earlier one that may have
 			// reached the provider: a terminal "revoked" would read as "never sent".

@@ -17,9 +17,13 @@ type memStore struct {
 	mu    sync.Mutex
 	items map[string]*Intent
 	puts  int
+	// pages holds history pages moved out of each intent, as written.
+	pages map[string][]HistoryPage
 }
 
-func newMemStore() *memStore { return &memStore{items: map[string]*Intent{}} }
+func newMemStore() *memStore {
+	return &memStore{items: map[string]*Intent{}, pages: map[string][]HistoryPage{}}
+}
 
 func (m *memStore) Create(_ context.Context, in *Intent) (*Intent, bool, error) {
 	m.mu.Lock()
@@ -65,6 +69,7 @@ func (m *memStore) putIfVersion(cur *Intent) bool {
 		return false
 	}
 	cur.Version++
+	m.pages[cur.ID] = append(m.pages[cur.ID], cur.TakeSpill()...)
 	m.items[cur.ID] = cloneIntent(cur)
 	m.puts++
 	return true
@@ -121,6 +126,11 @@ func cloneIntent(in *Intent) *Intent {
 		}
 	}
 	c.Resolutions = slices.Clone(in.Resolutions)
+	if in.History != nil {
+		h := *in.History
+		c.History = &h
+	}
+	c.Spill = nil
 	return &c
 }
 

@@ -193,8 +193,8 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 		if strings.TrimSpace(f.v) == "" {
 			return nil, invalid(f.name, "%s is required", f.name)
 		}
-		if len(f.v) > 512 {
-			return nil, invalid(f.name, "%s is longer than 512 bytes", f.name)
+		if err := CheckFieldLength(f.name, f.v); err != nil {
+			return nil, err
 		}
 	}
 	if len(bytes.TrimSpace(req.Payload)) == 0 || bytes.TrimSpace(req.Payload)[0] != '{' {
@@ -203,12 +203,18 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 	if req.Grant == nil || req.Grant.ID == "" {
 		return nil, invalid("grant.id", "grant {id, version} is required")
 	}
+	if err := CheckFieldLength("grant.id", req.Grant.ID); err != nil {
+		return nil, err
+	}
 	if req.Grant.Version < 1 {
 		return nil, invalid("grant.version", "grant.version must be a positive integer")
 	}
 	if req.Source != nil {
 		if req.Source.ID == "" {
 			return nil, invalid("source.id", "source.id is required when source is given")
+		}
+		if err := CheckFieldLength("source.id", req.Source.ID); err != nil {
+			return nil, err
 		}
 		if req.Source.Revision < 0 {
 			return nil, invalid("source.revision", "source.revision must not be negative")
@@ -228,6 +234,9 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 	}
 	if len(req.Metadata) > 0 && bytes.TrimSpace(req.Metadata)[0] != '{' {
 		return nil, invalid("metadata", "metadata must be a JSON object")
+	}
+	if err := CheckFieldLength("metadata", string(req.Metadata)); err != nil {
+		return nil, err
 	}
 	p, ok := s.Providers.Provider(req.Provider)
 	if !ok {

@@ -103,6 +103,11 @@ type Intent struct {
 	ExternalID     string       `json:"externalId,omitempty"`
 	Attempts       []Attempt    `json:"attempts"`
 	Resolutions    []Resolution `json:"resolutions,omitempty"`
+	// History summarises entries moved to history pages (nil: none moved).
+	History *HistorySummary `json:"history,omitempty"`
+	// Spill holds pages the current mutation moved out; the store writes them
+	// with the intent and clears it. Never stored on the intent item.
+	Spill []HistoryPage `json:"-"`
 }
 
 // IntentID derives the intent id from its idempotency identity (bot + key).
@@ -125,7 +130,7 @@ func (in *Intent) moveTo(to Status, reason string, now time.Time) error {
 	if to != StatusInFlight {
 		in.Lease = nil
 	}
-	if to != StatusRetryableFailure {
+	if to != StatusRetryableFailure && to != StatusUnknownOutcome {
 		in.NextAttemptAt = nil
 	}
 	return nil

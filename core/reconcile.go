@@ -56,6 +56,11 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 // an unknown-outcome intent, and decides: found -> succeeded; authoritatively
 // absent and a retry cannot duplicate -> retry with the same key; pending or
 // unreachable -> poll again within the window; otherwise a human decides.
+//
+// A poll that learns nothing (pending, absent but not yet settled, lookup
+// failing, all within the window) writes nothing: the next poll is carried by
+// the queue message alone, and the sweeper only steps in past the window (see
+// ReconcileDue). A poll that learns something writes once.
 func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 	in, err := d.Store.Get(ctx, id)
 	if err != nil {
@@ -75,6 +80,11 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		lookupErr = errors.New("provider offers no outcome lookup")
 	}
 	now := d.Clock.Now()
+	if ReconcileVerdict(in, lr, lookupErr, caps, now, d.ReconcilePolicy) == PollAgain {
+		log.DebugContext(ctx, "reconcile poll learned nothing; polling again", "state", string(lr.State))
+		d.enqueue(ctx, in, OpReconcile, d.ReconcilePolicy.Delay, log)
+		return nil
+	}
 	var next Status
 	var enqueue bool
 	stored, err := d.Store.Update(ctx, id, func(cur *Intent) error {
@@ -82,38 +92,29 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		if cur.Status != StatusUnknownOutcome || cur.AttemptCount != in.AttemptCount {
 			return ErrNotClaimable
 		}
-		var lastEnd time.Time
-		if n := len(cur.Attempts); n > 0 {
-			lastEnd = cur.Attempts[n-1].EndedAt
-		}
 		first := now
 		if cur.FirstAttemptAt != nil {
 			first = *cur.FirstAttemptAt
 		}
 		entry := Attempt{N: cur.AttemptCount, Trigger: "reconcile", StartedAt: now, EndedAt: now}
-		withinWindow := now.Sub(lastEnd) < d.ReconcilePolicy.Window
-		// Sends after uncertainty (docs/decisions.md): an "absent" answer is
-		// acted on at once only while the key still covers a retry; without
-		// that, only once the original request can no longer land (Settle).
-		keyValid := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now}) == ResendCovered
-		switch {
-		case lookupErr == nil && lr.State == LookupFound:
+		switch ReconcileVerdict(cur, lr, lookupErr, caps, now, d.ReconcilePolicy) {
+		case PollFound:
 			entry.Result, entry.ExternalID, entry.Evidence = ResultLookupFound, lr.ExternalID, lr.Evidence
-			cur.Attempts = append(cur.Attempts, entry)
+			cur.appendAttempt(entry)
 			cur.ExternalID = lr.ExternalID
 			next = StatusSucceeded
 			return cur.moveTo(next, "reconciled: the provider reports the effect", now)
-		case lookupErr == nil && lr.State == LookupAbsent && (keyValid || now.Sub(lastEnd) >= d.ReconcilePolicy.Settle):
+		case PollAbsent:
 			entry.Result, entry.Evidence = ResultLookupAbsent, lr.Evidence
 			delay, ok := d.Backoff.Next(cur.AttemptCount, first, now, 0)
 			if !ok {
-				cur.Attempts = append(cur.Attempts, entry)
+				cur.appendAttempt(entry)
 				next = StatusNeedsHuman
 				return cur.moveTo(next, "reconciled absent, but the retry policy is exhausted", now)
 			}
 			due := now.Add(delay)
 			entry.NextDueAt = &due
-			cur.Attempts = append(cur.Attempts, entry)
+			cur.appendAttempt(entry)
 			next = StatusRetryableFailure
 			if err := cur.moveTo(next, "reconciled: the provider authoritatively reports no effect", now); err != nil {
 				return err
@@ -121,11 +122,12 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 			cur.NextAttemptAt = &due
 			enqueue = true
 			return nil
-		case withinWindow && caps.Lookup:
-			// Pending, absent but not yet settled, or lookup failing: poll again.
+		case PollAgain:
+			// The state changed since the read (e.g. a webhook entry) but
+			// still says nothing new: no write, poll again.
 			next = StatusUnknownOutcome
 			enqueue = true
-			return nil
+			return errNothingLearned
 		default:
 			entry.Result = ResultReconcileExhausted
 			if lookupErr != nil {
@@ -134,11 +136,15 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 				entry.Evidence = lr.Evidence
 				entry.Evidence.ProviderCode = string(lr.State)
 			}
-			cur.Attempts = append(cur.Attempts, entry)
+			cur.appendAttempt(entry)
 			next = StatusNeedsHuman
 			return cur.moveTo(next, "unknown outcome could not be reconciled", now)
 		}
 	})
+	if errors.Is(err, errNothingLearned) {
+		d.enqueue(ctx, in, OpReconcile, d.ReconcilePolicy.Delay, log)
+		return nil
+	}
 	if errors.Is(err, ErrNotClaimable) || errors.Is(err, ErrConflict) {
 		return nil
 	}
@@ -150,11 +156,59 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		d.metrics().Count("NeedsHuman", 1)
 	}
 	if enqueue {
-		op, delay := OpReconcile, d.ReconcilePolicy.Delay
-		if next == StatusRetryableFailure {
-			op, delay = OpAttempt, stored.NextAttemptAt.Sub(now)
-		}
-		d.enqueue(ctx, stored, op, delay, log)
+		d.enqueue(ctx, stored, OpAttempt, stored.NextAttemptAt.Sub(now), log)
 	}
 	return nil
+}
+
+var errNothingLearned = errors.New("reconcile poll learned nothing")
+
+// PollVerdict is what one reconcile poll concludes.
+type PollVerdict string
+
+const (
+	PollFound     PollVerdict = "found"      // the provider reports the effect
+	PollAbsent    PollVerdict = "absent"     // authoritatively absent and a retry cannot duplicate
+	PollAgain     PollVerdict = "poll-again" // learned nothing; within the window
+	PollExhausted PollVerdict = "exhausted"  // past the window, or no lookup: a human decides
+)
+
+// ReconcileVerdict is the rule for one reconcile poll of an unknown-outcome
+// intent. Pure.
+func ReconcileVerdict(in *Intent, lr LookupResult, lookupErr error, caps Capabilities, now time.Time, rp ReconcilePolicy) PollVerdict {
+	lastEnd := lastAttemptEnd(in)
+	first := now
+	if in.FirstAttemptAt != nil {
+		first = *in.FirstAttemptAt
+	}
+	withinWindow := now.Sub(lastEnd) < rp.Window
+	// Sends after uncertainty (docs/decisions.md): an "absent" answer is
+	// acted on at once only while the key still covers a retry; without
+	// that, only once the original request can no longer land (Settle).
+	keyValid := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now}) == ResendCovered
+	switch {
+	case lookupErr == nil && lr.State == LookupFound:
+		return PollFound
+	case lookupErr == nil && lr.State == LookupAbsent && (keyValid || now.Sub(lastEnd) >= rp.Settle):
+		return PollAbsent
+	case withinWindow && caps.Lookup:
+		return PollAgain
+	}
+	return PollExhausted
+}
+
+func lastAttemptEnd(in *Intent) time.Time {
+	if n := len(in.Attempts); n > 0 {
+		return in.Attempts[n-1].EndedAt
+	}
+	return time.Time{}
+}
+
+// ReconcileDue is when the sweeper should look at an unknown-outcome intent:
+// the end of its reconcile window. Polls inside the window are carried by
+// queue messages alone (they write nothing), so an earlier due time would
+// start a second chain of polls; a lost message is repaired at the window's
+// end, when one more poll decides.
+func ReconcileDue(in *Intent, rp ReconcilePolicy) time.Time {
+	return lastAttemptEnd(in).Add(rp.Window)
 }

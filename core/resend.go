@@ -58,7 +58,15 @@ func (r AttemptResult) MayHaveTakenEffect() bool {
 // flight at a backup cutoff) and nothing since proved it absent.
 func MayHaveTakenEffect(in *Intent) bool {
 	uncertain := false
-	for _, a := range in.Attempts {
+	if in.History != nil {
+		uncertain = in.History.Uncertain // over the entries moved to history pages
+	}
+	return foldUncertain(uncertain, in.Attempts)
+}
+
+// foldUncertain continues MayHaveTakenEffect's scan over more entries.
+func foldUncertain(uncertain bool, entries []Attempt) bool {
+	for _, a := range entries {
 		switch {
 		case a.Result.MayHaveTakenEffect():
 			uncertain = true
@@ -82,6 +90,9 @@ func humanAuthorisedRetry(in *Intent) bool {
 			continue
 		}
 		return r.Decision == string(DecisionRetry) && !r.At.Before(last)
+	}
+	if r := in.History; r != nil && r.LastDecision != nil {
+		return r.LastDecision.Decision == string(DecisionRetry) && !r.LastDecision.At.Before(last)
 	}
 	return false
 }

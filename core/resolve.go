@@ -77,6 +77,9 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 	if strings.TrimSpace(req.Reason) == "" {
 		return nil, &ValidationError{Code: CodeInvalidField, Field: "reason", Message: "a reason is required for every decision"}
 	}
+	if err := checkFields("reason", req.Reason, "externalId", req.ExternalID); err != nil {
+		return nil, err
+	}
 	if req.ExternalID != "" && req.Decision != DecisionAcceptSuccess {
 		return nil, &ValidationError{Code: CodeInvalidField, Field: "externalId", Message: "externalId only goes with accept-success"}
 	}
@@ -137,8 +140,15 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 		default:
 			to, why = StatusAbandoned, "abandoned by operator "+p.Name
 		}
-		in.Resolutions = append(in.Resolutions, res)
-		return in.moveTo(to, why, now)
+		in.appendResolution(res)
+		if err := in.moveTo(to, why, now); err != nil {
+			return err
+		}
+		if to == StatusUnknownOutcome {
+			due := ReconcileDue(in, d.ReconcilePolicy)
+			in.NextAttemptAt = &due
+		}
+		return nil
 	})
 	if errors.Is(err, errReplayed) {
 		return d.Store.Get(ctx, id)
@@ -214,12 +224,15 @@ func (r *Resolver) Recommend(ctx context.Context, p Principal, id string, req Re
 	if strings.TrimSpace(req.Summary) == "" {
 		return nil, &ValidationError{Code: CodeInvalidField, Field: "summary", Message: "a summary is required"}
 	}
+	if err := CheckFieldLength("summary", req.Summary); err != nil {
+		return nil, err
+	}
 	now := r.D.Clock.Now()
 	return r.D.Store.Update(ctx, id, func(in *Intent) error {
 		if in.Status != StatusNeedsHuman {
 			return fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, in.Status)
 		}
-		in.Resolutions = append(in.Resolutions, Resolution{At: now, By: p.Name, ByKind: p.Kind, Decision: string(req.Decision), Reason: req.Summary, Recommend: true})
+		in.appendResolution(Resolution{At: now, By: p.Name, ByKind: p.Kind, Decision: string(req.Decision), Reason: req.Summary, Recommend: true})
 		in.UpdatedAt = now
 		return nil
 	})

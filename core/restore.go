@@ -29,7 +29,7 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 	switch in.Status {
 	case StatusInFlight:
 		ev := Evidence{Detail: fmt.Sprintf("attempt %d was in flight at the backup barrier (%s); its outcome is unknown", in.AttemptCount, cutoff.UTC().Format(time.RFC3339))}
-		in.Attempts = append(in.Attempts, Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultInFlightAtCutoff, Evidence: ev})
+		in.appendAttempt(Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultInFlightAtCutoff, Evidence: ev})
 		return uncertain(in, caps, now, "in flight at the backup cutoff")
 	case StatusPending, StatusRetryableFailure:
 		first := cutoff
@@ -49,7 +49,7 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 			if in.FirstAttemptAt == nil {
 				in.FirstAttemptAt = &first
 			}
-			in.Attempts = append(in.Attempts, possible)
+			in.appendAttempt(possible)
 			return RestoreKeptPending, nil
 		}
 		// Model the original system's possible send as an attempt at the cutoff.
@@ -61,7 +61,7 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 			in.FirstAttemptAt = &first
 		}
 		possible.N = in.AttemptCount
-		in.Attempts = append(in.Attempts, possible)
+		in.appendAttempt(possible)
 		return uncertain(in, caps, now, "restored while waiting; may have been sent after the backup cutoff")
 	}
 	return RestoreUnchanged, nil

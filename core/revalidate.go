@@ -501,6 +501,9 @@ func (a *Authority) RevokeGrant(ctx context.Context, p Principal, id string, req
 	if strings.TrimSpace(req.Reason) == "" {
 		return nil, invalid("reason", "a reason is required to revoke a grant")
 	}
+	if err := CheckFieldLength("reason", req.Reason); err != nil {
+		return nil, err
+	}
 	cur, err := a.Grants.GetGrant(ctx, id)
 	if err != nil {
 		return nil, err
@@ -547,6 +550,9 @@ func (a *Authority) SetCapability(ctx context.Context, p Principal, provider, ac
 	}
 	if strings.TrimSpace(req.Reason) == "" {
 		return nil, invalid("reason", "a reason is required")
+	}
+	if err := CheckFieldLength("reason", req.Reason); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(account) == "" || len(account) > 512 {
 		return nil, invalid("account", "account must have 1 to 512 bytes")

@@ -519,7 +519,7 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 	proves := ev.Kind == EventAck || ev.Kind == EventStatus
 	_, hadProof := ProviderAcknowledged(in)
 	firstForMessage := ev.MessageID != ""
-	hadEcho := false
+	hadEcho := in.History != nil && in.History.Echo
 	for _, a := range in.Attempts {
 		if a.Trigger != TriggerWebhook {
 			continue
@@ -574,7 +574,7 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 		Result: result, ExternalID: ev.MessageID,
 		Evidence: Evidence{ProviderCode: ev.Status, Detail: "provider webhook " + ev.Type, Extra: extra},
 	}
-	in.Attempts = append(in.Attempts, entry)
+	in.appendAttempt(entry)
 	in.UpdatedAt = now
 	if proves && in.ExternalID == "" && ev.MessageID != "" {
 		in.ExternalID = ev.MessageID
@@ -596,8 +596,11 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 // ProviderAcknowledged returns the first webhook entry that proves the
 // intent's effect (a matched acknowledgement or status), if any.
 func ProviderAcknowledged(in *Intent) (Attempt, bool) {
+	if in.History != nil && in.History.Ack != nil {
+		return *in.History.Ack, true
+	}
 	for _, a := range in.Attempts {
-		if a.Trigger == TriggerWebhook && (a.Result == ResultAck || a.Result == ResultStatus) {
+		if provesEffect(a) {
 			return a, true
 		}
 	}
@@ -608,8 +611,11 @@ func ProviderAcknowledged(in *Intent) (Attempt, bool) {
 // the intent ("" if none). It only ever moves forward.
 func DeliveryStatus(in *Intent) string {
 	best := ""
+	if in.History != nil {
+		best = in.History.Delivery
+	}
 	for _, a := range in.Attempts {
-		if a.Trigger == TriggerWebhook && (a.Result == ResultAck || a.Result == ResultStatus) &&
+		if provesEffect(a) &&
 			DeliveryRank(a.Evidence.ProviderCode) > DeliveryRank(best) {
 			best = a.Evidence.ProviderCode
 		}

@@ -271,10 +271,16 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 			if err != nil {
 				return rep, fmt.Errorf("plan restore of %s: %w", in.ID, err)
 			}
+			if in.Status == core.StatusUnknownOutcome {
+				due := core.ReconcileDue(in, s.Dispatcher.ReconcilePolicy)
+				in.NextAttemptAt = &due
+			}
 			if item, err = dynamo.MarshalIntent(in); err != nil {
 				return rep, err
 			}
-			written, err := s.Store.PutIfAbsent(ctx, item)
+			// History pages the plan's entry moved out are written with the
+			// intent, in one transaction, only if the intent is.
+			written, err := s.Store.PutIntentIfAbsent(ctx, item, in, in.TakeSpill())
 			if err != nil {
 				return rep, err
 			}

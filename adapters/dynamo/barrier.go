@@ -28,9 +28,13 @@ func barrierKey(bot string) map[string]types.AttributeValue {
 // claim writes a claim together with a check that the profile's barrier is
 // down (absent, or expired: a crashed backup cannot freeze a profile for
 // ever). retry reports a lost version race.
-func (s *Store) claim(ctx context.Context, put *types.Put, in *core.Intent) (retry bool, err error) {
+func (s *Store) claim(ctx context.Context, put *types.Put, in *core.Intent, pages []core.HistoryPage) (retry bool, err error) {
 	now := strconv.FormatInt(in.UpdatedAt.Unix(), 10)
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	hist, err := s.historyPuts(in, pages)
+	if err != nil {
+		return false, err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: append([]types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{
 			TableName:                 aws.String(s.table),
 			Key:                       barrierKey(in.Bot),
@@ -39,7 +43,7 @@ func (s *Store) claim(ctx context.Context, put *types.Put, in *core.Intent) (ret
 			ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: now}},
 		}},
 		{Put: put},
-	}})
+	}, hist...)})
 	if err == nil {
 		return false, nil
 	}

@@ -98,6 +98,111 @@ type intentItem struct {
 	ExternalID     string           `dynamodbav:"externalId,omitempty"`
 	Attempts       []attemptItem    `dynamodbav:"attempts"`
 	Resolutions    []resolutionItem `dynamodbav:"resolutions,omitempty"`
+	History        *historyItem     `dynamodbav:"history,omitempty"`
+}
+
+// historyItem is core.HistorySummary: what an intent keeps about entries
+// moved to history pages.
+type historyItem struct {
+	Pages              int             `dynamodbav:"pages"`
+	SpilledAttempts    int             `dynamodbav:"spilledAttempts"`
+	SpilledResolutions int             `dynamodbav:"spilledResolutions"`
+	Uncertain          bool            `dynamodbav:"uncertain,omitempty"`
+	Ack                *attemptItem    `dynamodbav:"ack,omitempty"`
+	Delivery           string          `dynamodbav:"delivery,omitempty"`
+	Echo               bool            `dynamodbav:"echo,omitempty"`
+	LastDecision       *resolutionItem `dynamodbav:"lastDecision,omitempty"`
+}
+
+// historyPageItem is one page of moved history (keys added by MarshalHistoryPage).
+type historyPageItem struct {
+	Seq         int              `dynamodbav:"seq"`
+	Attempts    []attemptItem    `dynamodbav:"attempts,omitempty"`
+	Resolutions []resolutionItem `dynamodbav:"resolutions,omitempty"`
+}
+
+func attemptToItem(a core.Attempt) attemptItem {
+	ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: string(a.Result),
+		ExternalID: a.ExternalID, Evidence: evidenceToItem(a.Evidence), NextDueAt: a.NextDueAt}
+	if c := a.Checks; c != nil {
+		ai.Checks = &checksItem{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
+	}
+	return ai
+}
+
+func attemptFromItem(a attemptItem) core.Attempt {
+	ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: core.AttemptResult(a.Result),
+		ExternalID: a.ExternalID, Evidence: evidenceFromItem(a.Evidence), NextDueAt: a.NextDueAt}
+	if c := a.Checks; c != nil {
+		ca.Checks = &core.Checks{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
+	}
+	return ca
+}
+
+func resolutionToItem(r core.Resolution) resolutionItem {
+	return resolutionItem{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
+		Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
+}
+
+func resolutionFromItem(r resolutionItem) core.Resolution {
+	return core.Resolution{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
+		Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
+}
+
+func historyToItem(h *core.HistorySummary) *historyItem {
+	if h == nil {
+		return nil
+	}
+	it := &historyItem{Pages: h.Pages, SpilledAttempts: h.SpilledAttempts, SpilledResolutions: h.SpilledResolutions,
+		Uncertain: h.Uncertain, Delivery: h.Delivery, Echo: h.Echo}
+	if h.Ack != nil {
+		a := attemptToItem(*h.Ack)
+		it.Ack = &a
+	}
+	if h.LastDecision != nil {
+		r := resolutionToItem(*h.LastDecision)
+		it.LastDecision = &r
+	}
+	return it
+}
+
+func historyFromItem(it *historyItem) *core.HistorySummary {
+	if it == nil {
+		return nil
+	}
+	h := &core.HistorySummary{Pages: it.Pages, SpilledAttempts: it.SpilledAttempts, SpilledResolutions: it.SpilledResolutions,
+		Uncertain: it.Uncertain, Delivery: it.Delivery, Echo: it.Echo}
+	if it.Ack != nil {
+		a := attemptFromItem(*it.Ack)
+		h.Ack = &a
+	}
+	if it.LastDecision != nil {
+		r := resolutionFromItem(*it.LastDecision)
+		h.LastDecision = &r
+	}
+	return h
+}
+
+func historyPageToItem(p core.HistoryPage) historyPageItem {
+	it := historyPageItem{Seq: p.Seq}
+	for _, a := range p.Attempts {
+		it.Attempts = append(it.Attempts, attemptToItem(a))
+	}
+	for _, r := range p.Resolutions {
+		it.Resolutions = append(it.Resolutions, resolutionToItem(r))
+	}
+	return it
+}
+
+func historyPageFromItem(it historyPageItem) core.HistoryPage {
+	p := core.HistoryPage{Seq: it.Seq}
+	for _, a := range it.Attempts {
+		p.Attempts = append(p.Attempts, attemptFromItem(a))
+	}
+	for _, r := range it.Resolutions {
+		p.Resolutions = append(p.Resolutions, resolutionFromItem(r))
+	}
+	return p
 }
 
 func evidenceToItem(e core.Evidence) evidenceItem {
@@ -127,21 +232,16 @@ func intentToItem(in *core.Intent) intentItem {
 	if in.Attempts != nil {
 		it.Attempts = make([]attemptItem, len(in.Attempts))
 		for i, a := range in.Attempts {
-			ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: string(a.Result),
-				ExternalID: a.ExternalID, Evidence: evidenceToItem(a.Evidence), NextDueAt: a.NextDueAt}
-			if c := a.Checks; c != nil {
-				ai.Checks = &checksItem{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
-			}
-			it.Attempts[i] = ai
+			it.Attempts[i] = attemptToItem(a)
 		}
 	}
 	if in.Resolutions != nil {
 		it.Resolutions = make([]resolutionItem, len(in.Resolutions))
 		for i, r := range in.Resolutions {
-			it.Resolutions[i] = resolutionItem{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
-				Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
+			it.Resolutions[i] = resolutionToItem(r)
 		}
 	}
+	it.History = historyToItem(in.History)
 	return it
 }
 
@@ -163,20 +263,15 @@ func intentFromItem(it *intentItem) *core.Intent {
 		in.Lease = &core.Lease{Owner: it.Lease.Owner, Until: it.Lease.Until}
 	}
 	for i, a := range it.Attempts {
-		ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: core.AttemptResult(a.Result),
-			ExternalID: a.ExternalID, Evidence: evidenceFromItem(a.Evidence), NextDueAt: a.NextDueAt}
-		if c := a.Checks; c != nil {
-			ca.Checks = &core.Checks{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
-		}
-		in.Attempts[i] = ca
+		in.Attempts[i] = attemptFromItem(a)
 	}
 	if it.Resolutions != nil {
 		in.Resolutions = make([]core.Resolution, len(it.Resolutions))
 		for i, r := range it.Resolutions {
-			in.Resolutions[i] = core.Resolution{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
-				Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
+			in.Resolutions[i] = resolutionFromItem(r)
 		}
 	}
+	in.History = historyFromItem(it.History)
 	return in
 }
 

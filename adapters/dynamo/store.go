@@ -107,7 +107,9 @@ func DueTime(in *core.Intent) time.Time {
 	switch {
 	case in.Status == core.StatusInFlight && in.Lease != nil:
 		return in.Lease.Until
-	case in.Status == core.StatusRetryableFailure && in.NextAttemptAt != nil:
+	case (in.Status == core.StatusRetryableFailure || in.Status == core.StatusUnknownOutcome) && in.NextAttemptAt != nil:
+		// Retry: when it is due. Unknown outcome: the end of the reconcile
+		// window (core.ReconcileDue); polls before then ride the queue.
 		return *in.NextAttemptAt
 	case in.Status == core.StatusPending:
 		return in.CreatedAt
@@ -194,6 +196,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 		if err := mutate(cur); err != nil {
 			return nil, err
 		}
+		pages := cur.TakeSpill()
 		readVersion := cur.Version
 		cur.Version = readVersion + 1
 		item, err := MarshalIntent(cur)
@@ -208,7 +211,17 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(readVersion, 10)}},
 		}
 		if claim {
-			retry, err := s.claim(ctx, put, cur)
+			retry, err := s.claim(ctx, put, cur, pages)
+			if err != nil {
+				return nil, err
+			}
+			if !retry {
+				return cur, nil
+			}
+			continue
+		}
+		if len(pages) > 0 {
+			retry, err := s.writeWithHistory(ctx, put, cur, pages)
 			if err != nil {
 				return nil, err
 			}

@@ -175,6 +175,14 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 			if err != nil {
 				return nil, err
 			}
+			// History pages the event's entry moved out go in first, so the
+			// indexes of the event, intent and mapping puts are unchanged
+			// relative to each other.
+			hist, err := store.historyPuts(cur, cur.TakeSpill())
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, hist...)
 			intentIdx = len(items)
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(w.table), Item: item,

@@ -111,6 +111,7 @@ func (r *runner) goals() {
 	add("pace_max_rate_ratio", "pace_max_rate_ratio", "<=", 1.1)
 	add("pace_throughput_ratio", "pace_throughput_ratio", ">=", 0.8)
 	add("pace_429s", "pace_429s", "<=", 0)
+	add("writes_per_unchanged_reconcile_poll", "writes_per_unchanged_reconcile_poll", "<=", 0)
 	if cb, ok := r.res["core_benchmarks"].(map[string]coreBench); ok {
 		allocs := map[string]any{}
 		met := true

@@ -1,0 +1,146 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/botharness/outbox/core"
+)
+
+// History pages: older attempt and resolution entries moved out of an
+// intent item (core.SpillHistory) live beside it, under the intent's
+// partition key with sk HIST#<seq>, written once in the same transaction as
+// the intent write that moved them, and never changed. They carry the
+// profile index keys, so backups take them with the intent.
+const histPfx = "HIST#"
+
+// HistorySK is the sort key of history page seq.
+func HistorySK(seq int) string { return fmt.Sprintf("%s%06d", histPfx, seq) }
+
+// MarshalHistoryPage renders page seq of intent in as its item.
+func MarshalHistoryPage(in *core.Intent, p core.HistoryPage) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(historyPageToItem(p))
+	if err != nil {
+		return nil, fmt.Errorf("marshal history page %d of %s: %w", p.Seq, in.ID, err)
+	}
+	item["pk"] = &types.AttributeValueMemberS{Value: IntentPK(in.ID)}
+	item["sk"] = &types.AttributeValueMemberS{Value: HistorySK(p.Seq)}
+	item["intentId"] = &types.AttributeValueMemberS{Value: in.ID}
+	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot)}
+	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID + "#" + strconv.Itoa(p.Seq)}
+	return item, nil
+}
+
+// historyPuts are the conditional puts of the pages a mutation moved out.
+func (s *Store) historyPuts(in *core.Intent, pages []core.HistoryPage) ([]types.TransactWriteItem, error) {
+	out := make([]types.TransactWriteItem, 0, len(pages))
+	for _, p := range pages {
+		item, err := MarshalHistoryPage(in, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		}})
+	}
+	return out, nil
+}
+
+// writeWithHistory writes the intent put and its new history pages in one
+// transaction. retry reports that the intent's version moved on.
+func (s *Store) writeWithHistory(ctx context.Context, put *types.Put, in *core.Intent, pages []core.HistoryPage) (retry bool, err error) {
+	items, err := s.historyPuts(in, pages)
+	if err != nil {
+		return false, err
+	}
+	items = append(items, types.TransactWriteItem{Put: put})
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return false, nil
+	}
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		for _, r := range tc.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "ConditionalCheckFailed", "TransactionConflict":
+				return true, nil
+			}
+		}
+	}
+	return false, fmt.Errorf("write intent %s with history: %w", in.ID, err)
+}
+
+// History returns an intent's whole attempt and resolution history, oldest
+// first: its pages in order, then the entries inside the item.
+func (s *Store) History(ctx context.Context, id string) (*core.Intent, []core.Attempt, []core.Resolution, error) {
+	in, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var pages []core.HistoryPage
+	if in.History != nil && in.History.Pages > 0 {
+		var start map[string]types.AttributeValue
+		for {
+			out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+				TableName:              aws.String(s.table),
+				KeyConditionExpression: aws.String("pk = :p AND begins_with(sk, :h)"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":p": &types.AttributeValueMemberS{Value: IntentPK(id)},
+					":h": &types.AttributeValueMemberS{Value: histPfx},
+				},
+				ConsistentRead:    aws.Bool(true),
+				ExclusiveStartKey: start,
+			})
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("read history of %s: %w", id, err)
+			}
+			for _, item := range out.Items {
+				var p historyPageItem
+				if err := attributevalue.UnmarshalMap(item, &p); err != nil {
+					return nil, nil, nil, fmt.Errorf("unmarshal history of %s: %w", id, err)
+				}
+				pages = append(pages, historyPageFromItem(p))
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				break
+			}
+			start = out.LastEvaluatedKey
+		}
+	}
+	as, rs := core.FullHistory(in, pages)
+	return in, as, rs, nil
+}
+
+// PutIntentIfAbsent writes a restored intent item only if the table has no
+// item with its key, together with the history pages its restore plan moved
+// out (all or nothing). written is false when the existing intent was kept.
+func (s *Store) PutIntentIfAbsent(ctx context.Context, item map[string]types.AttributeValue, in *core.Intent, pages []core.HistoryPage) (written bool, err error) {
+	if len(pages) == 0 {
+		return s.PutIfAbsent(ctx, item)
+	}
+	items, err := s.historyPuts(in, pages)
+	if err != nil {
+		return false, err
+	}
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	}})
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		if n := len(tc.CancellationReasons); n > 0 && aws.ToString(tc.CancellationReasons[n-1].Code) == "ConditionalCheckFailed" {
+			return false, nil
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("restore intent %s: %w", in.ID, err)
+	}
+	return true, nil
+}
