@@ -220,7 +220,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 		// The assembly of localstack/system.Start, minus the per-start resource
 		// creation (the run's Env made the table, queues and bucket once).
 		app, err := wire.New(clients, wire.Config{
-			Table: sl.table, BackupBucket: e.bucket, RetryQueueURL: e.queues.Retry, InboxQueueURL: e.queues.Inbox,
+			Table: sl.table, BackupBucket: e.bucket, PayloadBucket: e.bucket, RetryQueueURL: e.queues.Retry, InboxQueueURL: e.queues.Inbox,
 			ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
 			Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
 			Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,

@@ -60,9 +60,11 @@ type Dispatcher struct {
 	Revalidator     Revalidator
 	// Gate paces sends per provider account and holds its pauses and
 	// circuit breaker across every worker (pace.go); nil: no gate.
-	Gate    *Gate
-	Metrics Metrics
-	Log     *slog.Logger
+	Gate *Gate
+	// Payloads reads payloads kept out of the item (nil: every payload is inline).
+	Payloads PayloadStore
+	Metrics  Metrics
+	Log      *slog.Logger
 }
 
 func (d *Dispatcher) metrics() Metrics {
@@ -179,10 +181,25 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time
 		// provider from doing it again: stop before sending, not after.
 		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: v.Reason()}, log)
 	}
+	payload, err := d.loadPayload(ctx, in)
+	switch {
+	case errors.Is(err, ErrPayloadTampered), errors.Is(err, ErrPayloadMissing):
+		// Never send bytes other than those accepted; nothing can fix this
+		// automatically, so a human sees the evidence.
+		log.ErrorContext(ctx, "payload failed verification; not sent", "ref", in.PayloadRef, "err", err.Error())
+		d.metrics().Count("PayloadRejected", 1)
+		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman,
+			Reason: fmt.Sprintf("payload %s not sent: %v", in.PayloadRef, err)}, log)
+	case err != nil:
+		// Nothing was sent: proof of no effect; try again later.
+		return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: fmt.Errorf("read payload %s: %w", in.PayloadRef, err)}, caps, log)
+	}
 	if deferred, err := d.hold(ctx, in, &gate, att.N); deferred || err != nil {
 		return err // the account gate said wait after all: released, nothing sent
 	}
-	res, sendErr := prov.Send(ctx, d.sendRequest(in))
+	req := d.sendRequest(in)
+	req.Payload = payload
+	res, sendErr := prov.Send(ctx, req)
 	d.sent(ctx, in, gate, sendErr)
 	return d.record(ctx, in, att, &res, sendErr, caps, log)
 }

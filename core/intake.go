@@ -84,6 +84,9 @@ type Intake struct {
 	Providers Providers
 	Clock     Clock
 	Grants    IntakeAuthorizer
+	// Payloads takes payloads over PayloadInlineMax out of the item (nil:
+	// every payload stays inline).
+	Payloads PayloadStore
 }
 
 // SubmitResult says what happened to a submission.
@@ -115,6 +118,15 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (Subm
 		if err := s.Grants.AuthorizeIntake(ctx, bot, in); err != nil {
 			return SubmitResult{}, err
 		}
+	}
+	if s.Payloads != nil && OffloadPayload(in.Payload) {
+		// Before the conditional put: an object whose put never follows is
+		// harmless (content-addressed) and expires with the lifecycle rule.
+		ref, err := s.Payloads.Put(ctx, in.PayloadHash, in.Payload)
+		if err != nil {
+			return SubmitResult{}, fmt.Errorf("store payload of %s: %w", in.ID, err)
+		}
+		in.PayloadRef, in.Payload = ref, nil
 	}
 	existing, created, err := s.Store.Create(ctx, in)
 	if err != nil {

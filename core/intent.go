@@ -83,13 +83,16 @@ type Intent struct {
 	Account        string          `json:"account"`
 	Action         string          `json:"action"`
 	Target         string          `json:"target"`
-	Payload        json.RawMessage `json:"payload"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
 	PayloadHash    string          `json:"payloadHash"`
-	RequestHash    string          `json:"requestHash"`
-	Source         *SourceRef      `json:"source,omitempty"`
-	Grant          GrantRef        `json:"grant"`
-	Deadline       *time.Time      `json:"deadline,omitempty"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	// PayloadRef names the payload in the PayloadStore when it is too large to
+	// keep inline (Payload is then empty); PayloadHash still covers it.
+	PayloadRef  string          `json:"payloadRef,omitempty"`
+	RequestHash string          `json:"requestHash"`
+	Source      *SourceRef      `json:"source,omitempty"`
+	Grant       GrantRef        `json:"grant"`
+	Deadline    *time.Time      `json:"deadline,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
 
 	Status         Status       `json:"status"`
 	StatusReason   string       `json:"statusReason,omitempty"`

@@ -29,6 +29,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/payloads"
 	"github.com/botharness/outbox/core"
 )
 
@@ -52,6 +53,13 @@ type Manifest struct {
 	ItemsSHA256      string         `json:"itemsSha256"`
 	StatusCounts     map[string]int `json:"statusCounts"`
 	InFlightAtCutoff []string       `json:"inFlightAtCutoff"`
+	// Payloads kept out of intent items (claim-check) travel with the
+	// snapshot: one gzip JSON line per object, {ref, hash, data}.
+	PayloadsObject  string `json:"payloadsObject,omitempty"`
+	PayloadCount    int    `json:"payloadCount,omitempty"`
+	PayloadsBytes   int64  `json:"payloadsBytes,omitempty"`
+	PayloadsSHA256  string `json:"payloadsSha256,omitempty"`
+	PayloadsMissing int    `json:"payloadsMissing,omitempty"`
 	// ManifestSHA256 covers every other field (computed with it empty).
 	ManifestSHA256 string `json:"manifestSha256"`
 }
@@ -63,6 +71,20 @@ func (m Manifest) checksum() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// PayloadObjects is the claim-check store as backups see it: raw objects by
+// reference, no cache.
+type PayloadObjects interface {
+	GetObject(ctx context.Context, ref string) ([]byte, error)
+	PutObject(ctx context.Context, ref string, b []byte) error
+}
+
+// payloadLine is one payload object in a snapshot.
+type payloadLine struct {
+	Ref  string `json:"ref"`
+	Hash string `json:"hash"`
+	Data []byte `json:"data"`
+}
+
 // ErrInvalidSnapshot: the snapshot is missing, truncated or tampered with.
 var ErrInvalidSnapshot = errors.New("invalid snapshot")
 
@@ -72,6 +94,9 @@ type Service struct {
 	S3         ObjectStore
 	Bucket     string
 	Dispatcher *core.Dispatcher
+	// Payloads, when set, lets backups carry claim-checked payloads and
+	// restores put them back.
+	Payloads PayloadObjects
 	Clock      core.Clock
 	BarrierTTL time.Duration
 	Log        *slog.Logger
@@ -117,6 +142,7 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	enc := json.NewEncoder(zw)
+	refs := map[string]string{} // payload ref -> hash
 	err := s.Store.ProfileKeys(ctx, profile, func(keys []map[string]types.AttributeValue) error {
 		for _, k := range keys {
 			item, err := s.Store.GetRaw(ctx, k)
@@ -132,6 +158,11 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 					if idv, ok := item["id"].(*types.AttributeValueMemberS); ok {
 						m.InFlightAtCutoff = append(m.InFlightAtCutoff, idv.Value)
 					}
+				}
+			}
+			if ref, ok := item["payloadRef"].(*types.AttributeValueMemberS); ok && ref.Value != "" {
+				if h, ok := item["payloadHash"].(*types.AttributeValueMemberS); ok {
+					refs[ref.Value] = h.Value
 				}
 			}
 			line, err := EncodeItem(item)
@@ -160,6 +191,9 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(m.ItemsObject),
 		Body: bytes.NewReader(buf.Bytes()), ContentType: aws.String("application/gzip")}); err != nil {
 		return nil, fmt.Errorf("upload items: %w", err)
+	}
+	if err := s.backupPayloads(ctx, m, refs); err != nil {
+		return nil, err
 	}
 	m.CompletedAt = s.Clock.Now()
 	m.ManifestSHA256 = m.checksum()
@@ -256,7 +290,18 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 	if len(items) != m.ItemCount {
 		return nil, fmt.Errorf("%w: %d items, the manifest says %d", ErrInvalidSnapshot, len(items), m.ItemCount)
 	}
-	// Verified. Only now does anything get written.
+	payloadLines, err := s.readPayloads(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	// Verified. Only now does anything get written: payload objects first
+	// (content-addressed, so rewriting one is harmless), then the items
+	// that reference them.
+	for _, pl := range payloadLines {
+		if err := s.Payloads.PutObject(ctx, pl.Ref, pl.Data); err != nil {
+			return nil, fmt.Errorf("restore payload %s: %w", pl.Ref, err)
+		}
+	}
 	rep := &RestoreReport{BackupID: id, Profile: m.Profile, Items: len(items), Outcomes: map[string]int{}, Reconciled: []string{}}
 	now := s.Clock.Now()
 	var toReconcile []string
@@ -315,4 +360,96 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 	}
 	s.log().InfoContext(ctx, "restore complete", "backup", id, "profile", m.Profile, "written", rep.Written, "kept", rep.Kept)
 	return rep, nil
+}
+
+// backupPayloads copies the claim-checked payloads the snapshot's intents
+// reference into the snapshot. A payload whose object is gone (expired) is
+// counted, not fatal: the intent's own record says what it was.
+func (s *Service) backupPayloads(ctx context.Context, m *Manifest, refs map[string]string) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	if s.Payloads == nil {
+		return fmt.Errorf("snapshot %s: %d intents keep their payload out of the item, but no payload store is configured", m.BackupID, len(refs))
+	}
+	keys := make([]string, 0, len(refs))
+	for r := range refs {
+		keys = append(keys, r)
+	}
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	enc := json.NewEncoder(zw)
+	for _, ref := range keys {
+		b, err := s.Payloads.GetObject(ctx, ref)
+		if errors.Is(err, core.ErrPayloadMissing) {
+			m.PayloadsMissing++
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot payload %s: %w", ref, err)
+		}
+		if err := enc.Encode(payloadLine{Ref: ref, Hash: refs[ref], Data: b}); err != nil {
+			return err
+		}
+		m.PayloadCount++
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	m.PayloadsObject = prefix(m.BackupID) + "payloads.jsonl.gz"
+	m.PayloadsSHA256, m.PayloadsBytes = hex.EncodeToString(sum[:]), int64(buf.Len())
+	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(m.PayloadsObject),
+		Body: bytes.NewReader(buf.Bytes()), ContentType: aws.String("application/gzip")}); err != nil {
+		return fmt.Errorf("upload payloads: %w", err)
+	}
+	return nil
+}
+
+// readPayloads reads and verifies a snapshot's payload objects: the object
+// matches the manifest's size and checksum, and every payload hashes to the
+// hash it is filed under. Nothing is written.
+func (s *Service) readPayloads(ctx context.Context, m *Manifest) ([]payloadLine, error) {
+	if m.PayloadsObject == "" {
+		return nil, nil
+	}
+	if s.Payloads == nil {
+		return nil, fmt.Errorf("snapshot %s carries %d payloads but no payload store is configured to restore them into", m.BackupID, m.PayloadCount)
+	}
+	data, err := s.get(ctx, m.PayloadsObject)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != m.PayloadsBytes || hex.EncodeToString(sum[:]) != m.PayloadsSHA256 {
+		return nil, fmt.Errorf("%w: payloads object does not match the manifest's size and checksum", ErrInvalidSnapshot)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: payloads object is not gzip", ErrInvalidSnapshot)
+	}
+	dec := json.NewDecoder(zr)
+	var out []payloadLine
+	for {
+		var pl payloadLine
+		err := dec.Decode(&pl)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload %d: %v", ErrInvalidSnapshot, len(out)+1, err)
+		}
+		if err := core.VerifyPayload(pl.Hash, pl.Data); err != nil {
+			return nil, fmt.Errorf("%w: payload %s: %v", ErrInvalidSnapshot, pl.Ref, err)
+		}
+		if want, err := payloads.Ref(pl.Hash); err != nil || pl.Ref != want {
+			return nil, fmt.Errorf("%w: payload %s is filed under the wrong address", ErrInvalidSnapshot, pl.Ref)
+		}
+		out = append(out, pl)
+	}
+	if len(out) != m.PayloadCount {
+		return nil, fmt.Errorf("%w: %d payloads, the manifest says %d", ErrInvalidSnapshot, len(out), m.PayloadCount)
+	}
+	return out, nil
 }

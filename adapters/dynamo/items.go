@@ -78,8 +78,9 @@ type intentItem struct {
 	Account        string          `dynamodbav:"account"`
 	Action         string          `dynamodbav:"action"`
 	Target         string          `dynamodbav:"target"`
-	Payload        json.RawMessage `dynamodbav:"payload"`
+	Payload        json.RawMessage `dynamodbav:"payload,omitempty"`
 	PayloadHash    string          `dynamodbav:"payloadHash"`
+	PayloadRef     string          `dynamodbav:"payloadRef,omitempty"`
 	RequestHash    string          `dynamodbav:"requestHash"`
 	Source         *sourceRefItem  `dynamodbav:"source,omitempty"`
 	Grant          grantRefItem    `dynamodbav:"grant"`
@@ -216,7 +217,7 @@ func evidenceFromItem(e evidenceItem) core.Evidence {
 func intentToItem(in *core.Intent) intentItem {
 	it := intentItem{
 		ID: in.ID, Bot: in.Bot, IdempotencyKey: in.IdempotencyKey, Kind: string(in.Kind), Provider: in.Provider,
-		Account: in.Account, Action: in.Action, Target: in.Target, Payload: in.Payload, PayloadHash: in.PayloadHash,
+		Account: in.Account, Action: in.Action, Target: in.Target, Payload: in.Payload, PayloadHash: in.PayloadHash, PayloadRef: in.PayloadRef,
 		RequestHash: in.RequestHash, Grant: grantRefItem{ID: in.Grant.ID, Version: in.Grant.Version},
 		Deadline: in.Deadline, Metadata: in.Metadata,
 		Status: string(in.Status), StatusReason: in.StatusReason, Version: in.Version, CreatedAt: in.CreatedAt,
@@ -248,7 +249,7 @@ func intentToItem(in *core.Intent) intentItem {
 func intentFromItem(it *intentItem) *core.Intent {
 	in := &core.Intent{
 		ID: it.ID, Bot: it.Bot, IdempotencyKey: it.IdempotencyKey, Kind: core.Kind(it.Kind), Provider: it.Provider,
-		Account: it.Account, Action: it.Action, Target: it.Target, Payload: it.Payload, PayloadHash: it.PayloadHash,
+		Account: it.Account, Action: it.Action, Target: it.Target, Payload: it.Payload, PayloadHash: it.PayloadHash, PayloadRef: it.PayloadRef,
 		RequestHash: it.RequestHash, Grant: core.GrantRef{ID: it.Grant.ID, Version: it.Grant.Version},
 		Deadline: it.Deadline, Metadata: it.Metadata,
 		Status: core.Status(it.Status), StatusReason: it.StatusReason, Version: it.Version, CreatedAt: it.CreatedAt,

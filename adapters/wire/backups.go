@@ -17,6 +17,9 @@ func wireBackups(a *App) error {
 		Clock: a.Config.Clock, BarrierTTL: 5 * time.Minute, Log: a.Log,
 		Progress: func(id string, items int) { a.Log.Info("backup progress", "backup", id, "items", items) },
 	}
+	if a.Payloads != nil {
+		a.Backups.Payloads = a.Payloads
+	}
 	for k, f := range admin.BackupRoutes(a.Backups, a.Log) {
 		a.AdminExtra[k] = f
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/botharness/outbox/adapters/backup"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/emf"
+	"github.com/botharness/outbox/adapters/payloads"
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
@@ -28,10 +29,13 @@ import (
 
 // Config is everything the functions read from the environment.
 type Config struct {
-	Table          string
-	RetryQueueURL  string
-	InboxQueueURL  string
-	BackupBucket   string
+	Table         string
+	RetryQueueURL string
+	InboxQueueURL string
+	BackupBucket  string
+	// PayloadBucket holds payloads over core.PayloadInlineMax (claim-check);
+	// empty keeps every payload inline in the intent item.
+	PayloadBucket  string
 	ProviderConfig string // JSON, see ProviderSettings
 	Lease          time.Duration
 	SweepGrace     time.Duration
@@ -59,6 +63,7 @@ func FromEnv(required ...string) (Config, error) {
 		RetryQueueURL:   os.Getenv("OUTBOX_RETRY_QUEUE_URL"),
 		InboxQueueURL:   os.Getenv("OUTBOX_INBOX_QUEUE_URL"),
 		BackupBucket:    os.Getenv("OUTBOX_BACKUP_BUCKET"),
+		PayloadBucket:   os.Getenv("OUTBOX_PAYLOAD_BUCKET"),
 		ProviderConfig:  os.Getenv("OUTBOX_PROVIDER_CONFIG"),
 		Lease:           durationEnv("OUTBOX_LEASE", 60*time.Second),
 		SweepGrace:      durationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
@@ -128,8 +133,10 @@ type App struct {
 	// OperatorEvents publishes operator events once per id (ledger + SNS or
 	// webhook); never nil after New. See adapters/operatorevents.
 	OperatorEvents *core.OperatorNotifier
-	Metrics        *emf.Writer
-	Log            *slog.Logger
+	// Payloads is the claim-check store (nil without a payload bucket).
+	Payloads *payloads.Store
+	Metrics  *emf.Writer
+	Log      *slog.Logger
 }
 
 // New assembles the app.
@@ -189,6 +196,11 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		AdminExtra: map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{},
 	}
 	app.Authn = app.Tokens
+	if cfg.PayloadBucket != "" && clients.S3 != nil {
+		// 64 cached payloads of at most 256 KiB: 16 MiB per instance.
+		app.Payloads = payloads.New(clients.S3, cfg.PayloadBucket, 64)
+		app.Intake.Payloads, d.Payloads = app.Payloads, app.Payloads
+	}
 	if cfg.RequestCacheTTL > 0 {
 		app.Authn = ttlcache.NewTokens(app.Tokens, cfg.RequestCacheTTL)
 	}

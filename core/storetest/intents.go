@@ -48,6 +48,10 @@ func FullIntent(id, bot string) *core.Intent {
 			{N: 2, Trigger: "retry", StartedAt: T0.Add(20 * time.Second), EndedAt: T0.Add(21 * time.Second), Result: "unknown-outcome", ExternalID: "ext-0"},
 		},
 		Resolutions: []core.Resolution{{At: T0.Add(time.Hour), By: "op", ByKind: "operator", Decision: "retry", Reason: "r", Recommend: true, Key: "idem-1", DuplicateRiskAccepted: true}},
+		PayloadRef:  "payloads/sha256/00",
+		History: &core.HistorySummary{Pages: 2, SpilledAttempts: 24, SpilledResolutions: 12, Uncertain: true, Delivery: core.DeliveryRead, Echo: true,
+			Ack:          &core.Attempt{N: 1, Trigger: core.TriggerWebhook, StartedAt: T0, EndedAt: T0, Result: core.ResultAck, ExternalID: "m-1", Evidence: core.Evidence{ProviderCode: "sent"}},
+			LastDecision: &core.Resolution{At: T0, By: "op", ByKind: "operator", Decision: "retry", Key: "k"}},
 	}
 }
 

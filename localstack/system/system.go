@@ -36,6 +36,9 @@ type Options struct {
 	Table string // default "outbox"
 	// Bucket for profile backups (created if missing); default "outbox-backups".
 	Bucket      string
+	// PayloadBucket for claim-checked payloads (created if missing); default
+	// "outbox-payloads". "-" keeps every payload inline.
+	PayloadBucket string
 	QueuePrefix string // default "outbox"
 	// ProviderConfig is OUTBOX_PROVIDER_CONFIG (e.g. the sandbox's URL).
 	ProviderConfig string
@@ -118,12 +121,20 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.Bucket)}); err != nil && !bucketExists(err) {
 		return nil, fmt.Errorf("create bucket %s: %w", o.Bucket, err)
 	}
+	if o.PayloadBucket == "" {
+		o.PayloadBucket = "outbox-payloads"
+	}
+	if o.PayloadBucket == "-" {
+		o.PayloadBucket = ""
+	} else if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.PayloadBucket)}); err != nil && !bucketExists(err) {
+		return nil, fmt.Errorf("create bucket %s: %w", o.PayloadBucket, err)
+	}
 	queues, err := sqsqueue.EnsureQueues(ctx, clients.SQS, o.QueuePrefix, 360, 5)
 	if err != nil {
 		return nil, err
 	}
 	app, err := wire.New(clients, wire.Config{
-		Table: o.Table, BackupBucket: o.Bucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
+		Table: o.Table, BackupBucket: o.Bucket, PayloadBucket: o.PayloadBucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
 		RequestCacheTTL: o.RequestCacheTTL, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
