@@ -96,7 +96,7 @@ type Service struct {
 	Dispatcher *core.Dispatcher
 	// Payloads, when set, lets backups carry claim-checked payloads and
 	// restores put them back.
-	Payloads PayloadObjects
+	Payloads   PayloadObjects
 	Clock      core.Clock
 	BarrierTTL time.Duration
 	Log        *slog.Logger

@@ -35,11 +35,11 @@ import (
 type Options struct {
 	Table string // default "outbox"
 	// Bucket for profile backups (created if missing); default "outbox-backups".
-	Bucket      string
+	Bucket string
 	// PayloadBucket for claim-checked payloads (created if missing); default
 	// "outbox-payloads". "-" keeps every payload inline.
 	PayloadBucket string
-	QueuePrefix string // default "outbox"
+	QueuePrefix   string // default "outbox"
 	// ProviderConfig is OUTBOX_PROVIDER_CONFIG (e.g. the sandbox's URL).
 	ProviderConfig string
 	Clock          core.Clock
