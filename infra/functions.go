@@ -49,6 +49,14 @@ const (
 	// Env OUTBOX_OPERATOR_TOPIC_ARN, and OUTBOX_CONSOLE_URL (links in the
 	// events) when the stack has the HTTP API.
 	NeedOperatorEvents
+	// NeedPayloadWrite: s3:PutObject on the payload bucket's payloads/*
+	// objects (intake stores large payloads; restore puts them back).
+	// Env OUTBOX_PAYLOAD_BUCKET.
+	NeedPayloadWrite
+	// NeedPayloadRead: s3:GetObject on the payload bucket's payloads/*
+	// objects (every function that can make an attempt; backups).
+	// Env OUTBOX_PAYLOAD_BUCKET.
+	NeedPayloadRead
 )
 
 // Has reports whether n includes all of want.
@@ -137,7 +145,7 @@ func DefaultFunctions() []FunctionSpec {
 			PublicRoutes: routesOf(routes.OpenAPI),
 			// Provider config: intake checks the intent names a configured
 			// provider before accepting it.
-			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig,
+			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite,
 		},
 		{
 			Name:        "dispatcher",
@@ -145,7 +153,7 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:     60 * time.Second,
 			MemoryMB:    256,
 			Trigger:     TriggerStream,
-			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig,
+			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead,
 		},
 		{
 			Name:        "retrier",
@@ -153,7 +161,7 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:     60 * time.Second,
 			MemoryMB:    256,
 			Trigger:     TriggerRetryQueue,
-			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig,
+			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead,
 		},
 		{
 			Name:        "sweeper",
@@ -163,7 +171,8 @@ func DefaultFunctions() []FunctionSpec {
 			MemoryMB: 256,
 			Trigger:  TriggerSchedule,
 			// Operator events: it publishes claims a crash left unpublished.
-			Needs: tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig | NeedOperatorEvents,
+			// Payload read: it attempts pending intents the stream missed.
+			Needs: tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig | NeedOperatorEvents | NeedPayloadRead,
 		},
 		{
 			Name:        "admin",
@@ -176,7 +185,7 @@ func DefaultFunctions() []FunctionSpec {
 			// The operators' web console (static files; see adapters/handlers/console).
 			PublicRoutes: routesOf(routes.Console...),
 			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket | NeedBackupProfile |
-				NeedRetryQueueSend | NeedProviderConfig,
+				NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead | NeedPayloadWrite,
 		},
 		{
 			Name:        "notifier",

@@ -90,6 +90,14 @@ type OutboxStackProps struct {
 	// RetryMaxReceiveCount is the retry and inbox queues' redrive threshold
 	// before a message goes to its DLQ. Default 5.
 	RetryMaxReceiveCount float64
+
+	// PayloadRetentionDays is how long a claim-checked payload object (an
+	// intent payload over 4 KiB, kept in the payload bucket under its
+	// content hash) lives after its last intake put: the intent's
+	// retention for delivery. It must cover the longest an intent can still
+	// be attempted, including a human decision; an attempt after it finds
+	// the object gone, sends nothing and goes to a human. Default 90.
+	PayloadRetentionDays float64
 }
 
 // resolved is OutboxStackProps with defaults applied and checked.
@@ -135,6 +143,12 @@ func (p *OutboxStackProps) resolve() *resolved {
 		if r.Dev {
 			r.LogRetention = awslogs.RetentionDays_ONE_WEEK
 		}
+	}
+	if r.PayloadRetentionDays == 0 {
+		r.PayloadRetentionDays = 90
+	}
+	if r.PayloadRetentionDays < 1 {
+		panic(fmt.Sprintf("infra: OutboxStackProps.PayloadRetentionDays %v: want at least 1", r.PayloadRetentionDays))
 	}
 	if r.LogLevel == "" {
 		r.LogLevel = "info"

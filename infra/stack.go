@@ -30,6 +30,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
+	"github.com/botharness/outbox/adapters/payloads"
 )
 
 // Names shared with the functions (document changes in infra/README.md).
@@ -58,6 +59,7 @@ const (
 	EnvRetryQueueURL   = "OUTBOX_RETRY_QUEUE_URL"
 	EnvInboxQueueURL   = "OUTBOX_INBOX_QUEUE_URL"
 	EnvBackupBucket    = "OUTBOX_BACKUP_BUCKET"
+	EnvPayloadBucket   = "OUTBOX_PAYLOAD_BUCKET"
 	EnvProviderConfig  = "OUTBOX_PROVIDER_CONFIG"
 	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
 	EnvLogLevel        = "LOG_LEVEL"
@@ -77,6 +79,8 @@ var (
 	ActionsQueueSend       = []string{"sqs:SendMessage"}
 	ActionsBucketObjects   = []string{"s3:GetObject", "s3:PutObject"}
 	ActionsBucketList      = []string{"s3:ListBucket"}
+	ActionsPayloadRead     = []string{"s3:GetObject"}
+	ActionsPayloadWrite    = []string{"s3:PutObject"}
 	ActionsSecretsRead     = []string{"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 	ActionsLogs            = []string{"logs:CreateLogStream", "logs:PutLogEvents"}
 	ActionsTopicPublish    = []string{"sns:Publish"}
@@ -94,6 +98,7 @@ type outbox struct {
 	inboxDLQ         awssqs.Queue
 	dispatchFailures awssqs.Queue
 	backupBucket     awss3.Bucket
+	payloadBucket    awss3.Bucket
 	accessLogsBucket awss3.Bucket
 	secrets          []awssecretsmanager.ISecret
 	alarmTopic       awssns.ITopic
@@ -237,6 +242,19 @@ func (o *outbox) data() {
 		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 	}}
 	o.backupBucket = awss3.NewBucket(stack, jsii.String("BackupBucket"), bp)
+	// Claim-checked payloads: content-addressed objects under payloads/,
+	// expired PayloadRetentionDays after their last put (intake puts again
+	// for every intent that carries the same bytes, which renews it).
+	pp := bucketProps()
+	pp.ServerAccessLogsBucket = o.accessLogsBucket
+	pp.ServerAccessLogsPrefix = jsii.String("payload-bucket/")
+	pp.LifecycleRules = &[]*awss3.LifecycleRule{{
+		Id:                                  jsii.String("expire-payloads"),
+		Prefix:                              jsii.String(payloads.Prefix),
+		Expiration:                          awscdk.Duration_Days(jsii.Number(r.PayloadRetentionDays)),
+		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+	}}
+	o.payloadBucket = awss3.NewBucket(stack, jsii.String("PayloadBucket"), pp)
 
 	// Operator events: one message per needs-human episode (and per failed or
 	// expired end); email, Slack (via Chatbot) or a pager subscribe to it.
@@ -331,6 +349,15 @@ func (o *outbox) function(spec FunctionSpec) {
 		role.AddToPrincipalPolicy(allow(ActionsBucketObjects, o.backupBucket.ArnForObjects(jsii.String("*"))))
 		role.AddToPrincipalPolicy(allow(ActionsBucketList, o.backupBucket.BucketArn()))
 		env[EnvBackupBucket] = o.backupBucket.BucketName()
+	}
+	payloadObjects := o.payloadBucket.ArnForObjects(jsii.String(payloads.Prefix + "*"))
+	if n.Has(NeedPayloadRead) {
+		role.AddToPrincipalPolicy(allow(ActionsPayloadRead, payloadObjects))
+		env[EnvPayloadBucket] = o.payloadBucket.BucketName()
+	}
+	if n.Has(NeedPayloadWrite) {
+		role.AddToPrincipalPolicy(allow(ActionsPayloadWrite, payloadObjects))
+		env[EnvPayloadBucket] = o.payloadBucket.BucketName()
 	}
 	if n.Has(NeedProviderConfig) {
 		env[EnvProviderConfig] = jsii.String(r.ProviderConfig)
@@ -602,6 +629,7 @@ func (o *outbox) outputs() {
 	out("InboxQueueUrl", o.inboxQueue.QueueUrl(), "bot inbox queue (inbound provider events)")
 	out("DispatchFailuresQueueUrl", o.dispatchFailures.QueueUrl(), "stream records the dispatcher gave up on")
 	out("BackupBucketName", o.backupBucket.BucketName(), "profile backups")
+	out("PayloadBucketName", o.payloadBucket.BucketName(), "claim-checked intent payloads (over 4 KiB)")
 	out("AlarmTopicArn", o.alarmTopic.TopicArn(), "alarm notifications")
 	out("OperatorEventsTopicArn", o.operatorTopic.TopicArn(), "operator events: one per needs-human episode and per failed/expired end (subscribe email, Slack, a pager)")
 	if o.api != nil {

@@ -336,8 +336,8 @@ func (t template) grants(tt *testing.T, prefix, name string) map[string][]string
 
 // ids of the named resources, as flat() renders references to them.
 type ids struct {
-	table, tableStream, index, profileIndex, retry, inbox, failures, bucket, bucketObjects, topic string
-	logs                                                                                          map[string]string
+	table, tableStream, index, profileIndex, retry, inbox, failures, bucket, bucketObjects, topic, payloadObjects string
+	logs                                                                                                          map[string]string
 }
 
 func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
@@ -346,24 +346,28 @@ func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
 	q := func(n string) string {
 		return "<" + t.one(tt, "AWS::SQS::Queue", "QueueName", prefix+"-"+n).ID + ".Arn>"
 	}
-	var bucketID string
+	var bucketID, payloadID string
 	for _, b := range t.resources("AWS::S3::Bucket") {
 		if b.Props["VersioningConfiguration"] != nil {
 			bucketID = b.ID
 		}
+		if lc, ok := b.Props["LoggingConfiguration"].(map[string]any); ok && lc["LogFilePrefix"] == "payload-bucket/" {
+			payloadID = b.ID
+		}
 	}
 	x := ids{
-		table:         "<" + tableID + ".Arn>",
-		tableStream:   "<" + tableID + ".StreamArn>",
-		index:         "<" + tableID + ".Arn>/index/gsi1",
-		profileIndex:  "<" + tableID + ".Arn>/index/gsi2",
-		retry:         q("retry"),
-		inbox:         q("inbox"),
-		failures:      q("dispatch-failures"),
-		bucket:        "<" + bucketID + ".Arn>",
-		bucketObjects: "<" + bucketID + ".Arn>/*",
-		topic:         "<" + t.one(tt, "AWS::SNS::Topic", "TopicName", prefix+"-operator-events").ID + ">",
-		logs:          map[string]string{},
+		table:          "<" + tableID + ".Arn>",
+		tableStream:    "<" + tableID + ".StreamArn>",
+		index:          "<" + tableID + ".Arn>/index/gsi1",
+		profileIndex:   "<" + tableID + ".Arn>/index/gsi2",
+		retry:          q("retry"),
+		inbox:          q("inbox"),
+		failures:       q("dispatch-failures"),
+		bucket:         "<" + bucketID + ".Arn>",
+		bucketObjects:  "<" + bucketID + ".Arn>/*",
+		topic:          "<" + t.one(tt, "AWS::SNS::Topic", "TopicName", prefix+"-operator-events").ID + ">",
+		payloadObjects: "<" + payloadID + ".Arn>/payloads/*",
+		logs:           map[string]string{},
 	}
 	for _, f := range fns {
 		lg := t.one(tt, "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/"+fnName(prefix, f.Name))
@@ -617,15 +621,29 @@ func TestBackupBucket(t *testing.T) {
 	}
 }
 
+// The payload bucket: private, encrypted, logged, and payload objects expire
+// after the intent's retention (PayloadRetentionDays, default 90).
+func TestPayloadBucket(t *testing.T) {
+	must(t, "payload bucket", func() {
+		prodTmpl.HasResourceProperties(jsii.String("AWS::S3::Bucket"), assertions.Match_ObjectLike(obj(
+			"BucketEncryption", obj("ServerSideEncryptionConfiguration", []any{obj("ServerSideEncryptionByDefault", obj("SSEAlgorithm", "AES256"))}),
+			"PublicAccessBlockConfiguration", obj("BlockPublicAcls", true, "BlockPublicPolicy", true, "IgnorePublicAcls", true, "RestrictPublicBuckets", true),
+			"LoggingConfiguration", assertions.Match_ObjectLike(obj("LogFilePrefix", "payload-bucket/")),
+			"LifecycleConfiguration", obj("Rules", []any{assertions.Match_ObjectLike(obj(
+				"Id", "expire-payloads", "Prefix", "payloads/", "ExpirationInDays", 90, "Status", "Enabled"))}),
+		)))
+	})
+}
+
 func TestFunctions(t *testing.T) {
 	want := map[string][]string{
 		"authorizer": {EnvLogLevel, EnvTable},
-		"intake":     {EnvLogLevel, EnvProviderConfig, EnvTable},
-		"dispatcher": {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
-		"retrier":    {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
-		"sweeper":    {EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
+		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvTable},
+		"dispatcher": {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
 		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
-		"admin":      {EnvBackupBucket, EnvLogLevel, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvProviderSecrets, EnvTable},
 	}
 	specs := DefaultFunctions()
@@ -740,6 +758,8 @@ func TestLeastPrivilege(t *testing.T) {
 						r = x.bucketObjects
 					case "topic":
 						r = x.topic
+					case "payloads":
+						r = x.payloadObjects
 					case "secrets":
 						exp[a] = append(exp[a], secretArns()...)
 						continue
@@ -761,7 +781,11 @@ func TestLeastPrivilege(t *testing.T) {
 					}
 				}
 				if strings.HasPrefix(a, "s3:") && s.Name != "admin" {
-					t.Errorf("%s has S3 access (%s)", s.Name, a)
+					for _, r := range rs {
+						if r != x.payloadObjects {
+							t.Errorf("%s has S3 access beyond payload objects (%s on %s)", s.Name, a, r)
+						}
+					}
 				}
 				if strings.HasPrefix(a, "secretsmanager:") && s.Name != "webhook" {
 					t.Errorf("%s reads secrets (%s)", s.Name, a)
@@ -790,7 +814,7 @@ func TestLeastPrivilege(t *testing.T) {
 		"authorizer": {"dynamodb:GetItem": {"table"}},
 		"intake": {
 			"dynamodb:GetItem": {"table"}, "dynamodb:PutItem": {"table"}, "dynamodb:UpdateItem": {"table"},
-			"dynamodb:ConditionCheckItem": {"table"},
+			"dynamodb:ConditionCheckItem": {"table"}, "s3:PutObject": {"payloads"},
 		},
 		"dispatcher": with(rw, map[string][]string{
 			"sqs:SendMessage":           {"retry", "failures"},
@@ -800,6 +824,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"dynamodb:DescribeStream":   {"stream"},
 			"dynamodb:GetRecords":       {"stream"},
 			"dynamodb:GetShardIterator": {"stream"},
+			"s3:GetObject":              {"payloads"},
 		}),
 		"retrier": with(rw, map[string][]string{
 			"sqs:SendMessage":             {"retry"},
@@ -808,11 +833,13 @@ func TestLeastPrivilege(t *testing.T) {
 			"sqs:ChangeMessageVisibility": {"retry"},
 			"sqs:GetQueueAttributes":      {"retry"},
 			"sqs:GetQueueUrl":             {"retry"},
+			"s3:GetObject":                {"payloads"},
 		}),
 		"sweeper": with(rw, map[string][]string{
 			"dynamodb:Query":  {"index"},
 			"sqs:SendMessage": {"retry"},
 			"sns:Publish":     {"topic"},
+			"s3:GetObject":    {"payloads"},
 		}),
 		"notifier": with(rw, map[string][]string{
 			"sns:Publish":               {"topic"},
@@ -828,8 +855,8 @@ func TestLeastPrivilege(t *testing.T) {
 			"dynamodb:Query":          {"index", "profileIndex"},
 			"dynamodb:BatchWriteItem": {"table"},
 			"sqs:SendMessage":         {"retry"},
-			"s3:GetObject":            {"objects"},
-			"s3:PutObject":            {"objects"},
+			"s3:GetObject":            {"objects", "payloads"},
+			"s3:PutObject":            {"objects", "payloads"},
 			"s3:ListBucket":           {"bucket"},
 		}),
 		"webhook": with(rw, map[string][]string{
@@ -1028,7 +1055,7 @@ func TestAlarms(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	outs := prodT["Outputs"].(map[string]any)
-	for _, k := range []string{"ApiUrl", "TableName", "RetryQueueUrl", "InboxQueueUrl", "DispatchFailuresQueueUrl", "BackupBucketName", "AlarmTopicArn", "OperatorEventsTopicArn", "ConsoleUrl"} {
+	for _, k := range []string{"ApiUrl", "TableName", "RetryQueueUrl", "InboxQueueUrl", "DispatchFailuresQueueUrl", "BackupBucketName", "PayloadBucketName", "AlarmTopicArn", "OperatorEventsTopicArn", "ConsoleUrl"} {
 		if outs[k] == nil {
 			t.Errorf("missing output %s", k)
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/botharness/outbox/core"
@@ -31,7 +32,12 @@ type e2eRun struct {
 }
 
 func (r *runner) submitAndWait(ctx context.Context, c *http.Client, st *system.Stack, api, key, acct, target string, timeout time.Duration) (string, time.Time, error) {
-	status, b, at, err := post(ctx, c, api, key, intakeBody(acct, target))
+	return r.submitBody(ctx, c, api, key, intakeBody(acct, target))
+}
+
+// submitBody posts one intent body and returns the intent id and when the 201 arrived.
+func (r *runner) submitBody(ctx context.Context, c *http.Client, api, key, body string) (string, time.Time, error) {
+	status, b, at, err := post(ctx, c, api, key, body)
 	if err != nil {
 		return "", at, err
 	}
@@ -77,6 +83,11 @@ func (r *runner) waitDelivered(st *system.Stack, id string, timeout time.Duratio
 // the effect at the sandbox. It counts every DynamoDB request the n intents
 // cost, intake included.
 func (r *runner) e2e(poll time.Duration, n int) (*e2eRun, error) {
+	return r.e2eWith(poll, n, func(acct, target string, _ int) string { return intakeBody(acct, target) })
+}
+
+// e2eWith is e2e with the intent bodies body(account, target, i) builds.
+func (r *runner) e2eWith(poll time.Duration, n int, body func(acct, target string, i int) string) (*e2eRun, error) {
 	st, api, stop, err := r.startStack(system.Options{PollInterval: poll})
 	if err != nil {
 		return nil, err
@@ -85,7 +96,7 @@ func (r *runner) e2e(poll time.Duration, n int) (*e2eRun, error) {
 	c := httpClient(1)
 	prefix := randName("e2e-")
 	for i := 0; i < r.f.e2eWarm; i++ { // warm-up: the emulator's JIT, connections, first stream read
-		id, _, err := r.submitAndWait(r.ctx, c, st, api, fmt.Sprintf("%s-warm-%d", prefix, i), account, "chat-1", 0)
+		id, _, err := r.submitBody(r.ctx, c, api, fmt.Sprintf("%s-warm-%d", prefix, i), body(account, "chat-1", -1-i))
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +112,7 @@ func (r *runner) e2e(poll time.Duration, n int) (*e2eRun, error) {
 	for i := 0; i < n && (i < 20 || time.Now().Before(end)); i++ {
 		run.n++
 		time.Sleep(time.Duration(rand.Int64N(int64(poll) + 1)))
-		id, t201, err := r.submitAndWait(r.ctx, c, st, api, fmt.Sprintf("%s-%d", prefix, i), account, fmt.Sprintf("chat-%d", i%7), 0)
+		id, t201, err := r.submitBody(r.ctx, c, api, fmt.Sprintf("%s-%d", prefix, i), body(account, fmt.Sprintf("chat-%d", i%7), i))
 		if err != nil {
 			return nil, err
 		}
@@ -290,4 +301,41 @@ func perNf(m map[string]float64, n float64) map[string]float64 {
 		out[k] = round(v/n, 3)
 	}
 	return out
+}
+
+// largeBody is an intent request of the largest size intake accepts
+// (core.MaxBodyBytes, a ~256 KiB payload), different for every i so no two
+// intents share a payload object (and no read is served from the cache).
+func largeBody(acct, target string, i int) string {
+	head := fmt.Sprintf(`{"kind":"reply","provider":"sandbox","account":%q,"action":"send_message","target":%q,`+
+		`"payload":{"n":%d,"text":"`, acct, target, i)
+	tail := `"},"grant":{"id":"g-1","version":1}}`
+	return head + strings.Repeat("x", core.MaxBodyBytes-len(head)-len(tail)) + tail
+}
+
+// delivery256k is the end-to-end run with maximum-size payloads: the cost of
+// a delivered intent whose payload goes through the S3 claim check (DynamoDB
+// write units, S3 requests) and its latency.
+func (r *runner) delivery256k() error {
+	n := max(r.f.e2eN/5, 20)
+	run, err := r.e2eWith(r.f.e2ePoll, n, largeBody)
+	if err != nil {
+		return fmt.Errorf("e2e 256k: %w", err)
+	}
+	sm := run.summary()
+	c := run.counts
+	nf := float64(run.n)
+	fmt.Fprintf(os.Stderr, "bench:   e2e 256 KiB: p50 %.1fms p99 %.1fms, %.2f WCU/intent\n", sm["p50_ms"], sm["p99_ms"], c.WCU/nf)
+	r.set("e2e_p50_ms_256k", sm["p50_ms"])
+	r.set("e2e_p99_ms_256k", sm["p99_ms"])
+	r.set("writes_per_delivered_intent_256k", round(float64(c.writes())/nf, 3))
+	r.set("wcu_per_delivered_intent_256k", round(c.WCU/nf, 3))
+	r.set("rcu_per_delivered_intent_256k", round(c.RCU/nf, 3))
+	r.set("s3_requests_per_delivered_intent_256k", round(float64(c.s3Requests())/nf, 3))
+	r.set("s3_requests_per_attempt_256k", map[string]float64{
+		"put": round(float64(c.sum([]string{"S3.PutObject"}, ""))/float64(max(run.attempts, 1)), 3),
+		"get": round(float64(c.sum([]string{"S3.GetObject"}, ""))/float64(max(run.attempts, 1)), 3),
+	})
+	r.set("ddb_requests_per_delivered_intent_256k", perN(c.Ops, nf))
+	return nil
 }

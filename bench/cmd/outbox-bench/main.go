@@ -87,7 +87,7 @@ func main() {
 	flag.IntVar(&f.initRuns, "init-runs", 5, "cold starts of the authorizer binary to time")
 	flag.BoolVar(&f.skipArt, "skip-artifacts", false, "skip building the Lambda artifacts and the cold-start proxy")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "log level of the stack (info adds the per-request log lines the functions write in AWS)")
-	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,reconcile,artifacts,pace); default all")
+	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,reconcile,e2e256k,artifacts,pace); default all")
 	flag.BoolVar(&f.verbose, "v", false, "print every measured slice")
 	flag.IntVar(&f.e2eWarm, "e2e-warmup", 25, "unmeasured intents before each end-to-end run")
 	flag.DurationVar(&f.e2eMax, "e2e-max", 25*time.Second, "cap on each end-to-end run (fewer than -e2e-n intents on a slow machine)")
@@ -331,6 +331,7 @@ func (r *runner) run() error {
 		{"e2e", "end-to-end latency and write cost", r.delivery},
 		{"retry", "one-retry cost", r.retried},
 		{"reconcile", "unchanged reconcile poll cost", r.reconcilePolls},
+		{"e2e256k", "end-to-end with 256 KiB payloads (S3 claim check)", r.delivery256k},
 		{"artifacts", "lambda artifacts and cold-start proxy", r.artifacts},
 		{"pace", "paced drain across workers", r.paced},
 		{"throughput", "intake vs raw throughput", r.throughput},

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -124,6 +125,9 @@ func (c counts) sum(ops []string, caller string) int64 {
 // writes counts write requests of every caller.
 func (c counts) writes() int64 { return c.sum(writeOps, "") }
 
+// s3Requests counts S3 object requests of every caller.
+func (c counts) s3Requests() int64 { return c.sum([]string{"S3.PutObject", "S3.GetObject"}, "") }
+
 // workerReads counts the reads of the delivery side (claim, revalidation, outcome).
 func (c counts) workerReads() int64 { return c.sum(readOps, "worker") }
 
@@ -184,6 +188,10 @@ func (m *meter) middleware(stack *middleware.Stack) error {
 				op, p.ReturnConsumedCapacity = "TransactGetItems", rc
 			case *dynamodbstreams.GetRecordsInput:
 				op = "Streams.GetRecords" // the stream poller: no capacity, counted to show its cost
+			case *s3.PutObjectInput:
+				op = "S3.PutObject" // claim-checked payloads (and backups)
+			case *s3.GetObjectInput:
+				op = "S3.GetObject"
 			default:
 				return next.HandleInitialize(ctx, in)
 			}

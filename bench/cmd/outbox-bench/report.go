@@ -112,6 +112,8 @@ func (r *runner) goals() {
 	add("pace_throughput_ratio", "pace_throughput_ratio", ">=", 0.8)
 	add("pace_429s", "pace_429s", "<=", 0)
 	add("writes_per_unchanged_reconcile_poll", "writes_per_unchanged_reconcile_poll", "<=", 0)
+	add("wcu_per_delivered_intent_256k", "wcu_per_delivered_intent_256k", "<=", 24)
+	add("s3_requests_per_delivered_intent_256k", "s3_requests_per_delivered_intent_256k", "<=", 2)
 	if cb, ok := r.res["core_benchmarks"].(map[string]coreBench); ok {
 		allocs := map[string]any{}
 		met := true
