@@ -118,6 +118,13 @@ func Plan(seed uint64, cfg Config) ([]*IntentSpec, []Step, []string) {
 			s.Webhook = &sandbox.WebhookConfig{Duplicates: r.IntN(3), DelayMs: r.IntN(150), Early: r.IntN(3) == 0,
 				Reorder: r.IntN(2) == 0, Statuses: [][]string{{"delivered"}, {"delivered", "read"}}[r.IntN(2)]}
 		}
+		// Large payloads (S3 claim check) for about a third of the intents,
+		// drawn from a stream of their own so every other draw of the seed
+		// (and so every recorded regression seed) is unchanged.
+		lr := rand.New(rand.NewPCG(seed, 0x1a26e+uint64(i)))
+		if lr.IntN(3) == 0 {
+			s.Large = []int{5 << 10, 64 << 10, 200 << 10}[lr.IntN(3)]
+		}
 		specs = append(specs, s)
 	}
 	drawPacing(seed, specs)

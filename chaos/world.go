@@ -65,6 +65,9 @@ type IntentSpec struct {
 	Late     bool                   // submitted by a step, not at the start
 	Webhook  *sandbox.WebhookConfig // the provider sends webhooks for this account (URL filled in at start)
 	PaceRate int                    // sends per second declared for the account (0: not paced; pacing.go)
+	// Large: the payload is over core.PayloadInlineMax bytes, so it goes
+	// through the S3 claim check (0: a small inline payload).
+	Large int
 }
 
 func (s *IntentSpec) caps() string {
@@ -528,7 +531,7 @@ func principalReq(kind, name, routeKey string, params map[string]string, headers
 func (w *World) body(s *IntentSpec, variant string) string {
 	m := map[string]any{
 		"kind": "reply", "provider": sandboxprovider.Name, "account": s.Account, "action": "send_message",
-		"target": s.Target, "payload": map[string]any{"text": "chaos " + s.Key + variant},
+		"target": s.Target, "payload": map[string]any{"text": "chaos " + s.Key + variant + strings.Repeat("~", s.Large)},
 		"grant": map[string]any{"id": s.Grant, "version": 1},
 	}
 	if s.Source != "" {

@@ -39,6 +39,11 @@ func (o *outbox) suppressions() {
 				"Backup object keys are generated per profile and backup (<profile>/<backup-id>/...), so GetObject/PutObject are granted on the backup bucket's objects; no other bucket, and no delete.",
 				`/^Resource::<BackupBucket[A-Za-z0-9]+\.Arn>\/\*$/`)
 		}
+		if s.Needs.Has(NeedPayloadRead) || s.Needs.Has(NeedPayloadWrite) {
+			suppress(role, "AwsSolutions-IAM5",
+				"Payload objects are content-addressed (payloads/sha256/<hash of the payload>): their keys are not known before intake, so GetObject (attempting functions) or PutObject (intake, restore) is granted on payloads/* of the payload bucket only; no other prefix or bucket, no list, no delete.",
+				`/^Resource::<PayloadBucket[A-Za-z0-9]+\.Arn>\/payloads\/\*$/`)
+		}
 	}
 	suppress(o.dispatchFailures, "AwsSolutions-SQS3",
 		"This queue is the dispatcher stream mapping's on-failure destination, i.e. it already is the dead-letter destination; nothing consumes it automatically (an alarm fires on any message).")
