@@ -119,8 +119,11 @@ type Intent struct {
 	Account        string          `json:"account"`
 	Action         string          `json:"action"`
 	Target         string          `json:"target"`
-	Payload        json.RawMessage `json:"payload"`
+	Payload        json.RawMessage `json:"payload,omitempty"` // absent when PayloadRef is set
 	PayloadHash    string          `json:"payloadHash"`
+	// PayloadRef: the payload (over 4 KiB) is kept out of the intent, in the
+	// payload store, under this content address.
+	PayloadRef     string          `json:"payloadRef,omitempty"`
 	RequestHash    string          `json:"requestHash,omitempty"`
 	Source         *SourceRef      `json:"source,omitempty"`
 	Grant          GrantRef        `json:"grant"`
