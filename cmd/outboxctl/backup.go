@@ -23,6 +23,8 @@ type backupCreateCmd struct {
 	Profile string `required:"" help:"The bot whose outbox to back up."`
 	Direct  bool   `help:"Run here with AWS credentials instead of through the admin API, printing progress (for large profiles that outlast the API's 30 s)."`
 	Bucket  string `env:"OUTBOX_BACKUP_BUCKET" default:"outbox-backups" help:"Bucket (with --direct)."`
+	// Payloads over 4 KiB live in the payload bucket; the snapshot carries them.
+	PayloadBucket string `env:"OUTBOX_PAYLOAD_BUCKET" default:"outbox-payloads" help:"Payload bucket (with --direct)."`
 }
 
 func (c *backupCreateCmd) Run(root *cli) error {
@@ -41,7 +43,7 @@ func (c *backupCreateCmd) Run(root *cli) error {
 		return err
 	}
 	cfg, _ := wire.FromEnv()
-	cfg.Table, cfg.BackupBucket, cfg.MetricsOut = root.Table, c.Bucket, os.Stderr
+	cfg.Table, cfg.BackupBucket, cfg.PayloadBucket, cfg.MetricsOut = root.Table, c.Bucket, c.PayloadBucket, os.Stderr
 	app, err := wire.New(clients, cfg)
 	if err != nil {
 		return err
