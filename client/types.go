@@ -79,6 +79,19 @@ type Checks struct {
 	GrantVersion   int64  `json:"grantVersion,omitempty"`
 }
 
+// HistorySummary is what an intent keeps about older history entries moved
+// out of it.
+type HistorySummary struct {
+	Pages              int         `json:"pages"`
+	SpilledAttempts    int         `json:"spilledAttempts"`
+	SpilledResolutions int         `json:"spilledResolutions"`
+	Uncertain          bool        `json:"uncertain,omitempty"`
+	Ack                *Attempt    `json:"ack,omitempty"`
+	Delivery           string      `json:"delivery,omitempty"`
+	Echo               bool        `json:"echo,omitempty"`
+	LastDecision       *Resolution `json:"lastDecision,omitempty"`
+}
+
 // Attempt is one entry of an intent's append-only attempt history.
 type Attempt struct {
 	N          int        `json:"n"`
@@ -141,6 +154,9 @@ type Intent struct {
 	ExternalID     string          `json:"externalId,omitempty"`
 	Attempts       []Attempt       `json:"attempts"`
 	Resolutions    []Resolution    `json:"resolutions,omitempty"`
+	// History counts older entries moved out of the intent (only the newest
+	// attempts and resolutions are listed inline).
+	History *HistorySummary `json:"history,omitempty"`
 }
 
 // SourceState is a source's recorded revision (the answer of PutSource).
@@ -192,7 +208,13 @@ type Manifest struct {
 	ItemsSHA256      string         `json:"itemsSha256"`
 	StatusCounts     map[string]int `json:"statusCounts"`
 	InFlightAtCutoff []string       `json:"inFlightAtCutoff"`
-	ManifestSHA256   string         `json:"manifestSha256"`
+	// Claim-checked payloads the snapshot carries (absent when none).
+	PayloadsObject  string `json:"payloadsObject,omitempty"`
+	PayloadCount    int    `json:"payloadCount,omitempty"`
+	PayloadsBytes   int64  `json:"payloadsBytes,omitempty"`
+	PayloadsSHA256  string `json:"payloadsSha256,omitempty"`
+	PayloadsMissing int    `json:"payloadsMissing,omitempty"`
+	ManifestSHA256  string `json:"manifestSha256"`
 }
 
 // RestoreReport says what a restore wrote.
