@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,13 +127,24 @@ func stripVersionCondition(cfg *aws.Config) {
 }
 
 // The suite must notice two workers both winning a claim.
+//
+// Catching it needs two workers to really interleave, which depends on the
+// machine's load: a batch of 6 schedules missed it about one run in four on
+// a loaded 2-core machine (on main as well). Up to four batches with other
+// seeds run until one catches it; only a bug the suite cannot see in any of
+// them fails the test.
 func TestChaosCatchesUnconditionalClaim(t *testing.T) {
-	sum := run(t, chaos.Config{
-		Seed: 7200, N: 6, Parallel: 3,
-		Only:        []string{"stream/concurrent-duplicate", "queue/concurrent-duplicate", "storm", "provider/hang-short"},
-		BreakConfig: stripVersionCondition,
-	})
-	if sum.OK() {
-		t.Fatalf("unconditional claims went unnoticed: %s", sum.Line())
+	var lines []string
+	for seed := uint64(7200); seed < 7600; seed += 100 {
+		sum := run(t, chaos.Config{
+			Seed: seed, N: 6, Parallel: 3,
+			Only:        []string{"stream/concurrent-duplicate", "queue/concurrent-duplicate", "storm", "provider/hang-short"},
+			BreakConfig: stripVersionCondition,
+		})
+		if !sum.OK() {
+			return
+		}
+		lines = append(lines, sum.Line())
 	}
+	t.Fatalf("unconditional claims went unnoticed in every batch:\n%s", strings.Join(lines, "\n"))
 }
