@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -262,5 +263,47 @@ func TestOperatorEventFromRunningNotifier(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // give a duplicate the chance to show up
 	if posts, distinct, bad := rcv.total(); posts != 1 || distinct != 1 || bad != 0 {
 		t.Fatalf("posts=%d distinct=%d bad=%d, want exactly one", posts, distinct, bad)
+	}
+}
+
+// TestBreakerEventsReachOperatorSubscribers: a provider outage opens the
+// account's circuit breaker and recovery closes it (issue 15); each of those
+// operator events reaches the signed-webhook subscriber exactly once.
+func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
+	rcv := newOpReceiver(t)
+	acct := randName("acct-brk-")
+	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":2,"cooldownMs":500,"maxCooldownMs":1000,"probeLeaseMs":1000}}`, acct)
+	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 50, MaxAge: time.Hour}
+	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff, OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
+	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":2000}}`, acct))
+	ids := submitMany(t, []*env{e}, acct, 3)
+	for _, id := range ids {
+		e.waitStatus(id, 30*time.Second, core.StatusSucceeded)
+	}
+	kinds := func() map[string]int {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		out := map[string]int{}
+		for _, p := range rcv.got {
+			if p.Data.Account == acct {
+				out[p.Type]++
+			}
+		}
+		return out
+	}
+	waitFor(t, 10*time.Second, "breaker opened and closed events", func() bool {
+		k := kinds()
+		return k[core.EventBreakerOpened] >= 1 && k[core.EventBreakerClosed] >= 1
+	})
+	e.sweep()
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	for id, n := range rcv.ids {
+		if n != 1 {
+			t.Errorf("event %s delivered %d times", id, n)
+		}
+	}
+	if rcv.bad != 0 {
+		t.Errorf("%d badly signed posts", rcv.bad)
 	}
 }
