@@ -247,7 +247,7 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 	if len(req.Metadata) > 0 && bytes.TrimSpace(req.Metadata)[0] != '{' {
 		return nil, invalid("metadata", "metadata must be a JSON object")
 	}
-	if err := CheckFieldLength("metadata", string(req.Metadata)); err != nil {
+	if err := checkFieldBytes("metadata", req.Metadata); err != nil {
 		return nil, err
 	}
 	p, ok := s.Providers.Provider(req.Provider)

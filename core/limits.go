@@ -48,6 +48,14 @@ func CheckFieldLength(field, value string) error {
 	return nil
 }
 
+// checkFieldBytes is CheckFieldLength for a field held as bytes (no copy).
+func checkFieldBytes(field string, b []byte) error {
+	if limit, ok := FieldLimits[field]; ok && len(b) <= limit && utf8.Valid(b) {
+		return nil
+	}
+	return CheckFieldLength(field, string(b))
+}
+
 // checkFields applies CheckFieldLength to name/value pairs in order and
 // returns the first refusal.
 func checkFields(pairs ...string) error {
