@@ -28,8 +28,8 @@ func drawPacing(seed uint64, specs []*IntentSpec) {
 }
 
 // pacingConfig is the "pacing" member of the workers' provider configuration.
-// Holds are capped at 1 ms: the fake clock does not move while a handler
-// runs, so waits for a slot go through the retry queue instead.
+// Holds and the queue margin are 1 ms: the fake clock does not move while a
+// handler runs, so waits for a slot go through the retry queue instead.
 func pacingConfig(specs []*IntentSpec) string {
 	accounts := map[string]any{}
 	for _, s := range specs {
@@ -40,7 +40,7 @@ func pacingConfig(specs []*IntentSpec) string {
 	b, _ := json.Marshal(map[string]any{
 		"accounts":  accounts,
 		"breaker":   map[string]int{"failures": 2, "cooldownMs": 1000, "maxCooldownMs": 4000, "probeLeaseMs": 1000},
-		"maxHoldMs": 1, "leadMs": 0,
+		"maxHoldMs": 1, "queueMarginMs": 1, "leadMs": 0,
 	})
 	return string(b)
 }

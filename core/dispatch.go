@@ -89,12 +89,13 @@ var errDeadlinePassed = errors.New("deadline passed before the attempt")
 // records its outcome. A lost claim (duplicate record, stale message, another
 // worker) returns nil: there is nothing to do.
 func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
-	return d.attempt(ctx, id, trigger, nil)
+	return d.attempt(ctx, id, trigger, nil, nil)
 }
 
-// attempt is Attempt holding a pace slot reserved earlier (resv, or nil).
-func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time.Time) error {
-	gate, err := d.admit(ctx, id, resv)
+// attempt is Attempt holding a pace slot reserved earlier (resv, or nil),
+// given the intent when the caller just read it (pre, or nil).
+func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time.Time, pre *Intent) error {
+	gate, err := d.admit(ctx, id, resv, pre)
 	if err != nil || !gate.send {
 		return err // deferred by the account gate (pace, pause, breaker): nothing sent
 	}

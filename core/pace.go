@@ -305,9 +305,15 @@ type Gate struct {
 	Declared func(provider, account string) (Pace, bool)
 	Breaker  BreakerPolicy
 	Events   OperatorEvents
-	// MaxHold is the longest in-process wait for a slot (default 2 s); SQS
-	// delays are whole seconds, so shorter waits are held, not queued.
+	// MaxHold is the longest in-process wait for a fresh slot (default
+	// 300 ms, the lead included); a slot further away is deferred through
+	// the retry queue, so the stream's dispatcher never sits on waits and
+	// the waits spread over every retrier.
 	MaxHold time.Duration
+	// QueueMargin is how early a deferred attempt asks the queue to bring it
+	// back before its slot (default 1.5 s: SQS delays are whole seconds and
+	// polling adds latency); it then waits out the rest in-process.
+	QueueMargin time.Duration
 	// Sleep waits (injected for tests); nil: a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Lead is added to every paced slot (see admit); 0 sends on the slot
@@ -333,7 +339,24 @@ func (g *Gate) maxHold() time.Duration {
 	if g.MaxHold > 0 {
 		return g.MaxHold
 	}
-	return 2 * time.Second
+	return 300 * time.Millisecond
+}
+
+func (g *Gate) queueMargin() time.Duration {
+	if g.QueueMargin > 0 {
+		return g.QueueMargin
+	}
+	return 1500 * time.Millisecond
+}
+
+// holdFor is the longest wait held in-process: a returning reservation
+// waits out what the queue's whole-second delay left (up to the margin plus
+// a second), a fresh attempt up to MaxHold.
+func (g *Gate) holdFor(returning bool) time.Duration {
+	if returning {
+		return g.queueMargin() + time.Second + g.maxHold()
+	}
+	return g.maxHold()
 }
 
 func (g *Gate) sleep(ctx context.Context, d time.Duration) error {
@@ -378,17 +401,20 @@ type ticket struct {
 // send=false when the attempt was deferred (re-queued) and must stop here.
 // Intents that are not claimable now (or are past their deadline) pass
 // without the gate: the claim turns them away (or expires them) with no send.
-func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (ticket, error) {
+func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time, in *Intent) (ticket, error) {
 	g := d.Gate
 	if g == nil {
 		return ticket{send: true}, nil
 	}
-	in, err := d.Store.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return ticket{send: true}, nil // the claim logs it
-	}
-	if err != nil {
-		return ticket{}, fmt.Errorf("gate: read %s: %w", id, err)
+	var err error
+	if in == nil { // the retrier passes the intent it just read
+		in, err = d.Store.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return ticket{send: true}, nil // the claim logs it
+		}
+		if err != nil {
+			return ticket{}, fmt.Errorf("gate: read %s: %w", id, err)
+		}
 	}
 	now := d.Clock.Now()
 	if !in.Claimable(now) || (in.Deadline != nil && !now.Before(*in.Deadline)) {
@@ -410,8 +436,8 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 	var slot time.Time
 	switch {
 	case resv != nil && paced && ReservationUsable(*resv, pace, now):
+		// The account's state is read right before the send (hold).
 		slot = *resv
-		t.state, err = g.Store.State(ctx, key)
 	case paced:
 		slot, t.state, err = d.reserve(ctx, key, pace, now)
 	default:
@@ -447,9 +473,9 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 		// crowd it against the next one).
 		slot = slot.Add(g.Lead)
 	}
-	v := Admit(slot, tol, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.maxHold())
+	v := Admit(slot, tol, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.holdFor(usedResv))
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
-	if (v.Kind == VerdictSend || v.Kind == VerdictProbe) && v.At.After(now) {
+	if (v.Kind == VerdictSend || v.Kind == VerdictProbe) && (v.At.After(now) || usedResv) {
 		// A short wait for the slot, in-process, made right before the send
 		// (hold), so the claim and the checks do not blur the spacing.
 		t.send, t.sendAt = true, v.At
@@ -482,9 +508,9 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time) (tic
 	if v.KeepSlot && at.Equal(v.At) {
 		s := v.At
 		msg.SlotAt = &s
-		// Come back a little early (queue delays are whole seconds and the
-		// poll adds latency) and wait the rest in-process.
-		delay -= g.maxHold() * 3 / 4
+		// Come back early (queue delays are whole seconds and the poll adds
+		// latency) and wait the rest in-process.
+		delay -= g.queueMargin()
 	}
 	if err := d.Queue.Enqueue(ctx, msg, max(delay, 0)); err != nil {
 		return ticket{}, fmt.Errorf("defer %s: %w", in.ID, err)

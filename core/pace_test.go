@@ -381,6 +381,7 @@ func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.
 	key := GateKey("fake", "a1")
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
 	_ = r.d.Attempt(ctx, a.ID, "stream")
+	r.d.Gate.MaxHold = time.Second
 	// b holds for its slot (500ms); meanwhile another worker sees a 429.
 	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
 		r.clock.Advance(d)

@@ -31,7 +31,7 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 		if !in.Claimable(now) {
 			return nil
 		}
-		return d.attempt(ctx, in.ID, "paced", msg.SlotAt)
+		return d.attempt(ctx, in.ID, "paced", msg.SlotAt, in)
 	case OpReconcile:
 		if in.Status != StatusUnknownOutcome {
 			return nil
@@ -48,7 +48,7 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 			}
 			return nil
 		}
-		return d.Attempt(ctx, in.ID, "retry")
+		return d.attempt(ctx, in.ID, "retry", nil, in)
 	}
 }
 

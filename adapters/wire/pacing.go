@@ -17,7 +17,7 @@ import (
 //	"pacing": {"accounts": {"sandbox/bench": {"rate": 20, "per": "1s", "burst": 1},
 //	                        "slack/*": {"rate": 1, "per": "1s"}},
 //	           "breaker": {"failures": 5, "cooldownMs": 30000, "maxCooldownMs": 600000, "probeLeaseMs": 30000},
-//	           "maxHoldMs": 2000, "leadMs": 250, "off": false}
+//	           "maxHoldMs": 500, "queueMarginMs": 1500, "leadMs": 250, "off": false}
 //
 // accounts keys are "<provider>/<account>" or "<provider>/*" (every account
 // of the provider without its own entry). Operators override an account's
@@ -33,9 +33,10 @@ type PacingSettings struct {
 		MaxCooldownMs int  `json:"maxCooldownMs"`
 		ProbeLeaseMs  int  `json:"probeLeaseMs"`
 	} `json:"breaker"`
-	MaxHoldMs int  `json:"maxHoldMs"`
-	LeadMs    *int `json:"leadMs"`
-	Off       bool `json:"off"`
+	MaxHoldMs     int  `json:"maxHoldMs"`
+	QueueMarginMs int  `json:"queueMarginMs"`
+	LeadMs        *int `json:"leadMs"`
+	Off           bool `json:"off"`
 }
 
 // pacingSettings reads the "pacing" member of the provider configuration.
@@ -99,12 +100,13 @@ func wirePacing(a *App, ps *PacingSettings) {
 	}
 	gates := dynamo.NewGates(a.Clients.DynamoDB, a.Config.Table)
 	g := &core.Gate{
-		Store:    gates,
-		Declared: ps.declared,
-		Breaker:  ps.breaker(),
-		Events:   &emf.OperatorEvents{Log: a.Log, Metrics: a.Metrics},
-		MaxHold:  time.Duration(ps.MaxHoldMs) * time.Millisecond,
-		Lead:     250 * time.Millisecond,
+		Store:       gates,
+		Declared:    ps.declared,
+		Breaker:     ps.breaker(),
+		Events:      &emf.OperatorEvents{Log: a.Log, Metrics: a.Metrics},
+		MaxHold:     time.Duration(ps.MaxHoldMs) * time.Millisecond,
+		QueueMargin: time.Duration(ps.QueueMarginMs) * time.Millisecond,
+		Lead:        250 * time.Millisecond,
 	}
 	if ps.LeadMs != nil {
 		g.Lead = time.Duration(*ps.LeadMs) * time.Millisecond

@@ -56,6 +56,9 @@ type Options struct {
 	// DisableStream / DisableQueue leave a mapping off (tests drive it by hand).
 	DisableStream bool
 	DisableQueue  bool
+	// QueueConcurrency is how many retrier batches run at once (default 2;
+	// in AWS the SQS event source scales with the queue).
+	QueueConcurrency int
 	// Tokens maps dev bearer tokens to principals, seeded at start.
 	Tokens map[string]core.Principal
 	// Grants are dev service grants created at start if their id does not
@@ -224,7 +227,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if !o.DisableQueue {
 		s.SQS, err = lambdahost.NewSQSPoller(lambdahost.SQSPollerConfig{
 			Client: clients.SQS, QueueURL: queues.Retry, BatchSize: 10, WaitTime: time.Second,
-			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: 2,
+			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: max(o.QueueConcurrency, 2),
 			Handler: s.Retrier.Handle, FunctionName: "retrier", Logger: app.Log,
 		})
 		if err == nil {

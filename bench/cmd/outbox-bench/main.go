@@ -67,6 +67,7 @@ type flags struct {
 	paceN       int
 	paceRate    int
 	paceWorkers int
+	paceLimit   int
 }
 
 func main() {
@@ -94,6 +95,7 @@ func main() {
 	flag.IntVar(&f.paceN, "pace-n", 500, "intents of the paced run (issue 15)")
 	flag.IntVar(&f.paceRate, "pace-rate", 20, "declared pace (per second) of the paced run's account")
 	flag.IntVar(&f.paceWorkers, "pace-workers", 4, "concurrent workers (whole stacks on one table) of the paced run")
+	flag.IntVar(&f.paceLimit, "pace-limit", 22, "the sandbox's rate limit (per second) on the paced account: the declared rate plus the 10% the goal allows")
 	flag.Parse()
 
 	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
