@@ -44,30 +44,33 @@ import (
 )
 
 type flags struct {
-	out         string
-	profileDir  string
-	c1Dur       time.Duration
-	c8Dur       time.Duration
-	warmup      time.Duration
-	rounds      int
-	e2eN        int
-	e2ePoll     time.Duration
-	e2ePollAlt  time.Duration
-	retryN      int
-	emuPID      int
-	coreBench   string
-	goarch      string
-	initRuns    int
-	skipArt     bool
-	logLevel    string
-	only        string
-	verbose     bool
-	e2eMax      time.Duration
-	e2eWarm     int
-	paceN       int
-	paceRate    int
-	paceWorkers int
-	paceLimit   int
+	out            string
+	profileDir     string
+	c1Dur          time.Duration
+	c8Dur          time.Duration
+	warmup         time.Duration
+	rounds         int
+	e2eN           int
+	e2ePoll        time.Duration
+	e2ePollAlt     time.Duration
+	retryN         int
+	emuPID         int
+	coreBench      string
+	goarch         string
+	initRuns       int
+	skipArt        bool
+	logLevel       string
+	only           string
+	verbose        bool
+	e2eMax         time.Duration
+	e2eWarm        int
+	paceN          int
+	paceRate       int
+	paceWorkers    int
+	paceLimit      int
+	paceHold       time.Duration
+	paceQueueConc  int
+	paceAllStreams bool
 }
 
 func main() {
@@ -95,6 +98,9 @@ func main() {
 	flag.IntVar(&f.paceN, "pace-n", 500, "intents of the paced run (issue 15)")
 	flag.IntVar(&f.paceRate, "pace-rate", 20, "declared pace (per second) of the paced run's account")
 	flag.IntVar(&f.paceWorkers, "pace-workers", 4, "concurrent workers (whole stacks on one table) of the paced run")
+	flag.DurationVar(&f.paceHold, "pace-hold", 2*time.Second, "longest in-process wait for a fresh slot (pacing.maxHoldMs)")
+	flag.IntVar(&f.paceQueueConc, "pace-queue-concurrency", 2, "retrier batches at once per worker in the paced run")
+	flag.BoolVar(&f.paceAllStreams, "pace-all-streams", true, "every worker of the paced run reads the stream (the local host's model of Lambda concurrency; records reach every worker)")
 	flag.IntVar(&f.paceLimit, "pace-limit", 22, "the sandbox's rate limit (per second) on the paced account: the declared rate plus the 10% the goal allows")
 	flag.Parse()
 

@@ -23,11 +23,11 @@ import (
 func (r *runner) paced() error {
 	n, rate, workers := r.f.paceN, r.f.paceRate, r.f.paceWorkers
 	acct := randName("bench-pace-")
-	extra := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s","burst":1}}}`, acct, rate)
+	extra := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s","burst":1}},"maxHoldMs":%d}`, acct, rate, r.f.paceHold.Milliseconds())
 	// Paced attempts wait for their slots inside retrier invocations, so the
 	// retriers run 16 batches at once per worker (AWS scales the SQS event
 	// source with the queue; the local host's default is 2).
-	const queueConc = 16
+	queueConc := r.f.paceQueueConc
 	first, api, stop, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, ProviderConfig: extra, QueueConcurrency: queueConc})
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func (r *runner) paced() error {
 		// One stream consumer, as in AWS (one event source mapping: a record
 		// is delivered once, not once per worker); every worker runs intake
 		// and the retrier, which SQS shares out among them.
-		st, a, _, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, ProviderConfig: extra, Table: table, QueuePrefix: table, DisableStream: true, QueueConcurrency: queueConc})
+		st, a, _, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, ProviderConfig: extra, Table: table, QueuePrefix: table, DisableStream: !r.f.paceAllStreams, QueueConcurrency: queueConc})
 		if err != nil {
 			return err
 		}
