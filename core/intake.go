@@ -205,7 +205,7 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 		if strings.TrimSpace(f.v) == "" {
 			return nil, invalid(f.name, "%s is required", f.name)
 		}
-		if err := CheckFieldLength(f.name, f.v); err != nil {
+		if err := CheckID(f.name, f.v); err != nil {
 			return nil, err
 		}
 	}
@@ -215,7 +215,7 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 	if req.Grant == nil || req.Grant.ID == "" {
 		return nil, invalid("grant.id", "grant {id, version} is required")
 	}
-	if err := CheckFieldLength("grant.id", req.Grant.ID); err != nil {
+	if err := CheckID("grant.id", req.Grant.ID); err != nil {
 		return nil, err
 	}
 	if req.Grant.Version < 1 {
@@ -225,7 +225,7 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 		if req.Source.ID == "" {
 			return nil, invalid("source.id", "source.id is required when source is given")
 		}
-		if err := CheckFieldLength("source.id", req.Source.ID); err != nil {
+		if err := CheckID("source.id", req.Source.ID); err != nil {
 			return nil, err
 		}
 		if req.Source.Revision < 0 {

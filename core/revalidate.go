@@ -389,7 +389,7 @@ func validScope(field, p string) error {
 	case strings.Contains(strings.TrimSuffix(p, "*"), "*"):
 		return invalid(field, "%s: '*' is allowed only at the end (\"*\" or \"prefix*\")", field)
 	}
-	return nil
+	return CheckID(field, p)
 }
 
 func (a *Authority) validateGrant(req *GrantSpec) error {
@@ -554,8 +554,11 @@ func (a *Authority) SetCapability(ctx context.Context, p Principal, provider, ac
 	if err := CheckFieldLength("reason", req.Reason); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(account) == "" || len(account) > 512 {
-		return nil, invalid("account", "account must have 1 to 512 bytes")
+	if strings.TrimSpace(account) == "" {
+		return nil, invalid("account", "account must not be blank")
+	}
+	if err := CheckID("account", account); err != nil {
+		return nil, err
 	}
 	if a.Providers != nil {
 		prov, ok := a.Providers.Provider(provider)
@@ -634,8 +637,8 @@ func (s *Sources) Put(ctx context.Context, p Principal, sourceID string, u Sourc
 	if p.Kind != PrincipalBot {
 		return nil, fmt.Errorf("%w: only bots record source revisions (a source belongs to the bot that answers it)", ErrForbidden)
 	}
-	if sourceID == "" || len(sourceID) > 512 {
-		return nil, invalid("sourceId", "sourceId must have 1 to 512 bytes")
+	if err := CheckID("sourceId", sourceID); err != nil {
+		return nil, err
 	}
 	if u.Revision == nil && !u.Deleted {
 		return nil, invalid("revision", "revision is required (it may be omitted only with \"deleted\": true)")

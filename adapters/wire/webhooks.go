@@ -3,17 +3,14 @@ package wire
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/botharness/outbox/adapters/dynamo"
-	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/handlers/webhook"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
@@ -89,23 +86,6 @@ func wireWebhooks(a *App) error {
 		h.Providers[telegram.Name] = &webhook.Telegram{Accounts: p.Account}
 	}
 	a.Webhook = h.Handle
-	a.AdminExtra[UnresolvedRoute] = func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-		if p.Kind != core.PrincipalOperator && p.Kind != core.PrincipalOrchestrator {
-			return httpjson.Error(http.StatusForbidden, "forbidden", "operators only", "")
-		}
-		limit, _ := strconv.Atoi(req.QueryStringParameters["limit"])
-		if limit <= 0 {
-			limit = 50
-		}
-		recs, next, err := store.ListUnresolved(ctx, req.QueryStringParameters["cursor"], limit)
-		if ve, ok := err.(*core.ValidationError); ok {
-			return httpjson.Error(http.StatusBadRequest, ve.Code, ve.Message, ve.Field)
-		}
-		if err != nil {
-			a.Log.ErrorContext(ctx, "list unresolved webhook events", "err", err.Error())
-			return httpjson.Error(http.StatusInternalServerError, "internal", "could not list unresolved events", "")
-		}
-		return httpjson.JSON(http.StatusOK, map[string]any{"events": recs, "next": next}, nil)
-	}
+	a.AdminExtra[UnresolvedRoute] = (&admin.Unresolved{Store: store, Log: a.Log}).Handle
 	return nil
 }

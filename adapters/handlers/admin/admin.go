@@ -6,11 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -76,6 +74,9 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if p.Kind != core.PrincipalOperator && p.Kind != core.PrincipalOrchestrator {
 		return httpjson.Error(http.StatusForbidden, "forbidden", "the admin API is for operators and orchestrators", ""), nil
 	}
+	if resp, ok := httpjson.CheckPathIDs(req); !ok {
+		return resp, nil
+	}
 	id := req.PathParameters["id"]
 	switch req.RouteKey {
 	case "GET /v1/admin/intents":
@@ -125,19 +126,15 @@ func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	if status == "" {
 		status = core.StatusNeedsHuman
 	}
-	limit := 50
-	if v := req.QueryStringParameters["limit"]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return httpjson.Error(http.StatusBadRequest, core.CodeInvalidField, "limit must be 1 to 100", "limit")
-		}
-		limit = n
+	limit, cursor, err := httpjson.Page(req)
+	if err != nil {
+		return h.fail(ctx, err)
 	}
 	filter, resp, ok := queueFilter(req)
 	if !ok {
 		return resp
 	}
-	items, next, err := listMatching(ctx, h.List, status, req.QueryStringParameters["cursor"], limit, filter, time.Now())
+	items, next, err := listMatching(ctx, h.List, status, cursor, limit, filter, time.Now())
 	if err != nil {
 		return h.fail(ctx, err)
 	}
@@ -168,34 +165,11 @@ func DecodeBody(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2H
 	return events.APIGatewayV2HTTPResponse{}, true
 }
 
-// Fail maps core errors to answers.
 func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
 	return Fail(ctx, h.Log, err)
 }
 
-// Fail maps core errors to HTTP answers for admin routes.
+// Fail answers an admin route's error from the one error table (httpjson).
 func Fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {
-	var ve *core.ValidationError
-	var re *core.RefusedError
-	switch {
-	case errors.As(err, &ve):
-		return httpjson.Error(http.StatusBadRequest, ve.Code, ve.Message, ve.Field)
-	case errors.As(err, &re):
-		return httpjson.Error(http.StatusConflict, "refused_by_revalidation", re.Reason, "")
-	case errors.Is(err, core.ErrNotFound):
-		return httpjson.Error(http.StatusNotFound, "not_found", "no such item", "")
-	case errors.Is(err, core.ErrForbidden):
-		return httpjson.Error(http.StatusForbidden, "forbidden", err.Error(), "")
-	case errors.Is(err, core.ErrDuplicateRiskNotAccepted):
-		return httpjson.Error(http.StatusConflict, "duplicate_risk_not_accepted", err.Error(), "acceptDuplicateRisk")
-	case errors.Is(err, core.ErrNotNeedsHuman):
-		return httpjson.Error(http.StatusConflict, "not_needs_human", err.Error(), "")
-	case errors.Is(err, core.ErrConflict):
-		return httpjson.Error(http.StatusConflict, "conflict", "the item changed concurrently; read it again and retry", "")
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	log.ErrorContext(ctx, "admin request failed", "err", err.Error())
-	return httpjson.Error(http.StatusInternalServerError, "internal", "the request could not be completed", "")
+	return httpjson.Fail(ctx, log, err, "the request could not be completed")
 }

@@ -40,6 +40,9 @@ func BackupRoutes(svc *backup.Service, log *slog.Logger) map[string]Route {
 			if resp, ok := DecodeBody(req, &body); !ok {
 				return resp
 			}
+			if err := core.CheckID("profile", body.Profile); err != nil {
+				return fail(ctx, err)
+			}
 			m, err := svc.Backup(ctx, body.Profile)
 			if err != nil {
 				return fail(ctx, err)
@@ -59,6 +62,9 @@ func BackupRoutes(svc *backup.Service, log *slog.Logger) map[string]Route {
 			}
 			if resp, ok := DecodeBody(req, &body); !ok {
 				return resp
+			}
+			if err := core.CheckID("backupId", body.BackupID); err != nil {
+				return fail(ctx, err)
 			}
 			rep, err := svc.Restore(ctx, body.BackupID)
 			if err != nil {

@@ -2,11 +2,9 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -44,14 +42,6 @@ func (g *Grants) Routes() map[string]func(ctx context.Context, p core.Principal,
 var errOperatorsOnly = fmt.Errorf("%w: only operators manage grants and capabilities", core.ErrForbidden)
 
 func (g *Grants) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
-	switch {
-	case errors.Is(err, core.ErrGrantRevoked):
-		return httpjson.Error(http.StatusConflict, "grant_revoked", err.Error(), "")
-	case errors.Is(err, core.ErrConflict):
-		return httpjson.Error(http.StatusConflict, "version_conflict", err.Error()+"; read it again and retry", "expectedVersion")
-	case errors.Is(err, core.ErrNotFound):
-		return httpjson.Error(http.StatusNotFound, "not_found", "no such grant", "")
-	}
 	return Fail(ctx, g.Log, err)
 }
 
@@ -84,15 +74,11 @@ func (g *Grants) get(ctx context.Context, p core.Principal, req events.APIGatewa
 }
 
 func (g *Grants) list(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	limit := 50
-	if v := req.QueryStringParameters["limit"]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return httpjson.Error(http.StatusBadRequest, core.CodeInvalidField, "limit must be 1 to 100", "limit")
-		}
-		limit = n
+	limit, cursor, err := httpjson.Page(req)
+	if err != nil {
+		return g.fail(ctx, err)
 	}
-	items, next, err := g.Authority.ListGrants(ctx, p, req.QueryStringParameters["bot"], req.QueryStringParameters["cursor"], limit)
+	items, next, err := g.Authority.ListGrants(ctx, p, req.QueryStringParameters["bot"], cursor, limit)
 	if err != nil {
 		return g.fail(ctx, err)
 	}

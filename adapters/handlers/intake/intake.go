@@ -40,6 +40,9 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if !ok {
 		return httpjson.Unauthorized(), nil
 	}
+	if resp, ok := httpjson.CheckPathIDs(req); !ok {
+		return resp, nil
+	}
 	switch req.RouteKey {
 	case "POST /v1/intents":
 		return h.submit(ctx, p, req), nil
@@ -105,29 +108,9 @@ func (h *Handler) log() *slog.Logger {
 	return h.Log
 }
 
-// fail maps core errors to HTTP answers.
+// fail answers from the one error table (httpjson).
 func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
-	var ve *core.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		status := http.StatusBadRequest
-		switch ve.Code {
-		case core.CodePayloadTooLarge:
-			status = http.StatusRequestEntityTooLarge
-		case core.CodeUnknownProvider, core.CodeUnknownAction, core.CodeDeadlinePassed:
-			status = http.StatusUnprocessableEntity
-		}
-		return httpjson.Error(status, ve.Code, ve.Message, ve.Field)
-	case errors.Is(err, core.ErrIdempotencyKeyReused):
-		return httpjson.Error(http.StatusUnprocessableEntity, "idempotency_key_reused",
-			"this Idempotency-Key was already used with a different request; use a new key for a different intent", "Idempotency-Key")
-	case errors.Is(err, core.ErrGrantDoesNotCover):
-		return httpjson.Error(http.StatusForbidden, "grant_does_not_cover", err.Error(), "grant")
-	case errors.Is(err, core.ErrForbidden):
-		return httpjson.Error(http.StatusForbidden, "forbidden", err.Error(), "")
-	}
-	h.log().ErrorContext(ctx, "request failed", "err", err.Error())
-	return httpjson.Error(http.StatusInternalServerError, "internal", "the request could not be completed; it is safe to retry with the same Idempotency-Key", "")
+	return httpjson.Fail(ctx, h.log(), err, "the request could not be completed; it is safe to retry with the same Idempotency-Key")
 }
 
 // IntentView is what the API shows of an intent.

@@ -74,6 +74,9 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if !ok || account == "" {
 		return httpjson.Error(http.StatusNotFound, "unknown_provider", "no webhook endpoint for this provider", "provider"), nil
 	}
+	if resp, ok := httpjson.CheckPathIDs(req); !ok {
+		return resp, nil
+	}
 	limit := h.MaxBodyBytes
 	if limit <= 0 {
 		limit = MaxBodyBytes
@@ -125,17 +128,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 }
 
 func (h *Handler) fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {
-	var ve *core.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		return httpjson.Error(http.StatusBadRequest, ve.Code, ve.Message, ve.Field)
-	case errors.Is(err, core.ErrEventInProgress):
-		r := httpjson.Error(http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", "")
-		r.Headers["Retry-After"] = strconv.Itoa(5)
-		return r
-	}
-	log.ErrorContext(ctx, "webhook failed", "err", err.Error())
-	return internal()
+	return httpjson.Fail(ctx, log, err, "the event could not be processed; deliver it again")
 }
 
 func tooLarge(limit int) events.APIGatewayV2HTTPResponse {
