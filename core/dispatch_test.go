@@ -217,7 +217,7 @@ func TestLateSuccessAfterLeaseExpiryIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.clock.Advance(2 * time.Minute)
-	s := &Sweeper{D: r.d, List: r.store}
+	s := &Sweeper{List: r.store, Attempts: r.d, Queue: r.d.Queue, Clock: r.d.Clock}
 	if _, err := s.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ var (
 	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different request")
 	ErrNotClaimable         = errors.New("intent is not claimable")
 	ErrUnknownProvider      = errors.New("unknown provider")
-	ErrUnknownAction        = errors.New("unknown action")
 	ErrForbidden            = errors.New("forbidden")
 	ErrLeaseLost            = errors.New("lease lost")
 	ErrGrantDoesNotCover    = errors.New("grant does not cover the intent")

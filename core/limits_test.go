@@ -254,7 +254,7 @@ func TestOverLongReasonChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	_ = r.d.Attempt(ctx, in.ID, "stream")
 	before := r.get(t, in.ID)
-	res := &Resolver{D: r.d}
+	res := &Resolver{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock}
 	op := Principal{Kind: PrincipalOperator, Name: "op"}
 	for _, c := range []struct {
 		field string

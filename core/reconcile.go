@@ -212,3 +212,7 @@ func lastAttemptEnd(in *Intent) time.Time {
 func ReconcileDue(in *Intent, rp ReconcilePolicy) time.Time {
 	return lastAttemptEnd(in).Add(rp.Window)
 }
+
+// ReconcileDue is when the next reconciliation of in is due under the
+// dispatcher's policy (the resolver's Reconciliation port).
+func (d *Dispatcher) ReconcileDue(in *Intent) time.Time { return ReconcileDue(in, d.ReconcilePolicy) }

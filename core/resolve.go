@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 )
 
 // Decision is a human's resolution of an intent that needed one.
@@ -39,17 +41,33 @@ type Recommendation struct {
 	Summary  string
 }
 
-// RetryGate refuses a human-authorised retry that revalidation would block
-// (grant expired or revoked, source revised). Nil means no gate.
-type RetryGate interface {
-	Revalidator
+// Reconciliation is what the resolver asks of the dispatcher: what the
+// provider declares for an intent, and a reconciliation when an operator
+// asks for one.
+type Reconciliation interface {
+	Capabilities(ctx context.Context, in *Intent) Capabilities
+	Reconcile(ctx context.Context, id string) error
+	// ReconcileDue is when the next reconciliation of in is due.
+	ReconcileDue(in *Intent) time.Time
 }
 
 // Resolver applies human decisions. Only operators decide; orchestrators may
 // recommend; bots may do neither. History is only ever appended to.
 type Resolver struct {
-	D    *Dispatcher
-	Gate RetryGate
+	Store     IntentStore
+	Reconcile Reconciliation
+	Clock     Clock
+	// Gate refuses a human-authorised retry that revalidation would block
+	// (grant expired or revoked, source revised). Nil means no gate.
+	Gate Revalidator
+	Log  *slog.Logger
+}
+
+func (r *Resolver) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
 }
 
 func validDecision(d Decision) bool {
@@ -83,8 +101,7 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 	if req.ExternalID != "" && req.Decision != DecisionAcceptSuccess {
 		return nil, &ValidationError{Code: CodeInvalidField, Field: "externalId", Message: "externalId only goes with accept-success"}
 	}
-	d := r.D
-	cur, err := d.Store.Get(ctx, id)
+	cur, err := r.Store.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +113,7 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 	}
 	var caps Capabilities
 	if req.Decision == DecisionRetry {
-		caps = d.Capabilities(ctx, cur)
+		caps = r.Reconcile.Capabilities(ctx, cur)
 	}
 	if req.Decision == DecisionRetry && r.Gate != nil {
 		_, blocked, err := r.Gate.Revalidate(ctx, cur)
@@ -107,8 +124,8 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 			return nil, &RefusedError{Reason: blocked.Reason, Status: blocked.Status}
 		}
 	}
-	now := d.Clock.Now()
-	stored, err := d.Store.Update(ctx, id, func(in *Intent) error {
+	now := r.Clock.Now()
+	stored, err := r.Store.Update(ctx, id, func(in *Intent) error {
 		if key != "" && hasKey(in, key) {
 			return errReplayed
 		}
@@ -145,24 +162,24 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 			return err
 		}
 		if to == StatusUnknownOutcome {
-			due := ReconcileDue(in, d.ReconcilePolicy)
+			due := r.Reconcile.ReconcileDue(in)
 			in.NextAttemptAt = &due
 		}
 		return nil
 	})
 	if errors.Is(err, errReplayed) {
-		return d.Store.Get(ctx, id)
+		return r.Store.Get(ctx, id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	d.log().InfoContext(ctx, "human decision recorded", "intent", id, "bot", stored.Bot, "attempt", stored.AttemptCount,
+	r.log().InfoContext(ctx, "human decision recorded", "intent", id, "bot", stored.Bot, "attempt", stored.AttemptCount,
 		"decision", string(req.Decision), "operator", p.Name, "status", string(stored.Status))
 	if req.Decision == DecisionReconcile {
-		if err := d.Reconcile(ctx, id); err != nil {
+		if err := r.Reconcile.Reconcile(ctx, id); err != nil {
 			return nil, err
 		}
-		return d.Store.Get(ctx, id)
+		return r.Store.Get(ctx, id)
 	}
 	// A retry goes out through the stream (pending); nothing else to do here.
 	return stored, nil
@@ -185,15 +202,15 @@ type RetryRisk struct {
 
 // RetryRisk tells whether retrying id now could duplicate its effect.
 func (r *Resolver) RetryRisk(ctx context.Context, id string) (*Intent, RetryRisk, error) {
-	in, err := r.D.Store.Get(ctx, id)
+	in, err := r.Store.Get(ctx, id)
 	if err != nil {
 		return nil, RetryRisk{}, err
 	}
-	caps := r.D.Capabilities(ctx, in)
+	caps := r.Reconcile.Capabilities(ctx, in)
 	risk := RetryRisk{Capabilities: caps}
 	// The same rule Resolve records the decision with, asked before anyone
 	// has authorised the retry.
-	switch v := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: in.FirstAttemptAt, SendBy: r.D.Clock.Now()}); v {
+	switch v := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: in.FirstAttemptAt, SendBy: r.Clock.Now()}); v {
 	case ResendCovered, ResendSafe:
 		risk.Why = "the provider deduplicates by this intent's idempotency key, which is still within its retention: a retry cannot cause a second effect"
 	default:
@@ -227,8 +244,8 @@ func (r *Resolver) Recommend(ctx context.Context, p Principal, id string, req Re
 	if err := CheckFieldLength("summary", req.Summary); err != nil {
 		return nil, err
 	}
-	now := r.D.Clock.Now()
-	return r.D.Store.Update(ctx, id, func(in *Intent) error {
+	now := r.Clock.Now()
+	return r.Store.Update(ctx, id, func(in *Intent) error {
 		if in.Status != StatusNeedsHuman {
 			return fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, in.Status)
 		}

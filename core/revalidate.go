@@ -213,7 +213,7 @@ type SourceStore interface {
 }
 
 // Revalidation implements the dispatcher's Revalidator, the resolver's
-// RetryGate and intake's IntakeAuthorizer.
+// Gate and intake's IntakeAuthorizer.
 type Revalidation struct {
 	Facts  FactReader
 	Grants GrantReader
@@ -226,7 +226,6 @@ type Revalidation struct {
 
 var (
 	_ Revalidator      = (*Revalidation)(nil)
-	_ RetryGate        = (*Revalidation)(nil)
 	_ IntakeAuthorizer = (*Revalidation)(nil)
 )
 

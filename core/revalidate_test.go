@@ -31,7 +31,7 @@ func newRVRig(t *testing.T, caps Capabilities, script ...error) *rvRig {
 	provs := ProviderMap{"fake": r.prov}
 	x := &rvRig{rig: r, reg: reg, rv: rv,
 		auth: &Authority{Grants: reg, Capabilities: reg, Providers: provs, Clock: r.clock},
-		res:  &Resolver{D: r.d, Gate: rv},
+		res:  &Resolver{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock, Gate: rv},
 		src:  &Sources{Store: reg, Clock: r.clock},
 	}
 	x.putGrant(t, "g1", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c*"}})

@@ -14,15 +14,24 @@ type IntentLister interface {
 	CountByStatus(ctx context.Context, status Status) (int, error)
 }
 
+// Attempts is what the sweeper asks of the dispatcher: start the attempt of
+// a pending intent, and record an expired lease as the attempt's outcome.
+type Attempts interface {
+	Attempt(ctx context.Context, id, trigger string) error
+	ExpireLease(ctx context.Context, listed *Intent, now time.Time) error
+}
+
 // Sweeper repairs what crashes leave behind. Every repair is a conditional
 // transition or a duplicate-safe message, so sweepers may run concurrently
 // and as often as wanted.
 type Sweeper struct {
-	D      *Dispatcher
-	List   IntentLister
-	Grace  time.Duration // how late work must be before the sweeper steps in
-	Limit  int           // intents per status per run
-	Gauges func(name string, value int)
+	List     IntentLister
+	Attempts Attempts
+	Queue    RetryQueue
+	Clock    Clock
+	Grace    time.Duration // how late work must be before the sweeper steps in
+	Limit    int           // intents per status per run
+	Gauges   func(name string, value int)
 	// OperatorEvents, when set, is asked to publish operator events a crash
 	// left claimed but unpublished.
 	OperatorEvents *OperatorNotifier
@@ -43,7 +52,7 @@ type SweepReport struct {
 func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
 	var errs []error
-	now := s.D.Clock.Now()
+	now := s.Clock.Now()
 	limit := s.Limit
 	if limit <= 0 {
 		limit = 100
@@ -52,7 +61,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	inflight, err := s.List.ListByStatus(ctx, StatusInFlight, now, limit)
 	errs = append(errs, err)
 	for _, in := range inflight {
-		if err := s.expireLease(ctx, in, now); err != nil {
+		if err := s.Attempts.ExpireLease(ctx, in, now); err != nil {
 			rep.Errors++
 			errs = append(errs, err)
 		} else {
@@ -63,7 +72,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	due, err := s.List.ListByStatus(ctx, StatusRetryableFailure, now.Add(-s.Grace), limit)
 	errs = append(errs, err)
 	for _, in := range due {
-		if err := s.D.Queue.Enqueue(ctx, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpAttempt}, 0); err != nil {
+		if err := s.Queue.Enqueue(ctx, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpAttempt}, 0); err != nil {
 			rep.Errors++
 			errs = append(errs, err)
 		} else {
@@ -74,7 +83,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	unknown, err := s.List.ListByStatus(ctx, StatusUnknownOutcome, now.Add(-s.Grace), limit)
 	errs = append(errs, err)
 	for _, in := range unknown {
-		if err := s.D.Queue.Enqueue(ctx, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpReconcile}, 0); err != nil {
+		if err := s.Queue.Enqueue(ctx, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpReconcile}, 0); err != nil {
 			rep.Errors++
 			errs = append(errs, err)
 		} else {
@@ -85,7 +94,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	pending, err := s.List.ListByStatus(ctx, StatusPending, now.Add(-s.Grace), limit)
 	errs = append(errs, err)
 	for _, in := range pending {
-		if err := s.D.Attempt(ctx, in.ID, "sweeper"); err != nil {
+		if err := s.Attempts.Attempt(ctx, in.ID, "sweeper"); err != nil {
 			rep.Errors++
 			errs = append(errs, err)
 		} else {
@@ -104,10 +113,9 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// expireLease turns an in-flight intent whose lease ran out into an Unknown
+// ExpireLease turns an in-flight intent whose lease ran out into an Unknown
 // Outcome and routes it exactly as if the provider call had timed out.
-func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time) error {
-	d := s.D
+func (d *Dispatcher) ExpireLease(ctx context.Context, listed *Intent, now time.Time) error {
 	// Provider I/O stays outside the conditional write (which may re-run).
 	caps := d.Capabilities(ctx, listed)
 	var o outcome

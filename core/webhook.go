@@ -31,7 +31,7 @@ import (
 //     recorded event without its evidence (or the reverse).
 //   - A bound acknowledgement or status is provider evidence of the effect:
 //     unknown-outcome -> succeeded, and needs-human -> succeeded (see
-//     ResolveNeedsHuman). While the intent is in flight the evidence is only
+//     applyProviderEvent). While the intent is in flight the evidence is only
 //     recorded; the dispatcher's own outcome write then honours it (see
 //     decide), so the final state does not depend on which arrives first.
 //   - Delivery statuses only move forward (sent < delivered < read). An event
@@ -500,13 +500,6 @@ type bindDecision struct {
 	mismatch    bool   // a message id other than the one we know
 }
 
-// ResolveNeedsHuman is the rule for a needs-human intent that receives a
-// matched acknowledgement or status: provider evidence proves the effect, so
-// it becomes succeeded without a human (as it would from unknown-outcome).
-// The episode stays in history: the attempts that led to needs-human, any
-// resolutions or recommendations, and the webhook entry that resolved it.
-const ResolveNeedsHuman = true
-
 // applyProviderEvent decides, purely, what a matched event does to in and
 // mutates it accordingly. matchedBy is "identity" or "external-id".
 func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time.Time) bindDecision {
@@ -537,12 +530,13 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 	var to Status
 	if proves {
 		switch in.Status {
-		case StatusUnknownOutcome:
+		case StatusUnknownOutcome, StatusNeedsHuman:
+			// Provider evidence proves the effect, so a needs-human intent
+			// becomes succeeded without a human too (as from unknown-outcome).
+			// The episode stays in history: the attempts that led to
+			// needs-human, any resolutions or recommendations, and the webhook
+			// entry that resolved it.
 			to = StatusSucceeded
-		case StatusNeedsHuman:
-			if ResolveNeedsHuman {
-				to = StatusSucceeded
-			}
 		case StatusFailed, StatusAbandoned, StatusExpired, StatusSourceRevised, StatusGrantRevoked:
 			d.contradicts = !hadProof
 		}

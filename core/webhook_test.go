@@ -287,7 +287,7 @@ func TestWebhookAckResolvesNeedsHumanAndKeepsTheEpisode(t *testing.T) {
 	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
 	in := w.submit(t)
 	_ = w.d.Attempt(context.Background(), in.ID, "stream")
-	if _, err := (&Resolver{D: w.d}).Recommend(context.Background(), Principal{Kind: PrincipalOrchestrator, Name: "o"}, in.ID,
+	if _, err := (&Resolver{Store: w.d.Store, Reconcile: w.d, Clock: w.d.Clock}).Recommend(context.Background(), Principal{Kind: PrincipalOrchestrator, Name: "o"}, in.ID,
 		Recommendation{Decision: DecisionAcceptSuccess, Summary: "looks sent"}); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
 	in := w.submit(t)
 	_ = w.d.Attempt(context.Background(), in.ID, "stream")
-	if _, err := (&Resolver{D: w.d}).Resolve(context.Background(), Principal{Kind: PrincipalOperator, Name: "ann"}, in.ID, "",
+	if _, err := (&Resolver{Store: w.d.Store, Reconcile: w.d, Clock: w.d.Clock}).Resolve(context.Background(), Principal{Kind: PrincipalOperator, Name: "ann"}, in.ID, "",
 		Ruling{Decision: DecisionRetry, Reason: "looks lost"}); err != nil {
 		t.Fatal(err)
 	}
