@@ -116,7 +116,7 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time
 			t := now
 			in.FirstAttemptAt = &t
 		}
-		in.Lease = &Lease{Owner: d.Owner, Until: now.Add(d.Lease)}
+		in.Lease = &Lease{Owner: d.Owner, Since: now, Until: now.Add(d.Lease)}
 		return nil
 	})
 	if errors.Is(err, errDeadlinePassed) {

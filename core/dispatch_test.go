@@ -278,3 +278,55 @@ func TestBlockedRetryAfterUnknownOutcomeGoesToHuman(t *testing.T) {
 		t.Fatalf("got %s", got.Status)
 	}
 }
+
+// crashAfterClaim is a store whose process dies after the claim: the claim
+// is written, every later write fails.
+type crashAfterClaim struct{ *memStore }
+
+func (c crashAfterClaim) Update(context.Context, string, func(*Intent) error) (*Intent, error) {
+	return nil, errors.New("process crashed")
+}
+
+// TestExpiredRetryAttemptKeepsItsClaimTime: when the sweeper expires the
+// lease of a retry attempt, the attempt it records started at that retry's
+// claim, not at the sweep and not at the first attempt.
+func TestExpiredRetryAttemptKeepsItsClaimTime(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(Capabilities{}, &RetryableError{Class: ClassTransient, Err: errors.New("503")})
+	in := r.submit(t)
+	firstClaim := r.clock.Now()
+	if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure {
+		t.Fatalf("after a transient failure: %s", got.Status)
+	}
+	r.clock.Advance(10 * time.Second)
+	retryClaim := r.clock.Now()
+	r.d.Store = crashAfterClaim{r.store}
+	if err := r.d.Attempt(ctx, in.ID, "retry"); err == nil || !strings.Contains(err.Error(), "process crashed") {
+		t.Fatalf("the crashed retry returned %v, want the failed outcome write", err)
+	}
+	r.d.Store = r.store
+	if got := r.get(t, in.ID); got.Status != StatusInFlight || got.Lease == nil || !got.Lease.Since.Equal(retryClaim) {
+		t.Fatalf("after the crash: %s lease %+v, want in flight since %s", got.Status, got.Lease, retryClaim)
+	}
+	r.clock.Advance(3 * time.Minute) // past the one-minute lease
+	sweptAt := r.clock.Now()
+	s := &Sweeper{List: r.store, Attempts: r.d, Queue: r.queue, Clock: r.clock}
+	if rep, err := s.Run(ctx); err != nil || rep.LeasesExpired != 1 {
+		t.Fatalf("sweep: %+v %v, want one expired lease", rep, err)
+	}
+	got := r.get(t, in.ID)
+	if len(got.Attempts) != 2 {
+		t.Fatalf("history has %d entries, want 2", len(got.Attempts))
+	}
+	first, expired := got.Attempts[0], got.Attempts[1]
+	if !first.StartedAt.Equal(firstClaim) {
+		t.Errorf("first attempt started %s, want %s", first.StartedAt, firstClaim)
+	}
+	if expired.Result != ResultLeaseExpired || expired.N != 2 || !expired.StartedAt.Equal(retryClaim) || !expired.EndedAt.Equal(sweptAt) {
+		t.Fatalf("expired attempt #%d %s started %s ended %s; want #2 lease-expired started at the retry's claim %s, ended at the sweep %s",
+			expired.N, expired.Result, expired.StartedAt, expired.EndedAt, retryClaim, sweptAt)
+	}
+}

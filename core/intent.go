@@ -29,9 +29,11 @@ type GrantRef struct {
 	Version int64  `json:"version"`
 }
 
-// Lease marks an in-flight claim: who holds attempt N and until when.
+// Lease marks an in-flight claim: who holds attempt N, since when (the
+// claim: the attempt's start) and until when.
 type Lease struct {
 	Owner string    `json:"owner"`
+	Since time.Time `json:"since,omitzero"`
 	Until time.Time `json:"until"`
 }
 

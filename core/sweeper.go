@@ -128,9 +128,15 @@ func (d *Dispatcher) ExpireLease(ctx context.Context, listed *Intent, now time.T
 			Err:      ErrLeaseLost,
 		}
 		o = decide(in, caps, nil, lost, now, d.Backoff, d.ReconcilePolicy)
-		started := now
-		if in.FirstAttemptAt != nil && len(in.Attempts) == 0 {
-			started = *in.FirstAttemptAt
+		// The attempt started at its claim: evidence must say when it really
+		// began (a retry's claim, not the sweep). Leases written before the
+		// claim time was recorded fall back to the first attempt's time.
+		started := in.Lease.Since
+		if started.IsZero() {
+			started = now
+			if in.FirstAttemptAt != nil && len(in.Attempts) == 0 {
+				started = *in.FirstAttemptAt
+			}
 		}
 		return o.apply(in, Attempt{N: in.AttemptCount, Trigger: "sweeper", StartedAt: started, EndedAt: now, Result: ResultLeaseExpired, Evidence: lost.Evidence}, now)
 	})

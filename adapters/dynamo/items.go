@@ -25,8 +25,9 @@ type grantRefItem struct {
 }
 
 type leaseItem struct {
-	Owner string    `dynamodbav:"owner"`
-	Until time.Time `dynamodbav:"until"`
+	Owner string     `dynamodbav:"owner"`
+	Since *time.Time `dynamodbav:"since,omitempty"`
+	Until time.Time  `dynamodbav:"until"`
 }
 
 type evidenceItem struct {
@@ -229,6 +230,10 @@ func intentToItem(in *core.Intent) intentItem {
 	}
 	if in.Lease != nil {
 		it.Lease = &leaseItem{Owner: in.Lease.Owner, Until: in.Lease.Until}
+		if !in.Lease.Since.IsZero() {
+			since := in.Lease.Since
+			it.Lease.Since = &since
+		}
 	}
 	if in.Attempts != nil {
 		it.Attempts = make([]attemptItem, len(in.Attempts))
@@ -262,6 +267,9 @@ func intentFromItem(it *intentItem) *core.Intent {
 	}
 	if it.Lease != nil {
 		in.Lease = &core.Lease{Owner: it.Lease.Owner, Until: it.Lease.Until}
+		if it.Lease.Since != nil {
+			in.Lease.Since = *it.Lease.Since
+		}
 	}
 	for i, a := range it.Attempts {
 		in.Attempts[i] = attemptFromItem(a)

@@ -65,9 +65,9 @@ func FromEnv(required ...string) (Config, error) {
 		BackupBucket:    os.Getenv("OUTBOX_BACKUP_BUCKET"),
 		PayloadBucket:   os.Getenv("OUTBOX_PAYLOAD_BUCKET"),
 		ProviderConfig:  os.Getenv("OUTBOX_PROVIDER_CONFIG"),
-		Lease:           durationEnv("OUTBOX_LEASE", 60*time.Second),
-		SweepGrace:      durationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
-		RequestCacheTTL: durationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
+		Lease:           DurationEnv("OUTBOX_LEASE", 60*time.Second),
+		SweepGrace:      DurationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
+		RequestCacheTTL: DurationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
 
 		OperatorTopicArn:      os.Getenv("OUTBOX_OPERATOR_TOPIC_ARN"),
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
@@ -89,7 +89,8 @@ func FromEnv(required ...string) (Config, error) {
 	return c, nil
 }
 
-func durationEnv(name string, def time.Duration) time.Duration {
+// DurationEnv reads a positive Go duration ("5s") from name, or def.
+func DurationEnv(name string, def time.Duration) time.Duration {
 	if v := os.Getenv(name); v != "" {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			return d

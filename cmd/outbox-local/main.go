@@ -65,9 +65,18 @@ func run() error {
 		env("OUTBOX_DEV_ORCHESTRATOR_TOKEN", "dev-orchestrator-token"): {Kind: core.PrincipalOrchestrator, Name: "dev-orchestrator"},
 	}
 	providerCfg := env("OUTBOX_PROVIDER_CONFIG", fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":3000}}`, sandboxURL))
+	// The same configuration variables as the functions (OUTBOX_LEASE,
+	// OUTBOX_SWEEP_GRACE, OUTBOX_REQUEST_CACHE_TTL, with the same defaults),
+	// plus the sweeper's schedule, which in AWS is the stack's rule.
+	cfg, err := wire.FromEnv()
+	if err != nil {
+		return err
+	}
+	table := env("OUTBOX_TABLE", "outbox")
 	st, err := system.Start(ctx, clients, system.Options{
-		Table: env("OUTBOX_TABLE", "outbox"), ProviderConfig: providerCfg,
-		SweepInterval: 15 * time.Second, Tokens: tokens, Log: log, RequestCacheTTL: 5 * time.Second,
+		Table: table, QueuePrefix: env("OUTBOX_QUEUE_PREFIX", table), ProviderConfig: providerCfg,
+		Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL,
+		SweepInterval: wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second), Tokens: tokens, Log: log,
 		// A permissive dev grant so the printed curl works; real grants are
 		// managed through PUT /v1/admin/grants/{grantId}.
 		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*",

@@ -40,7 +40,7 @@ func FullIntent(id, bot string) *core.Intent {
 		Action: "send_message", Target: "chan-1", Payload: json.RawMessage(`{"text":"hi"}`), PayloadHash: "ph", RequestHash: "rh",
 		Source: &core.SourceRef{ID: "src-1", Revision: 3}, Grant: core.GrantRef{ID: "g-1", Version: 2}, Deadline: tp(time.Hour),
 		Metadata: json.RawMessage(`{"m":1}`), Status: core.StatusNeedsHuman, StatusReason: "why", Version: 7, CreatedAt: T0,
-		UpdatedAt: T0.Add(time.Minute), AttemptCount: 2, FirstAttemptAt: tp(time.Second), Lease: &core.Lease{Owner: "w1", Until: T0.Add(2 * time.Minute)},
+		UpdatedAt: T0.Add(time.Minute), AttemptCount: 2, FirstAttemptAt: tp(time.Second), Lease: &core.Lease{Owner: "w1", Since: T0.Add(90 * time.Second), Until: T0.Add(2 * time.Minute)},
 		NextAttemptAt: tp(3 * time.Minute), ExternalID: "ext-1",
 		Attempts: []core.Attempt{
 			{N: 1, Trigger: "stream", StartedAt: T0, EndedAt: T0.Add(time.Second), Result: "transient", Evidence: core.Evidence{HTTPStatus: 503, ProviderCode: "busy", Detail: "d", RetryAfter: "2", Extra: map[string]string{"a": "b"}},
