@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/sandbox"
+)
+
+// TestCrashedLocalHostIsSweptWithinLease: the local host honours OUTBOX_LEASE
+// (and OUTBOX_SWEEP_GRACE) like the functions. With OUTBOX_LEASE=5s, a host
+// killed (SIGKILL) while an attempt is in flight leaves the intent in flight;
+// a restarted host's sweeper takes it down the unknown-outcome path within
+// about lease + grace + one sweep interval of the crash, not the 60 s
+// default lease.
+func TestCrashedLocalHostIsSweptWithinLease(t *testing.T) {
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
+			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
+		}
+		t.Skip("no emulators (AWS_ENDPOINT_URL_DYNAMODB unset)")
+	}
+	const (
+		lease    = 5 * time.Second
+		grace    = 2 * time.Second
+		interval = 2 * time.Second
+	)
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "outbox-local")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build outbox-local: %v\n%s", err, out)
+	}
+	// The provider runs outside the host, so it survives the crash; its
+	// account hangs every send, so the attempt is in flight when we kill.
+	_, sbURL := sandbox.StartTest(t, time.Now)
+	post(t, sbURL+"/_sandbox/faults", "", `{"account":"acct-crash","faults":[{"kind":"hang","delayMs":30000}]}`, http.StatusOK)
+
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	table := "crash_" + hex.EncodeToString(b[:])
+	clients, err := awsconfig.LoadClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		for _, q := range []string{table + "-retry", table + "-retry-dlq", table + "-inbox", table + "-inbox-dlq"} {
+			if u, err := clients.SQS.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(q)}); err == nil {
+				_, _ = clients.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: u.QueueUrl})
+			}
+		}
+	})
+	start := func() (*exec.Cmd, string) {
+		addr := freeAddr(t)
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(),
+			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_URL="+sbURL, "OUTBOX_TABLE="+table,
+			fmt.Sprintf(`OUTBOX_PROVIDER_CONFIG={"sandbox":{"baseUrl":%q,"timeoutMs":4000}}`, sbURL),
+			"OUTBOX_LEASE="+lease.String(), "OUTBOX_SWEEP_GRACE="+grace.String(), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
+			"LOG_LEVEL=info")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("host %s output:\n%s", addr, logs.String())
+			}
+		})
+		waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		return cmd, addr
+	}
+	store := dynamo.New(clients.DynamoDB, table)
+
+	host, addr := start()
+	body := `{"kind":"reply","provider":"sandbox","account":"acct-crash","action":"send_message","target":"chan-1","payload":{"text":"crash"},"grant":{"id":"dev-grant","version":1}}`
+	var created struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(post(t, "http://"+addr+"/v1/intents", "crash-1", body, http.StatusCreated), &created)
+	if created.ID == "" {
+		t.Fatal("no intent id in the answer")
+	}
+	var inFlight *core.Intent
+	waitFor(t, 30*time.Second, "the attempt is in flight", func() bool {
+		in, err := store.Get(ctx, created.ID)
+		if err == nil && in.Status == core.StatusInFlight {
+			inFlight = in
+			return true
+		}
+		return false
+	})
+	if err := host.Process.Kill(); err != nil { // SIGKILL: no shutdown path runs
+		t.Fatal(err)
+	}
+	_ = host.Wait()
+	killedAt := time.Now()
+	if in, err := store.Get(ctx, created.ID); err != nil || in.Status != core.StatusInFlight {
+		t.Fatalf("after the kill: %v %v; the attempt must still be in flight (the provider hangs past the kill)", in, err)
+	}
+	if got := inFlight.Lease.Until.Sub(inFlight.Lease.Since); got != lease {
+		t.Fatalf("the host claimed with a %s lease, want OUTBOX_LEASE=%s", got, lease)
+	}
+
+	start()
+	var swept *core.Intent
+	bound := lease + grace + interval + 10*time.Second // + the second host's start-up
+	waitFor(t, bound, "the restarted host sweeps the crashed attempt", func() bool {
+		in, err := store.Get(ctx, created.ID)
+		if err == nil && in.Status != core.StatusInFlight {
+			swept = in
+			return true
+		}
+		return false
+	})
+	took := time.Since(killedAt)
+	last := swept.Attempts[len(swept.Attempts)-1]
+	if last.Result != core.ResultLeaseExpired || !last.StartedAt.Equal(inFlight.Lease.Since) {
+		t.Fatalf("swept to %s with last attempt %s started %s; want lease-expired started at the claim %s", swept.Status, last.Result, last.StartedAt, inFlight.Lease.Since)
+	}
+	t.Logf("crashed host's in-flight intent swept to %s %.1fs after the kill (lease %s, grace %s, sweep interval %s)", swept.Status, took.Seconds(), lease, grace, interval)
+}
+
+func post(t *testing.T, url, key, body string, want int) []byte {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer dev-bot-token")
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, b, want)
+	}
+	return b
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
