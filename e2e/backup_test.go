@@ -100,10 +100,7 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 			if _, err := (&httpPoster{src}).post("/_sandbox/release", `{"account":"`+acct+`"}`); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(300 * time.Millisecond)
-			if n := src.effectsFor(id); n != 1 {
-				t.Fatalf("effects after release = %d", n)
-			}
+			src.eventually(5*time.Second, "the released request takes effect once", func() bool { return src.effectsFor(id) == 1 })
 			src.stop()
 
 			dst := src.fresh()

@@ -361,14 +361,47 @@ func (e *env) sweep() {
 	}
 }
 
-// settle waits a little for asynchronous work (pollers) and then asserts the
-// sandbox count is still n, to catch late duplicates.
-func (e *env) assertEffectsStay(id string, n int, wait time.Duration) {
+// assertEffectsStay checks, for the whole window, that the sandbox count
+// for id stays n: asynchronous work (pollers, sweeps) must not add a late
+// duplicate. It fails as soon as the count moves.
+func (e *env) assertEffectsStay(id string, n int, window time.Duration) {
 	e.t.Helper()
-	time.Sleep(wait)
-	if got := e.effectsFor(id); got != n {
-		e.t.Fatalf("side effects for %s = %d, want %d", id, got, n)
+	e.consistently(window, fmt.Sprintf("side effects for %s stay %d", id, n), func() bool { return e.effectsFor(id) == n })
+}
+
+// eventually polls cond until it holds; it fails the test at the deadline.
+func (e *env) eventually(within time.Duration, what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// consistently polls cond for the whole window and fails as soon as it does
+// not hold.
+func (e *env) consistently(window time.Duration, what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(window)
+	for {
+		if !cond() {
+			e.t.Fatalf("%s: no longer holds", what)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// waitUntil waits for the wall clock to pass t (a grant's expiry, a lease's
+// end): the condition is the time itself.
+func (e *env) waitUntil(t time.Time) {
+	e.t.Helper()
+	e.eventually(time.Until(t)+5*time.Second, "the clock passes "+t.Format(time.RFC3339Nano), func() bool { return time.Now().After(t) })
 }
 
 // httpPoster posts to the sandbox control API.

@@ -179,16 +179,21 @@ func TestRevalidateGrantIntakeRefusals(t *testing.T) {
 	if r := e.do("POST", "/v1/admin/grants/g-revoked/revoke", opToken, nil, `{"reason":"rotated"}`); r.status != 200 {
 		t.Fatalf("revoke: %d %s", r.status, r.body)
 	}
-	// Bad grant definitions are refused with a field.
-	for _, bad := range []string{
-		`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":[]}`,
-		`{"bot":"bot-1","provider":"pigeon","account":"a","actions":["send_message"],"targets":["*"]}`,
-		`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["teleport"],"targets":["*"]}`,
-		`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["a*b"]}`,
-		`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["*"],"extra":1}`,
+	// Bad grant definitions are refused with a field; an unknown provider or
+	// action is 422, as at intake (one error table).
+	for _, bad := range []struct {
+		body   string
+		status int
+		code   string
+	}{
+		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":[]}`, http.StatusBadRequest, "invalid_field"},
+		{`{"bot":"bot-1","provider":"pigeon","account":"a","actions":["send_message"],"targets":["*"]}`, http.StatusUnprocessableEntity, "unknown_provider"},
+		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["teleport"],"targets":["*"]}`, http.StatusUnprocessableEntity, "unknown_action"},
+		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["a*b"]}`, http.StatusBadRequest, "invalid_field"},
+		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["*"],"extra":1}`, http.StatusBadRequest, "malformed_json"},
 	} {
-		if r := e.do("PUT", "/v1/admin/grants/g-bad", opToken, nil, bad); r.status != http.StatusBadRequest {
-			t.Fatalf("bad grant %s: %d %s", bad, r.status, r.body)
+		if r := e.do("PUT", "/v1/admin/grants/g-bad", opToken, nil, bad.body); r.status != bad.status || r.errorCode() != bad.code {
+			t.Fatalf("bad grant %s: %d %s, want %d %s", bad.body, r.status, r.body, bad.status, bad.code)
 		}
 	}
 
@@ -293,7 +298,7 @@ func TestRevalidateHumanRetryRefusedAfterGrantExpired(t *testing.T) {
 	if n := e.effectsFor(id); n != 1 {
 		t.Fatalf("effects before the decision = %d, want 1", n)
 	}
-	time.Sleep(time.Until(expiresAt) + 200*time.Millisecond)
+	e.waitUntil(expiresAt.Add(200 * time.Millisecond))
 
 	r := e.do("POST", "/v1/admin/intents/"+id+"/resolution", opToken, map[string]string{"Idempotency-Key": "d-1"},
 		`{"decision":"retry","reason":"the customer says nothing arrived"}`)

@@ -95,11 +95,8 @@ func TestTwoDispatchersRacingMakeOneEffect(t *testing.T) {
 	for _, id := range ids {
 		w1.waitStatus(id, 10*time.Second, core.StatusSucceeded, core.StatusNeedsHuman, core.StatusRetryableFailure)
 	}
-	time.Sleep(500 * time.Millisecond)
 	for _, id := range ids {
-		if n := w1.effectsFor(id); n != 1 {
-			t.Fatalf("%s: %d side effects, want 1", id, n)
-		}
+		w1.assertEffectsStay(id, 1, 500*time.Millisecond)
 	}
 }
 
@@ -107,16 +104,17 @@ func TestCrashAfterClaimBeforeSendGoesToHumanNotRetry(t *testing.T) {
 	e := newEnv(t, options{DisableStream: true})
 	id := e.mustSubmit("crash-1", intentBody("acct-crash", "chan-1", "hi"))
 	// A worker claims it and dies before calling the provider.
-	_, err := e.st.App.Store.Update(context.Background(), id, func(in *core.Intent) error {
+	leaseEnd := time.Now().UTC().Add(500 * time.Millisecond)
+	_, err := e.st.App.Store.Claim(context.Background(), id, func(in *core.Intent) error {
 		now := time.Now().UTC()
 		in.Status, in.AttemptCount, in.FirstAttemptAt = core.StatusInFlight, 1, &now
-		in.Lease = &core.Lease{Owner: "crashed-worker", Until: now.Add(500 * time.Millisecond)}
+		in.Lease = &core.Lease{Owner: "crashed-worker", Since: now, Until: leaseEnd}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	e.waitUntil(leaseEnd.Add(200 * time.Millisecond))
 	for i := 0; i < 5; i++ {
 		e.sweep()
 	}
@@ -141,10 +139,11 @@ func TestKeyPastRetentionIsNotRetried(t *testing.T) {
 
 func TestDeadlinePassedBeforeFirstAttemptExpires(t *testing.T) {
 	e := newEnv(t, options{DisableStream: true})
-	deadline := time.Now().UTC().Add(1500 * time.Millisecond).Format(time.RFC3339Nano)
+	deadlineAt := time.Now().UTC().Add(1500 * time.Millisecond)
+	deadline := deadlineAt.Format(time.RFC3339Nano)
 	body := strings.Replace(intentBody("acct-late", "chan-1", "call back"), `"grant"`, `"deadline":"`+deadline+`","grant"`, 1)
 	id := e.mustSubmit("late-1", body)
-	time.Sleep(2 * time.Second)
+	e.waitUntil(deadlineAt.Add(500 * time.Millisecond))
 	e.sweep()
 	in := e.waitStatus(id, 5*time.Second, core.StatusExpired)
 	if in.AttemptCount != 0 {

@@ -197,7 +197,7 @@ func TestWebhookDuplicateAckFiveTimesOneEvidence(t *testing.T) {
 	if !allOK(ds) || ds[0].EventID != ds[4].EventID {
 		t.Fatalf("deliveries %+v", ds)
 	}
-	time.Sleep(100 * time.Millisecond)
+	e.eventually(5*time.Second, "the acknowledgement is bound", func() bool { return len(webhookEntries(e.intent(id))) == 1 })
 	first := e.intent(id)
 	if got := webhookEntries(first); len(got) != 1 || got[0].Result != core.ResultAck || got[0].ExternalID != first.ExternalID {
 		t.Fatalf("want one evidence record for five deliveries: %s", trail(first))
@@ -336,7 +336,7 @@ func TestWebhookUnmatchedEchoIsUnresolvedAndWakesNobody(t *testing.T) {
 	id := e.mustSubmit("wh-echo", intentBody("acct-echo", "chan-1", "hi"))
 	e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
 	e.whDelivered("acct-echo", 1, 10*time.Second)
-	time.Sleep(100 * time.Millisecond)
+	e.eventually(5*time.Second, "the acknowledgement is bound", func() bool { return len(webhookEntries(e.intent(id))) == 1 })
 	before, effects := e.intent(id), e.effects("?account=acct-echo")
 
 	w := e.writes.n.Load()
@@ -472,7 +472,7 @@ func TestWebhookStatusesOnlyMoveForward(t *testing.T) {
 	if ds := e.whDelivered("acct-st", 3, 10*time.Second); !allOK(ds) {
 		t.Fatalf("deliveries %+v", ds)
 	}
-	time.Sleep(100 * time.Millisecond)
+	e.eventually(5*time.Second, "the read status is bound", func() bool { return core.DeliveryStatus(e.intent(id)) == core.DeliveryRead })
 	in := e.intent(id)
 	if core.DeliveryStatus(in) != core.DeliveryRead || len(webhookEntries(in)) != 1 {
 		t.Fatalf("delivery status %q, entries: %s", core.DeliveryStatus(in), trail(in))
