@@ -22,10 +22,6 @@ import (
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/faultdb"
 	"github.com/botharness/outbox/adapters/handlers/admin"
-	"github.com/botharness/outbox/adapters/handlers/dispatcher"
-	"github.com/botharness/outbox/adapters/handlers/intake"
-	"github.com/botharness/outbox/adapters/handlers/retrier"
-	"github.com/botharness/outbox/adapters/handlers/sweeper"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/routes"
 	"github.com/botharness/outbox/adapters/wire"
@@ -238,11 +234,11 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 		st := &system.Stack{
 			App:        app,
 			Queues:     e.queues,
-			Intake:     &intake.Handler{Intake: app.Intake, Store: app.Store, Sources: app.Sources, Log: app.Log},
-			Admin:      &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Extra: app.AdminExtra, Log: app.Log},
-			Dispatcher: &dispatcher.Handler{D: app.Dispatcher, Log: app.Log},
-			Retrier:    &retrier.Handler{D: app.Dispatcher, Log: app.Log},
-			Sweeper:    &sweeper.Handler{S: app.Sweeper, Log: app.Log},
+			Intake:     app.IntakeHandler(),
+			Admin:      app.AdminHandler(),
+			Dispatcher: app.DispatcherHandler(),
+			Retrier:    app.RetrierHandler(),
+			Sweeper:    app.SweeperHandler(),
 		}
 		tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
 		prov := sandboxprovider.New(&http.Client{Transport: &transport{base: tr}}, sandboxprovider.Config{BaseURL: w.sbURL, Timeout: providerTimeout})

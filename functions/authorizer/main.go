@@ -4,12 +4,11 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/botharness/outbox/adapters/handlers/authorizer"
 	"github.com/botharness/outbox/adapters/wire"
 )
 
 func main() {
 	app := wire.MustBoot("OUTBOX_TABLE")
-	h := &authorizer.Handler{Tokens: app.Authn, Log: app.Log}
+	h := app.AuthorizerHandler()
 	lambda.Start(h.Handle)
 }

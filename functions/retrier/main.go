@@ -4,12 +4,11 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/wire"
 )
 
 func main() {
 	app := wire.MustBoot("OUTBOX_TABLE", "OUTBOX_RETRY_QUEUE_URL", "OUTBOX_PROVIDER_CONFIG")
-	h := &retrier.Handler{D: app.Dispatcher, Log: app.Log}
+	h := app.RetrierHandler()
 	lambda.Start(h.Handle)
 }

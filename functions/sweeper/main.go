@@ -4,12 +4,11 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/botharness/outbox/adapters/handlers/sweeper"
 	"github.com/botharness/outbox/adapters/wire"
 )
 
 func main() {
 	app := wire.MustBoot("OUTBOX_TABLE", "OUTBOX_RETRY_QUEUE_URL", "OUTBOX_PROVIDER_CONFIG")
-	h := &sweeper.Handler{S: app.Sweeper, Log: app.Log}
+	h := app.SweeperHandler()
 	lambda.Start(h.Handle)
 }

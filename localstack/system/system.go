@@ -156,13 +156,13 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	s := &Stack{
 		App:        app,
 		Queues:     queues,
-		Intake:     &intake.Handler{Intake: app.Intake, Store: app.Store, Sources: app.Sources, Log: app.Log},
-		Admin:      &admin.Handler{Store: app.Store, List: app.Store, Resolver: app.Resolver, Extra: app.AdminExtra, Log: app.Log},
-		Authorizer: &authorizer.Handler{Tokens: app.Authn, Log: app.Log},
-		Dispatcher: &dispatcher.Handler{D: app.Dispatcher, Log: app.Log},
-		Retrier:    &retrier.Handler{D: app.Dispatcher, Log: app.Log},
-		Sweeper:    &sweeper.Handler{S: app.Sweeper, Log: app.Log},
-		Notifier:   &notifier.Handler{N: app.OperatorEvents, Log: app.Log},
+		Intake:     app.IntakeHandler(),
+		Admin:      app.AdminHandler(),
+		Authorizer: app.AuthorizerHandler(),
+		Dispatcher: app.DispatcherHandler(),
+		Retrier:    app.RetrierHandler(),
+		Sweeper:    app.SweeperHandler(),
+		Notifier:   app.NotifierHandler(),
 	}
 	s.Gateway = lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: app.Log, Health: func() error {
 		_, err := app.Store.Get(context.Background(), "healthz")
