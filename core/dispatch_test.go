@@ -99,7 +99,7 @@ func TestDuplicateTriggerMakesOneSend(t *testing.T) {
 func TestTransientFailureRetriesThenSucceeds(t *testing.T) {
 	r := newRig(Capabilities{}, &RetryableError{Class: ClassTransient, Err: errors.New("503")})
 	in := r.submit(t)
-	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, r.d, in.ID)
 	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure || got.NextAttemptAt == nil {
 		t.Fatalf("after 503: %s", got.Status)
 	}
@@ -113,7 +113,7 @@ func TestTransientFailureRetriesThenSucceeds(t *testing.T) {
 func TestRetryNotDueIsRedelayed(t *testing.T) {
 	r := newRig(Capabilities{}, &RetryableError{Class: ClassRateLimited, RetryAfter: time.Hour / 2, Err: errors.New("429")})
 	in := r.submit(t)
-	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, r.d, in.ID)
 	msgs := r.queue.take()
 	if len(msgs) != 1 || msgs[0].delay != 30*time.Minute {
 		t.Fatalf("want one message delayed 30m, got %+v", msgs)
@@ -136,7 +136,7 @@ func TestRetryCapEndsFailedWithHistory(t *testing.T) {
 	e := &RetryableError{Class: ClassTransient, Err: errors.New("503")}
 	r := newRig(Capabilities{}, e, e, e, e)
 	in := r.submit(t)
-	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, r.d, in.ID)
 	r.drain(t)
 	got := r.get(t, in.ID)
 	if got.Status != StatusFailed || len(got.Attempts) != 3 || r.prov.sends != 3 {
@@ -150,7 +150,7 @@ func TestRetryCapEndsFailedWithHistory(t *testing.T) {
 func TestPermanentFailureIsNotRetried(t *testing.T) {
 	r := newRig(Capabilities{}, &PermanentError{Class: ClassRejectedInput, Err: errors.New("400")})
 	in := r.submit(t)
-	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, r.d, in.ID)
 	r.drain(t)
 	if got := r.get(t, in.ID); got.Status != StatusFailed || r.prov.sends != 1 {
 		t.Fatalf("got %s sends=%d", got.Status, r.prov.sends)
@@ -179,7 +179,7 @@ func TestUnknownOutcomeRouting(t *testing.T) {
 			r := newRig(c.caps, unknown)
 			r.prov.lookup = c.lookup
 			in := r.submit(t)
-			_ = r.d.Attempt(context.Background(), in.ID, "stream")
+			mustAttempt(t, r.d, in.ID)
 			for i := 0; i < 1000; i++ {
 				msgs := r.queue.take()
 				if len(msgs) == 0 {
@@ -241,7 +241,7 @@ func TestDeadlinePassedExpiresWithoutSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.clock.Advance(10 * time.Minute)
-	_ = r.d.Attempt(context.Background(), res.Intent.ID, "stream")
+	mustAttempt(t, r.d, res.Intent.ID)
 	if got := r.get(t, res.Intent.ID); got.Status != StatusExpired || r.prov.sends != 0 {
 		t.Fatalf("got %s sends=%d", got.Status, r.prov.sends)
 	}
@@ -262,7 +262,7 @@ func TestBlockedRetryAfterUnknownOutcomeGoesToHuman(t *testing.T) {
 	r := newRig(Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour}, &UnknownOutcomeError{Err: errors.New("timeout")})
 	r.d.Revalidator = &blockSecond{}
 	in := r.submit(t)
-	_ = r.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, r.d, in.ID)
 	r.drain(t)
 	got := r.get(t, in.ID)
 	if got.Status != StatusNeedsHuman || r.prov.sends != 1 {
@@ -272,7 +272,7 @@ func TestBlockedRetryAfterUnknownOutcomeGoesToHuman(t *testing.T) {
 	r2 := newRig(Capabilities{}, &RetryableError{Class: ClassTransient, Err: errors.New("503")})
 	r2.d.Revalidator = &blockSecond{}
 	in2 := r2.submit(t)
-	_ = r2.d.Attempt(context.Background(), in2.ID, "stream")
+	mustAttempt(t, r2.d, in2.ID)
 	r2.drain(t)
 	if got := r2.get(t, in2.ID); got.Status != StatusGrantRevoked {
 		t.Fatalf("got %s", got.Status)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -217,4 +218,14 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// mustAttempt makes one attempt (trigger "stream") and fails the test on an
+// error: an attempt's outcome is recorded on the intent, so an error means
+// the store or the queue failed.
+func mustAttempt(t *testing.T, d *Dispatcher, id string) {
+	t.Helper()
+	if err := d.Attempt(context.Background(), id, "stream"); err != nil {
+		t.Fatalf("attempt %s: %v", id, err)
+	}
 }

@@ -332,6 +332,8 @@ func (m *mdlMachine) Trigger(t *rapid.T) {
 	}
 	in := m.intents[m.pick("intent", len(m.intents))]
 	d := m.d[m.pick("worker", len(m.d))]
+	// The model may crash the invocation at any write; its error is that
+	// crash, and the invariants (m.Check) are what the model asserts.
 	m.run(func(ctx context.Context) { _ = d.Attempt(ctx, in.id, "stream") })
 }
 

@@ -100,7 +100,7 @@ func TestRestoredPendingIsNotResentPastKeyRetention(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_ = r.d.Attempt(context.Background(), in.ID, "stream") // within retention: sent (429)
+	mustAttempt(t, r.d, in.ID) // within retention: sent (429)
 	r.drain(t)                                             // the retry falls after retention
 	got := r.get(t, in.ID)
 	if r.prov.sends != 1 || got.Status != StatusNeedsHuman {

@@ -244,7 +244,7 @@ func TestWebhookAckOnSucceededIntentAppendsOneEntryAndDuplicatesChangeNothing(t 
 func TestWebhookStatusesOnlyMoveForward(t *testing.T) {
 	w := newWHRig(Capabilities{})
 	in := w.submit(t)
-	_ = w.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, w.d, in.ID)
 	status := func(s string) func(*ProviderEvent) {
 		return func(ev *ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", s }
 	}
@@ -268,7 +268,7 @@ func TestWebhookStatusesOnlyMoveForward(t *testing.T) {
 func TestWebhookAckResolvesUnknownOutcomeWithoutSending(t *testing.T) {
 	w := newWHRig(Capabilities{Lookup: true}, &UnknownOutcomeError{Err: errors.New("timeout")})
 	in := w.submit(t)
-	_ = w.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, w.d, in.ID)
 	if got := w.get(t, in.ID); got.Status != StatusUnknownOutcome {
 		t.Fatalf("setup: %s", got.Status)
 	}
@@ -286,7 +286,7 @@ func TestWebhookAckResolvesUnknownOutcomeWithoutSending(t *testing.T) {
 func TestWebhookAckResolvesNeedsHumanAndKeepsTheEpisode(t *testing.T) {
 	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
 	in := w.submit(t)
-	_ = w.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, w.d, in.ID)
 	if _, err := (&Resolver{Store: w.d.Store, Reconcile: w.d, Clock: w.d.Clock}).Recommend(context.Background(), Principal{Kind: PrincipalOrchestrator, Name: "o"}, in.ID,
 		Recommendation{Decision: DecisionAcceptSuccess, Summary: "looks sent"}); err != nil {
 		t.Fatal(err)
@@ -381,7 +381,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	// attempt arrives. The retry must not go out.
 	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
 	in := w.submit(t)
-	_ = w.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, w.d, in.ID)
 	if _, err := (&Resolver{Store: w.d.Store, Reconcile: w.d, Clock: w.d.Clock}).Resolve(context.Background(), Principal{Kind: PrincipalOperator, Name: "ann"}, in.ID, "",
 		Ruling{Decision: DecisionRetry, Reason: "looks lost"}); err != nil {
 		t.Fatal(err)
@@ -401,7 +401,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 func TestWebhookUnmatchedEventsAreRecordedUnresolved(t *testing.T) {
 	w := newWHRig(Capabilities{})
 	in := w.submit(t)
-	_ = w.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, w.d, in.ID)
 	before := w.get(t, in.ID)
 	for _, ev := range []ProviderEvent{
 		w.event(EventEcho, func(ev *ProviderEvent) { ev.MessageID = "ext-unknown"; ev.Raw = []byte(`{"raw":1}`) }),
@@ -432,7 +432,7 @@ func TestWebhookUnmatchedEventsAreRecordedUnresolved(t *testing.T) {
 func TestWebhookEchoNeverProvesSuccess(t *testing.T) {
 	w := newWHRig(Capabilities{Lookup: true}, &UnknownOutcomeError{Err: errors.New("timeout")})
 	in := w.submit(t)
-	_ = w.d.Attempt(context.Background(), in.ID, "stream")
+	mustAttempt(t, w.d, in.ID)
 	res := w.handle(t, w.event(EventEcho, func(ev *ProviderEvent) { ev.IntentID, ev.MessageID = in.ID, "ext-1" }))
 	if res.Result != WebhookBound || res.Status != StatusUnknownOutcome {
 		t.Fatalf("%+v", res)
