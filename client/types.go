@@ -116,9 +116,11 @@ type Resolution struct {
 	DuplicateRiskAccepted bool      `json:"duplicateRiskAccepted,omitempty"`
 }
 
-// Lease marks an in-flight claim.
+// Lease marks an in-flight claim: who holds it, since when (the claim, the
+// attempt's start) and until when.
 type Lease struct {
 	Owner string    `json:"owner"`
+	Since time.Time `json:"since,omitzero"`
 	Until time.Time `json:"until"`
 }
 
