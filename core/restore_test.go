@@ -101,7 +101,7 @@ func TestRestoredPendingIsNotResentPastKeyRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAttempt(t, r.d, in.ID) // within retention: sent (429)
-	r.drain(t)                                             // the retry falls after retention
+	r.drain(t)                 // the retry falls after retention
 	got := r.get(t, in.ID)
 	if r.prov.sends != 1 || got.Status != StatusNeedsHuman {
 		t.Fatalf("sends=%d status=%s: a resend past the key's retention could duplicate a post-cutoff send", r.prov.sends, got.Status)
