@@ -252,7 +252,7 @@ func TestOverLongReasonChangesNothing(t *testing.T) {
 	r := newRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("timeout")})
 	in := r.submit(t)
 	ctx := context.Background()
-	_ = r.d.Attempt(ctx, in.ID, "stream")
+	mustAttempt(t, r.d, in.ID)
 	before := r.get(t, in.ID)
 	res := &Resolver{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock}
 	op := Principal{Kind: PrincipalOperator, Name: "op"}
