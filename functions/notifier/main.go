@@ -7,12 +7,11 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/botharness/outbox/adapters/handlers/notifier"
 	"github.com/botharness/outbox/adapters/wire"
 )
 
 func main() {
 	app := wire.MustBoot("OUTBOX_TABLE")
-	h := &notifier.Handler{N: app.OperatorEvents, Log: app.Log}
+	h := app.NotifierHandler()
 	lambda.Start(h.Handle)
 }
