@@ -345,6 +345,13 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 				}
 				return in.moveTo(StatusSucceeded, "late provider acknowledgement of the attempt", now)
 			}
+			if o.status == StatusSucceeded && o.external != "" && in.ExternalID == "" {
+				// The provider's message id is a fact whatever the status
+				// (e.g. a retry is already scheduled under the key): keep it,
+				// so a later success, even one an operator accepts without an
+				// id, names the effect that happened (chaos seed 100652059).
+				in.ExternalID = o.external
+			}
 			o.enqueueOp = ""
 			return nil
 		}

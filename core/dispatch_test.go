@@ -330,3 +330,33 @@ func TestExpiredRetryAttemptKeepsItsClaimTime(t *testing.T) {
 			expired.N, expired.Result, expired.StartedAt, expired.EndedAt, retryClaim, sweptAt)
 	}
 }
+
+// A late success that lands while a retry under the key is already scheduled
+// keeps the provider's message id: a later success (even one an operator
+// accepts without an id) names the effect that happened.
+func TestLateSuccessWhileRetryScheduledKeepsExternalID(t *testing.T) {
+	r := newRig(Capabilities{IdempotencyKeys: true, KeyRetention: time.Hour})
+	in := r.submit(t)
+	claimed, err := r.store.Update(context.Background(), in.ID, func(i *Intent) error {
+		i.Status, i.AttemptCount, i.Lease = StatusInFlight, 1, &Lease{Owner: "w1", Until: r.clock.Now().Add(time.Minute)}
+		t := r.clock.Now()
+		i.FirstAttemptAt = &t
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(2 * time.Minute)
+	if _, err := (&Sweeper{List: r.store, Attempts: r.d, Queue: r.queue, Clock: r.clock}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure {
+		t.Fatalf("after lease expiry under a valid key: %s", got.Status)
+	}
+	if err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(t, in.ID); got.ExternalID != "late-1" {
+		t.Fatalf("external id %q after a late success, want late-1 (status %s)", got.ExternalID, got.Status)
+	}
+}
