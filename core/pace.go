@@ -420,6 +420,16 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time, in *
 	if !in.Claimable(now) || (in.Deadline != nil && !now.Before(*in.Deadline)) {
 		return ticket{send: true}, nil
 	}
+	if MayHaveTakenEffect(in) {
+		if !DecideResend(resendCase(in, d.Capabilities(ctx, in), now.Add(d.Lease))).Allowed() {
+			// It cannot be sent again anyway: the check before the send takes it
+			// to a human. Holding it at the gate would only leave it waiting
+			// for a breaker it may never probe.
+			return ticket{send: true}, nil
+		}
+		// Its retry is provably safe (the provider's key covers it, or an
+		// operator authorised it), so it may probe a half-open breaker.
+	}
 	key := GateKey(in.Provider, in.Account)
 	t := ticket{gated: true, key: key}
 	if _, declared := g.PaceFor(in.Provider, in.Account, nil); declared && !seenKey(&g.overrides, key) {
@@ -473,7 +483,7 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time, in *
 		// crowd it against the next one).
 		slot = slot.Add(g.Lead)
 	}
-	v := Admit(slot, tol, t.state, MayHaveTakenEffect(in), now, g.Breaker, g.holdFor(usedResv))
+	v := Admit(slot, tol, t.state, false, now, g.Breaker, g.holdFor(usedResv))
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
 	if (v.Kind == VerdictSend || v.Kind == VerdictProbe) && (v.At.After(now) || usedResv) {
 		// A short wait for the slot, in-process, made right before the send
@@ -542,7 +552,7 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}
 	}
 	t.state = st
-	v := Admit(t.sendAt, 0, st, MayHaveTakenEffect(claimed), now, g.Breaker, g.maxHold())
+	v := Admit(t.sendAt, 0, st, false, now, g.Breaker, g.maxHold())
 	if v.Kind == VerdictProbe {
 		ok, err := g.Store.TakeProbe(ctx, t.key, now, now.Add(g.Breaker.ProbeLease))
 		if err == nil && ok {

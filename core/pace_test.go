@@ -316,7 +316,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	}
 }
 
-func TestUncertainIntentNeverProbes(t *testing.T) {
+func TestUncertainIntentWithoutKeyCoverNeverProbesNorWaits(t *testing.T) {
 	r, gates, _ := gateRig(nil)
 	ctx := context.Background()
 	in := r.submitKey(t, "k1")
@@ -332,15 +332,20 @@ func TestUncertainIntentNeverProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.prov.caps = Capabilities{IdempotencyKeys: true, KeyRetention: time.Hour}
+	// No key covers its retry: it never probes, and the gate does not hold it
+	// either (it would wait for ever): the send-time check hands it to a human.
+	r.prov.caps = Capabilities{}
 	if err := r.d.Attempt(ctx, in.ID, "retry"); err != nil {
 		t.Fatal(err)
 	}
 	if r.prov.sends != 0 {
-		t.Fatal("an intent with an uncertain attempt probed a half-open breaker")
+		t.Fatal("an intent whose retry is not provably safe probed a half-open breaker")
 	}
 	if st, _ := gates.State(ctx, key); st.Breaker.ProbeUntil != nil {
 		t.Fatalf("probe taken: %+v", st.Breaker)
+	}
+	if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
+		t.Fatalf("status %s, want needs-human", got.Status)
 	}
 }
 
