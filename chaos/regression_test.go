@@ -58,12 +58,13 @@ func TestRegressionBackupLiftsBarrierWhenRaiseResponseIsLost(t *testing.T) {
 		t.Fatal("wire.New no longer wires Backups: this regression test would check nothing")
 	}
 	const bot = "bot-b4"
-	inj.Add(faultdb.Fault{Kind: faultdb.ResponseLostSurfaced, Ops: []string{"PutItem"}, Match: func(c faultdb.Call) bool {
-		in, ok := c.Input.(*dynamodb.PutItemInput)
-		if !ok {
+	// The barrier is raised on every shard in one transaction.
+	inj.Add(faultdb.Fault{Kind: faultdb.ResponseLostSurfaced, Ops: []string{"TransactWriteItems"}, Match: func(c faultdb.Call) bool {
+		in, ok := c.Input.(*dynamodb.TransactWriteItemsInput)
+		if !ok || len(in.TransactItems) == 0 || in.TransactItems[0].Put == nil {
 			return false
 		}
-		pk, _ := in.Item["pk"].(*types.AttributeValueMemberS)
+		pk, _ := in.TransactItems[0].Put.Item["pk"].(*types.AttributeValueMemberS)
 		return pk != nil && strings.HasPrefix(pk.Value, "BARRIER#")
 	}})
 	if _, err := app.Backups.Backup(ctx, bot); err == nil {

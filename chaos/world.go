@@ -244,9 +244,8 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 		prov := sandboxprovider.New(&http.Client{Transport: &transport{base: tr}}, sandboxprovider.Config{BaseURL: w.sbURL, Timeout: providerTimeout})
 		// One map is shared by intake, dispatcher, sweeper and resolver.
 		st.App.Providers[sandboxprovider.Name] = prov
-		// The dispatcher and the sweeper each hold the retry-queue port.
-		q := workerQueue{m: w.mail, w: i}
-		st.App.Dispatcher.Queue, st.App.Sweeper.Queue = q, q
+		st.App.Dispatcher.Queue = workerQueue{m: w.mail, w: i}
+		st.App.Sweeper.Batch = nil // the sweeper's messages go to the same mail
 		wk := &Worker{N: i, St: st, Inj: inj, tr: tr}
 		if rc.BreakWorker != nil {
 			rc.BreakWorker(wk)

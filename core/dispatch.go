@@ -63,8 +63,28 @@ type Dispatcher struct {
 	Gate *Gate
 	// Payloads reads payloads kept out of the item (nil: every payload is inline).
 	Payloads PayloadStore
-	Metrics  Metrics
-	Log      *slog.Logger
+	// Barrier, when set, is read right after every claim (see BarrierCheck).
+	Barrier BarrierCheck
+	// BarrierRecheck bounds how long a claim held by a barrier waits before
+	// it is tried again (default 15 s, never past the barrier's expiry).
+	BarrierRecheck time.Duration
+	Metrics        Metrics
+	Log            *slog.Logger
+}
+
+// BarrierCheck reads the backup barrier that covers an intent (its profile's
+// barrier shard for that intent), strongly consistently.
+//
+// Rule "claim, then check the barrier": the claim is a plain conditional
+// write on the intent alone, and the barrier is read after it. A backup
+// raises the barrier (every shard, in one transaction) before it reads any
+// intent. So either this read sees the barrier, and the attempt is not made,
+// or it ran before the raise, and then the claim was written before the
+// raise too: the backup reads the intent in flight and records it as in
+// flight at the cutoff. No attempt claimed behind a raised barrier is ever
+// sent, and no claim shares an item with another claim of the same bot.
+type BarrierCheck interface {
+	BarrierUp(ctx context.Context, in *Intent) (until time.Time, up bool, err error)
 }
 
 func (d *Dispatcher) metrics() Metrics {
@@ -148,6 +168,13 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time
 		return nil
 	}
 	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
+	if d.Barrier != nil {
+		until, up, err := d.Barrier.BarrierUp(ctx, in)
+		if err != nil || up {
+			// Fail closed: an unreadable barrier holds the attempt too.
+			return d.holdForBarrier(ctx, in, att, until, err, log)
+		}
+	}
 	if ack, ok := ProviderAcknowledged(in); ok {
 		// A provider webhook already proved the effect (e.g. a late
 		// acknowledgement after a human-authorised retry): never send again.
@@ -435,5 +462,46 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 	if b.Status == StatusNeedsHuman || MayHaveTakenEffect(claimed) {
 		d.metrics().Count("NeedsHuman", 1)
 	}
+	return nil
+}
+
+// ResultHeldByBarrier is the attempt result of a claim a backup barrier held:
+// nothing was sent.
+const ResultHeldByBarrier AttemptResult = "held-by-barrier"
+
+// holdForBarrier gives back a claim that a backup barrier (or an unreadable one) stops:
+// nothing was sent, so the intent waits as a retryable failure until the
+// barrier can have been lifted, and a queue message brings it back.
+func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att Attempt, until time.Time, cause error, log *slog.Logger) error {
+	now := d.Clock.Now()
+	next := now.Add(orDuration(d.BarrierRecheck, 15*time.Second))
+	if !until.IsZero() && until.Before(next) && until.After(now) {
+		next = until
+	}
+	detail := "a backup barrier is up for this profile; the claim was given back before anything was sent"
+	if cause != nil {
+		detail = "the backup barrier could not be read; the claim was given back before anything was sent"
+	}
+	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
+			return ErrLeaseLost
+		}
+		a := att
+		a.EndedAt, a.Result, a.Evidence = now, ResultHeldByBarrier, Evidence{Detail: detail}
+		t := next
+		a.NextDueAt = &t
+		in.Attempts = append(in.Attempts, a)
+		if err := in.moveTo(StatusRetryableFailure, "held by a backup barrier", now); err != nil {
+			return err
+		}
+		in.NextAttemptAt = &t
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("give back claim of %s held by a barrier: %w", claimed.ID, err)
+	}
+	log.InfoContext(ctx, "claim held by a backup barrier; nothing sent", "next", next)
+	d.metrics().Count("AttemptHeldByBarrier", 1)
+	d.enqueue(ctx, stored, OpAttempt, next.Sub(now), log)
 	return nil
 }

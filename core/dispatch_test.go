@@ -217,7 +217,7 @@ func TestLateSuccessAfterLeaseExpiryIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.clock.Advance(2 * time.Minute)
-	s := &Sweeper{List: r.store, Attempts: r.d, Queue: r.d.Queue, Clock: r.d.Clock}
+	s := &Sweeper{D: r.d, Index: r.store}
 	if _, err := s.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestExpiredRetryAttemptKeepsItsClaimTime(t *testing.T) {
 	}
 	r.clock.Advance(3 * time.Minute) // past the one-minute lease
 	sweptAt := r.clock.Now()
-	s := &Sweeper{List: r.store, Attempts: r.d, Queue: r.queue, Clock: r.clock}
+	s := &Sweeper{D: r.d, Index: r.store}
 	if rep, err := s.Run(ctx); err != nil || rep.LeasesExpired != 1 {
 		t.Fatalf("sweep: %+v %v, want one expired lease", rep, err)
 	}

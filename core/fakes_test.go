@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,11 @@ type memStore struct {
 	puts  int
 	// pages holds history pages moved out of each intent, as written.
 	pages map[string][]HistoryPage
+	// The repair index: entries are the intents' RepairAt; one shard, and
+	// the checkpoint (due time, id) the sweeper has read up to.
+	repairDelay time.Duration
+	wmAt        time.Time
+	wmID        string
 }
 
 func newMemStore() *memStore {
@@ -32,6 +39,7 @@ func (m *memStore) Create(_ context.Context, in *Intent) (*Intent, bool, error) 
 	if ex, ok := m.items[in.ID]; ok {
 		return cloneIntent(ex), false, nil
 	}
+	in.RepairAt = NextRepairCheck("", in, in.CreatedAt, RepairPolicy{Delay: m.repairDelay})
 	m.items[in.ID] = cloneIntent(in)
 	m.puts++
 	return in, true, nil
@@ -69,6 +77,9 @@ func (m *memStore) putIfVersion(cur *Intent) bool {
 	if m.items[cur.ID].Version != cur.Version {
 		return false
 	}
+	if before := m.items[cur.ID].Status; cur.Status != before {
+		cur.RepairAt = NextRepairCheck(before, cur, cur.UpdatedAt, RepairPolicy{Delay: m.repairDelay})
+	}
 	cur.Version++
 	m.pages[cur.ID] = append(m.pages[cur.ID], cur.TakeSpill()...)
 	m.items[cur.ID] = cloneIntent(cur)
@@ -81,7 +92,7 @@ func (m *memStore) Claim(ctx context.Context, id string, mutate func(*Intent) er
 	return m.Update(ctx, id, mutate)
 }
 
-func (m *memStore) ListByStatus(_ context.Context, status Status, dueBefore time.Time, limit int) ([]*Intent, error) {
+func (m *memStore) ListByStatus(_ context.Context, status Status) []*Intent {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Intent
@@ -90,12 +101,61 @@ func (m *memStore) ListByStatus(_ context.Context, status Status, dueBefore time
 			out = append(out, cloneIntent(in))
 		}
 	}
-	return out, nil
+	return out
 }
 
-func (m *memStore) CountByStatus(ctx context.Context, status Status) (int, error) {
-	l, err := m.ListByStatus(ctx, status, time.Time{}, 0)
-	return len(l), err
+func (m *memStore) RepairShards() int { return 1 }
+
+func repairAfter(at time.Time, id string, wmAt time.Time, wmID string) bool {
+	return at.After(wmAt) || (at.Equal(wmAt) && id > wmID)
+}
+
+// DueRepairs mirrors the DynamoDB adapter: entries of intents not with a
+// human (terminal ones included: dead entries stay) in (due, id) order
+// after the checkpoint.
+func (m *memStore) DueRepairs(_ context.Context, _ int, upTo time.Time, limit int) ([]*Intent, []string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Intent
+	for id, in := range m.items {
+		at := in.RepairAt
+		if at.IsZero() || at.After(upTo) || !repairAfter(at, id, m.wmAt, m.wmID) || in.Status == StatusNeedsHuman {
+			continue
+		}
+		out = append(out, cloneIntent(in))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].RepairAt.Equal(out[j].RepairAt) {
+			return out[i].RepairAt.Before(out[j].RepairAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	pos := make([]string, len(out))
+	for i, in := range out {
+		pos[i] = in.RepairAt.Format(time.RFC3339Nano) + "|" + in.ID
+	}
+	return out, pos, nil
+}
+
+func (m *memStore) AdvanceRepairs(_ context.Context, _ int, pos string) error {
+	at, id, _ := strings.Cut(pos, "|")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if repairAfter(t, id, m.wmAt, m.wmID) {
+		m.wmAt, m.wmID = t, id
+	}
+	return nil
+}
+
+func (m *memStore) CountNeedsHuman(ctx context.Context, bound int) (int, bool, error) {
+	return len(m.ListByStatus(ctx, StatusNeedsHuman)), true, nil
 }
 
 // cloneIntent is a deep copy.

@@ -113,6 +113,9 @@ type Intent struct {
 	// Spill holds pages the current mutation moved out; the store writes them
 	// with the intent and clears it. Never stored on the intent item.
 	Spill []HistoryPage `json:"-"`
+	// RepairAt is when the sweeper must next look at the intent (its repair
+	// index entry; see repair.go and NextRepairCheck). Zero: no entry.
+	RepairAt time.Time `json:"-"`
 }
 
 // IntentID derives the intent id from its idempotency identity (bot + key).

@@ -263,7 +263,7 @@ func newMdlMachine(t *rapid.T) *mdlMachine {
 		d := &Dispatcher{Store: m.store, Queue: m.queue, Providers: providers, Clock: clock, Backoff: bp,
 			ReconcilePolicy: rp, Lease: mdlLease, Owner: fmt.Sprintf("w%d", i), Log: mdlLogger}
 		m.d = append(m.d, d)
-		m.sweepers = append(m.sweepers, &Sweeper{List: m.store.memStore, Attempts: d, Queue: d.Queue, Clock: d.Clock, Grace: mdlGrace})
+		m.sweepers = append(m.sweepers, &Sweeper{D: d, Index: m.store.memStore, Grace: mdlGrace})
 		m.resolver = append(m.resolver, &Resolver{Store: d.Store, Reconcile: d, Clock: d.Clock})
 	}
 	m.intake = &Intake{Store: m.store, Providers: providers, Clock: clock}

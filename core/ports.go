@@ -22,10 +22,10 @@ type IntentStore interface {
 	Update(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error)
 	// Claim is Update for the one write that starts an attempt: mutate moves
 	// the intent in flight under a lease (or returns an error, and nothing is
-	// written). Besides the version, the write is conditional on the intent's
-	// profile not being frozen by a backup barrier; under a raised barrier it
-	// returns an error wrapping ErrNotClaimable and writes nothing. Every
-	// write through Claim is a claim: the store never infers one.
+	// written). It is conditional on the version alone and touches no other
+	// item: the backup barrier is read right after it (BarrierCheck, rule
+	// "claim, then check the barrier"). Every write through Claim is a
+	// claim: the store never infers one.
 	Claim(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error)
 }
 
@@ -40,14 +40,19 @@ type RetryMessage struct {
 	// Attempt is the attempt count when the message was sent; a message whose
 	// attempt no longer matches the intent is stale and is dropped.
 	Attempt int `json:"attempt"`
-	// Op is "attempt", "reconcile" or "paced" (an attempt the account gate deferred).
+	// Op is "dispatch", "attempt", "reconcile" or "paced" (an attempt the account gate deferred).
 	Op string `json:"op"`
 	// SlotAt is the pace slot a deferred attempt reserved (OpPaced only).
 	SlotAt *time.Time `json:"slotAt,omitempty"`
+	// Trigger names who asked (attempt history): "stream", "sweeper", "retry".
+	Trigger string `json:"trigger,omitempty"`
 }
 
 // Retry-queue operations.
 const (
+	// OpDispatch: attempt a pending intent now (the stream handler fans out
+	// to the queue with it, and so does the sweeper for orphans).
+	OpDispatch  = "dispatch"
 	OpAttempt   = "attempt"
 	OpReconcile = "reconcile"
 )

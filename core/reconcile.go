@@ -13,6 +13,26 @@ const MaxQueueDelay = 15 * time.Minute
 // HandleRetry processes one retry-queue message. It returns an error only
 // when the message should be redelivered (a store or queue failure).
 func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
+	if msg.Op == OpDispatch {
+		// Only a pending intent is dispatched: a retry waiting for its
+		// backoff belongs to its own retry message (a late dispatch message
+		// must not bring it forward). The claim still decides.
+		trigger := msg.Trigger
+		if trigger == "" {
+			trigger = "dispatch"
+		}
+		in, err := d.Store.Get(ctx, msg.IntentID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("load %s: %w", msg.IntentID, err)
+		}
+		if in.Status != StatusPending {
+			return nil
+		}
+		return d.attempt(ctx, msg.IntentID, trigger, nil, in)
+	}
 	in, err := d.Store.Get(ctx, msg.IntentID)
 	if errors.Is(err, ErrNotFound) {
 		d.log().WarnContext(ctx, "retry message for unknown intent dropped", "intent", msg.IntentID)

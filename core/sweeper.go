@@ -4,34 +4,69 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 )
 
-// IntentLister finds non-terminal intents by status and due time.
-type IntentLister interface {
-	ListByStatus(ctx context.Context, status Status, dueBefore time.Time, limit int) ([]*Intent, error)
-	// CountByStatus counts without reading the intents (the alarm gauge).
-	CountByStatus(ctx context.Context, status Status) (int, error)
+// RepairIndex is the sweeper's view of the repair index (see repair.go). It
+// is sharded so that no key carries every intent; each shard is read in due
+// order from a checkpoint, so every entry is read about once.
+type RepairIndex interface {
+	RepairShards() int
+	// DueRepairs returns, in due order, up to limit intents whose entry in
+	// shard is due at or before upTo and after the shard's checkpoint, and
+	// for each the checkpoint position just past it.
+	DueRepairs(ctx context.Context, shard int, upTo time.Time, limit int) ([]*Intent, []string, error)
+	// AdvanceRepairs moves the shard's checkpoint to pos (never backwards).
+	AdvanceRepairs(ctx context.Context, shard int, pos string) error
+	// CountNeedsHuman counts intents waiting for a human, reading at most
+	// about bound index entries; exact is false when it stopped at the bound
+	// (n is then a lower bound).
+	CountNeedsHuman(ctx context.Context, bound int) (n int, exact bool, err error)
 }
 
-// Attempts is what the sweeper asks of the dispatcher: start the attempt of
-// a pending intent, and record an expired lease as the attempt's outcome.
-type Attempts interface {
-	Attempt(ctx context.Context, id, trigger string) error
-	ExpireLease(ctx context.Context, listed *Intent, now time.Time) error
+// QueuedMessage is one message of a batch, with its delivery delay.
+type QueuedMessage struct {
+	Msg   RetryMessage
+	Delay time.Duration
 }
 
-// Sweeper repairs what crashes leave behind. Every repair is a conditional
-// transition or a duplicate-safe message, so sweepers may run concurrently
-// and as often as wanted.
+// BatchQueue sends many messages in few requests (SQS SendMessageBatch).
+// failed lists the indexes of messages that were not sent.
+type BatchQueue interface {
+	EnqueueBatch(ctx context.Context, msgs []QueuedMessage) (failed []int, err error)
+}
+
+// Sweeper repairs what crashes leave behind. It reads the repair index
+// shard by shard from a checkpoint, re-files everything still waiting at a
+// later due time, and hands the work itself (attempts, reconciliations) to
+// the retry queue in batches, so a tick moves at the queue's speed, not at
+// the speed of one attempt after another. Every repair is a conditional
+// transition or a duplicate-safe message, so sweepers may run concurrently.
 type Sweeper struct {
-	List     IntentLister
-	Attempts Attempts
-	Queue    RetryQueue
-	Clock    Clock
-	Grace    time.Duration // how late work must be before the sweeper steps in
-	Limit    int           // intents per status per run
-	Gauges   func(name string, value int)
+	D     *Dispatcher
+	Index RepairIndex
+	// Batch sends the queue messages; nil sends them one by one via D.Queue.
+	Batch BatchQueue
+	Grace time.Duration // how late work must be before the sweeper steps in
+	// PageSize is entries read per shard per round (default 100).
+	PageSize int
+	// Budget bounds one run (default 20 s); unread entries wait for the next.
+	Budget time.Duration
+	// Skew is how far the checkpoint stays behind now (default 5 s): the
+	// clock difference and write delay tolerated between writers and sweeper.
+	Skew time.Duration
+	// Parallel shards read at once (default 8).
+	Parallel int
+	// PerBotRate is how many repairs per second one bot's backlog is handed
+	// out at (default 50): a bot's n-th repair of a run is delayed by
+	// n/PerBotRate, so one bot's backlog never queues ahead of another
+	// bot's first repair.
+	PerBotRate float64
+	// HumanGaugeBound caps the entries the needs-human gauge reads (default 10,000).
+	HumanGaugeBound int
+	Gauges          func(name string, value int)
 	// OperatorEvents, when set, is asked to publish operator events a crash
 	// left claimed but unpublished.
 	OperatorEvents *OperatorNotifier
@@ -39,92 +74,295 @@ type Sweeper struct {
 
 // SweepReport counts what one run did.
 type SweepReport struct {
-	LeasesExpired int `json:"leasesExpired"`
-	RetriesQueued int `json:"retriesQueued"`
-	Reconciles    int `json:"reconcilesQueued"`
-	PendingKicked int `json:"pendingKicked"`
-	NeedingHuman  int `json:"needingHuman"`
-	EventsRedrive int `json:"operatorEventsRedriven"`
-	Errors        int `json:"errors"`
+	Read          int  `json:"read"`
+	LeasesExpired int  `json:"leasesExpired"`
+	RetriesQueued int  `json:"retriesQueued"`
+	Reconciles    int  `json:"reconcilesQueued"`
+	PendingKicked int  `json:"pendingKicked"`
+	Refiled       int  `json:"refiled"`
+	NeedingHuman  int  `json:"needingHuman"`
+	HumanExact    bool `json:"needingHumanExact"`
+	EventsRedrive int  `json:"operatorEventsRedriven"`
+	Errors        int  `json:"errors"`
+	Incomplete    bool `json:"incomplete"` // the budget ran out before every shard was read
 }
 
-// Run makes one pass.
+// repairWork is one message the run hands to the queue.
+type repairWork struct {
+	bot   string
+	msg   RetryMessage
+	delay time.Duration
+}
+
+// Run makes one pass over every shard.
 func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
-	var errs []error
-	now := s.Clock.Now()
-	limit := s.Limit
-	if limit <= 0 {
-		limit = 100
+	now := s.D.Clock.Now()
+	// Entries are read up to now; the checkpoint stays Skew behind, so an
+	// entry written a little late (a writer's clock behind ours, a slow
+	// write) is read on the next run instead of being passed for good.
+	upTo := now
+	settled := now.Add(-orDuration(s.Skew, 5*time.Second))
+	deadline := time.Now().Add(orDuration(s.Budget, 20*time.Second))
+	page := s.PageSize
+	if page <= 0 {
+		page = 100
 	}
-	// 1. In-flight past its lease: the request may have gone out.
-	inflight, err := s.List.ListByStatus(ctx, StatusInFlight, now, limit)
-	errs = append(errs, err)
-	for _, in := range inflight {
-		if err := s.Attempts.ExpireLease(ctx, in, now); err != nil {
-			rep.Errors++
-			errs = append(errs, err)
-		} else {
-			rep.LeasesExpired++
+	par := s.Parallel
+	if par <= 0 {
+		par = 8
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		open = make([]bool, s.Index.RepairShards())
+	)
+	for i := range open {
+		open[i] = true
+	}
+	pace := &pacer{rate: s.PerBotRate, ranks: map[string]int{}}
+	if pace.rate <= 0 {
+		pace.rate = 50
+	}
+	for round := 0; ; round++ {
+		var shards []int
+		for i, o := range open {
+			if o {
+				shards = append(shards, i)
+			}
 		}
-	}
-	// 2. Retries whose queue message was lost (or never sent).
-	due, err := s.List.ListByStatus(ctx, StatusRetryableFailure, now.Add(-s.Grace), limit)
-	errs = append(errs, err)
-	for _, in := range due {
-		if err := s.Queue.Enqueue(ctx, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpAttempt}, 0); err != nil {
-			rep.Errors++
-			errs = append(errs, err)
-		} else {
-			rep.RetriesQueued++
+		if len(shards) == 0 {
+			break
 		}
-	}
-	// 3. Reconciliations whose message was lost.
-	unknown, err := s.List.ListByStatus(ctx, StatusUnknownOutcome, now.Add(-s.Grace), limit)
-	errs = append(errs, err)
-	for _, in := range unknown {
-		if err := s.Queue.Enqueue(ctx, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpReconcile}, 0); err != nil {
-			rep.Errors++
-			errs = append(errs, err)
-		} else {
-			rep.Reconciles++
+		if round > 0 && time.Now().After(deadline) {
+			rep.Incomplete = true
+			break
 		}
-	}
-	// 4. Pending intents the stream trigger never delivered (or past deadline).
-	pending, err := s.List.ListByStatus(ctx, StatusPending, now.Add(-s.Grace), limit)
-	errs = append(errs, err)
-	for _, in := range pending {
-		if err := s.Attempts.Attempt(ctx, in.ID, "sweeper"); err != nil {
-			rep.Errors++
-			errs = append(errs, err)
-		} else {
-			rep.PendingKicked++
+		var work []repairWork
+		sem := make(chan struct{}, par)
+		var wg sync.WaitGroup
+		for _, shard := range shards {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(shard int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				w, sr, more, err := s.sweepPage(ctx, shard, upTo, settled, now, page, pace)
+				mu.Lock()
+				defer mu.Unlock()
+				work = append(work, w...)
+				rep.add(sr)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				open[shard] = more && err == nil
+			}(shard)
 		}
+		wg.Wait()
+		rep.Errors += s.hand(ctx, work)
 	}
-	rep.NeedingHuman, err = s.List.CountByStatus(ctx, StatusNeedsHuman)
-	errs = append(errs, err)
-	if s.Gauges != nil {
-		s.Gauges("IntentsNeedingHuman", rep.NeedingHuman)
+	if s.Index != nil {
+		n, exact, err := s.Index.CountNeedsHuman(ctx, orInt(s.HumanGaugeBound, 10000))
+		errs = append(errs, err)
+		rep.NeedingHuman, rep.HumanExact = n, exact
+		if s.Gauges != nil && err == nil {
+			s.Gauges("IntentsNeedingHuman", n)
+		}
 	}
 	if s.OperatorEvents != nil {
-		rep.EventsRedrive, err = s.OperatorEvents.Redrive(ctx, limit)
+		var err error
+		rep.EventsRedrive, err = s.OperatorEvents.Redrive(ctx, orInt(s.PageSize, 100))
 		errs = append(errs, err)
 	}
 	return rep, errors.Join(errs...)
 }
 
-// ExpireLease turns an in-flight intent whose lease ran out into an Unknown
+func (r *SweepReport) add(o SweepReport) {
+	r.Read += o.Read
+	r.LeasesExpired += o.LeasesExpired
+	r.Refiled += o.Refiled
+	r.PendingKicked += o.PendingKicked
+	r.RetriesQueued += o.RetriesQueued
+	r.Reconciles += o.Reconciles
+	r.Errors += o.Errors
+}
+
+// sweepPage reads one page of a shard, re-files or expires what it must and
+// returns the queue work. The checkpoint advances over every entry handled;
+// it stops before the first entry whose write failed.
+func (s *Sweeper) sweepPage(ctx context.Context, shard int, upTo, settled, now time.Time, limit int, pace *pacer) ([]repairWork, SweepReport, bool, error) {
+	var rep SweepReport
+	due, pos, err := s.Index.DueRepairs(ctx, shard, upTo, limit)
+	if err != nil {
+		return nil, rep, false, fmt.Errorf("read repair shard %d: %w", shard, err)
+	}
+	rep.Read = len(due)
+	var work []repairWork
+	done, recent := "", false
+	var firstErr error
+	for i, listed := range due {
+		w, expired, refiled, err := s.repair(ctx, listed, now, pace)
+		if err != nil {
+			rep.Errors++
+			firstErr = err
+			break
+		}
+		if expired {
+			rep.LeasesExpired++
+		}
+		if refiled {
+			rep.Refiled++
+		}
+		if w != nil {
+			work = append(work, *w)
+			switch w.msg.Op {
+			case OpDispatch:
+				rep.PendingKicked++
+			case OpAttempt:
+				rep.RetriesQueued++
+			case OpReconcile:
+				rep.Reconciles++
+			}
+		}
+		if !listed.RepairAt.After(settled) {
+			done = pos[i]
+		} else {
+			recent = true
+		}
+	}
+	if done != "" {
+		if err := s.Index.AdvanceRepairs(ctx, shard, done); err != nil {
+			return work, rep, false, fmt.Errorf("advance repair shard %d: %w", shard, err)
+		}
+	}
+	// A page that reached the recent entries ends the shard's run (they
+	// are read again next run, once settled).
+	return work, rep, firstErr == nil && len(due) == limit && !recent, firstErr
+}
+
+var errNothingToRepair = errors.New("nothing to repair")
+
+// repair handles one due intent: it re-files it (or expires its lease) in
+// one conditional write, deciding on the stored state, and returns the
+// queue message to send, if any.
+func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pace *pacer) (*repairWork, bool, bool, error) {
+	d := s.D
+	if listed.RepairAt.After(now) {
+		return nil, false, false, nil // a stale index entry: the intent was re-filed ahead
+	}
+	delay := d.Lease + s.Grace
+	plan := PlanRepair(listed, now, s.Grace, delay)
+	if plan.RecheckAt.IsZero() {
+		return nil, false, false, nil // terminal or with a human: a dead entry
+	}
+	if plan.ExpireLease {
+		expired, err := s.expireLease(ctx, listed, now, delay)
+		return nil, expired, false, err
+	}
+	var msgDelay time.Duration
+	if plan.Op != "" {
+		msgDelay = pace.next(listed.Bot)
+	}
+	stored, err := d.Store.Update(ctx, listed.ID, func(in *Intent) error {
+		plan = PlanRepair(in, now, s.Grace, delay)
+		if plan.RecheckAt.IsZero() || plan.ExpireLease {
+			return errNothingToRepair // changed meanwhile; a later pass sees its new state
+		}
+		// A message handed out later (per-bot pacing) must not be chased by
+		// the sweeper before it can have been delivered.
+		in.RepairAt = plan.RecheckAt.Add(msgDelay)
+		return nil
+	})
+	if errors.Is(err, errNothingToRepair) || errors.Is(err, ErrConflict) {
+		return nil, false, false, nil
+	}
+	if err != nil {
+		return nil, false, false, fmt.Errorf("re-file %s: %w", listed.ID, err)
+	}
+	if plan.Op == "" {
+		return nil, false, true, nil
+	}
+	return &repairWork{bot: stored.Bot, delay: msgDelay, msg: RetryMessage{IntentID: stored.ID, Attempt: stored.AttemptCount, Op: plan.Op, Trigger: "sweeper"}}, false, true, nil
+}
+
+// pacer spreads one bot's repairs of a run over time: its n-th message is
+// delayed by n/rate (capped by the queue's maximum delay).
+type pacer struct {
+	mu    sync.Mutex
+	rate  float64
+	ranks map[string]int
+}
+
+func (p *pacer) next(bot string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.ranks[bot]
+	p.ranks[bot] = n + 1
+	return min(time.Duration(float64(n)/p.rate*float64(time.Second)), MaxQueueDelay)
+}
+
+// hand sends the run's work to the queue, round-robin by bot (each bot's
+// messages already carry their pacing delay). It returns the number of
+// messages that could not be sent (their entries were re-filed, so a later
+// pass sends them).
+func (s *Sweeper) hand(ctx context.Context, work []repairWork) int {
+	if len(work) == 0 {
+		return 0
+	}
+	byBot := map[string][]repairWork{}
+	var bots []string
+	for _, w := range work {
+		if _, ok := byBot[w.bot]; !ok {
+			bots = append(bots, w.bot)
+		}
+		byBot[w.bot] = append(byBot[w.bot], w)
+	}
+	sort.Strings(bots)
+	msgs := make([]QueuedMessage, 0, len(work))
+	for i := 0; len(msgs) < len(work); i++ {
+		for _, b := range bots {
+			if i < len(byBot[b]) {
+				msgs = append(msgs, QueuedMessage{Msg: byBot[b][i].msg, Delay: byBot[b][i].delay})
+			}
+		}
+	}
+	return s.send(ctx, msgs)
+}
+
+func (s *Sweeper) send(ctx context.Context, msgs []QueuedMessage) int {
+	failed := 0
+	if s.Batch != nil {
+		bad, err := s.Batch.EnqueueBatch(ctx, msgs)
+		if err != nil {
+			s.D.log().WarnContext(ctx, "sweeper batch enqueue failed; the entries are re-filed and a later pass sends them", "messages", len(msgs), "failed", len(bad), "err", err.Error())
+		}
+		return len(bad)
+	}
+	for _, m := range msgs {
+		if err := s.D.Queue.Enqueue(ctx, m.Msg, m.Delay); err != nil {
+			failed++
+		}
+	}
+	return failed
+}
+
+// expireLease turns an in-flight intent whose lease ran out into an Unknown
 // Outcome and routes it exactly as if the provider call had timed out.
-func (d *Dispatcher) ExpireLease(ctx context.Context, listed *Intent, now time.Time) error {
+func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time, delay time.Duration) (bool, error) {
+	d := s.D
 	// Provider I/O stays outside the conditional write (which may re-run).
 	caps := d.Capabilities(ctx, listed)
 	var o outcome
 	stored, err := d.Store.Update(ctx, listed.ID, func(in *Intent) error {
-		if in.Status != StatusInFlight || in.Lease == nil || now.Before(in.Lease.Until) {
+		if in.Status != StatusInFlight || (in.Lease != nil && now.Before(in.Lease.Until)) {
 			return ErrNotClaimable
 		}
+		owner, until := "nobody", time.Time{}
+		if in.Lease != nil {
+			owner, until = in.Lease.Owner, in.Lease.Until
+		}
 		lost := &UnknownOutcomeError{
-			Evidence: Evidence{Detail: fmt.Sprintf("lease held by %s expired at %s before an outcome was recorded; the request may have gone out", in.Lease.Owner, in.Lease.Until.Format(time.RFC3339))},
+			Evidence: Evidence{Detail: fmt.Sprintf("lease held by %s expired at %s before an outcome was recorded; the request may have gone out", owner, until.Format(time.RFC3339))},
 			Err:      ErrLeaseLost,
 		}
 		o = decide(in, caps, nil, lost, now, d.Backoff, d.ReconcilePolicy)
@@ -138,19 +376,35 @@ func (d *Dispatcher) ExpireLease(ctx context.Context, listed *Intent, now time.T
 				started = *in.FirstAttemptAt
 			}
 		}
+		in.RepairAt = now.Add(delay)
 		return o.apply(in, Attempt{N: in.AttemptCount, Trigger: "sweeper", StartedAt: started, EndedAt: now, Result: ResultLeaseExpired, Evidence: lost.Evidence}, now)
 	})
 	if errors.Is(err, ErrNotClaimable) || errors.Is(err, ErrConflict) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("expire lease of %s: %w", listed.ID, err)
+		return false, fmt.Errorf("expire lease of %s: %w", listed.ID, err)
 	}
 	log := d.log().With("intent", listed.ID, "bot", stored.Bot, "attempt", stored.AttemptCount)
 	log.InfoContext(ctx, "lease expired; unknown outcome", "status", string(stored.Status))
 	if stored.Status == StatusNeedsHuman {
 		d.metrics().Count("NeedsHuman", 1)
 	}
+	// The outcome's own follow-up goes out now, with its own delay.
 	d.enqueue(ctx, stored, o.enqueueOp, o.delay, log)
-	return nil
+	return true, nil
+}
+
+func orDuration(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func orInt(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }

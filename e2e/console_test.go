@@ -358,6 +358,9 @@ func TestNeedsHumanInQueueAfterOneSweep(t *testing.T) {
 		now := time.Now().UTC()
 		in.Status, in.AttemptCount, in.FirstAttemptAt = core.StatusInFlight, 1, &now
 		in.Lease = &core.Lease{Owner: "crashed-worker", Until: until}
+		// A real claim's lease always ends before the repair entry is due
+		// (lease + grace after intake); this hand-made short one moves it.
+		in.RepairAt = until
 		return nil
 	}); err != nil {
 		t.Fatal(err)

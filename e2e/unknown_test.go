@@ -109,6 +109,10 @@ func TestCrashAfterClaimBeforeSendGoesToHumanNotRetry(t *testing.T) {
 		now := time.Now().UTC()
 		in.Status, in.AttemptCount, in.FirstAttemptAt = core.StatusInFlight, 1, &now
 		in.Lease = &core.Lease{Owner: "crashed-worker", Since: now, Until: leaseEnd}
+		// A real claim leaves the repair entry alone because the lease it
+		// takes always ends before the entry is due (lease + grace after
+		// intake); this hand-made short lease moves the entry with it.
+		in.RepairAt = leaseEnd
 		return nil
 	})
 	if err != nil {

@@ -98,6 +98,21 @@ type OutboxStackProps struct {
 	// be attempted, including a human decision; an attempt after it finds
 	// the object gone, sends nothing and goes to a human. Default 90.
 	PayloadRetentionDays float64
+
+	// Event source mappings (issue 13). The dispatcher only fans stream
+	// records out to the work (retry) queue, so its batches are short:
+	// DispatcherBatchSize (default 100), DispatcherParallelizationFactor
+	// (concurrent batches per stream shard, 1..10, default 2),
+	// DispatcherMaxBatchingWindowSeconds (default 0: no added latency).
+	// The retrier makes every attempt; RetrierMaxConcurrency (2..1000,
+	// default 200) is how many instances may work the queue at once, so a
+	// provider that hangs to its timeout holds only its own intents' workers;
+	// RetrierBatchSize (default 10, messages handled concurrently).
+	DispatcherBatchSize                float64
+	DispatcherParallelizationFactor    float64
+	DispatcherMaxBatchingWindowSeconds float64
+	RetrierBatchSize                   float64
+	RetrierMaxConcurrency              float64
 }
 
 // resolved is OutboxStackProps with defaults applied and checked.
@@ -176,6 +191,24 @@ func (p *OutboxStackProps) resolve() *resolved {
 	}
 	if r.RetryMaxReceiveCount == 0 {
 		r.RetryMaxReceiveCount = 5
+	}
+	if r.DispatcherBatchSize == 0 {
+		r.DispatcherBatchSize = 100
+	}
+	if r.DispatcherParallelizationFactor == 0 {
+		r.DispatcherParallelizationFactor = 2
+	}
+	if r.DispatcherParallelizationFactor < 1 || r.DispatcherParallelizationFactor > 10 {
+		panic("infra: OutboxStackProps.DispatcherParallelizationFactor must be 1..10")
+	}
+	if r.RetrierBatchSize == 0 {
+		r.RetrierBatchSize = 10
+	}
+	if r.RetrierMaxConcurrency == 0 {
+		r.RetrierMaxConcurrency = 200
+	}
+	if r.RetrierMaxConcurrency < 2 || r.RetrierMaxConcurrency > 1000 {
+		panic("infra: OutboxStackProps.RetrierMaxConcurrency must be 2..1000")
 	}
 	return r
 }

@@ -405,7 +405,9 @@ func (o *outbox) function(spec FunctionSpec) {
 		}
 		fn.AddEventSource(awslambdaeventsources.NewDynamoEventSource(o.table, &awslambdaeventsources.DynamoEventSourceProps{
 			StartingPosition:        awslambda.StartingPosition_LATEST,
-			BatchSize:               jsii.Number(10),
+			BatchSize:               jsii.Number(r.DispatcherBatchSize),
+			ParallelizationFactor:   jsii.Number(r.DispatcherParallelizationFactor),
+			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(r.DispatcherMaxBatchingWindowSeconds)),
 			BisectBatchOnError:      jsii.Bool(true),
 			RetryAttempts:           jsii.Number(r.DispatcherRetryAttempts),
 			MaxRecordAge:            awscdk.Duration_Seconds(jsii.Number(r.DispatcherMaxRecordAgeSeconds)),
@@ -417,7 +419,8 @@ func (o *outbox) function(spec FunctionSpec) {
 		}))
 	case TriggerRetryQueue:
 		fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(o.retryQueue, &awslambdaeventsources.SqsEventSourceProps{
-			BatchSize:               jsii.Number(10),
+			BatchSize:               jsii.Number(r.RetrierBatchSize),
+			MaxConcurrency:          jsii.Number(r.RetrierMaxConcurrency),
 			ReportBatchItemFailures: jsii.Bool(true),
 		}))
 	case TriggerSchedule:

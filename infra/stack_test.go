@@ -503,7 +503,8 @@ func TestDispatcherStreamMapping(t *testing.T) {
 		}
 		want := map[string]any{
 			"StartingPosition":           "LATEST",
-			"BatchSize":                  10.0,
+			"BatchSize":                  100.0,
+			"ParallelizationFactor":      2.0,
 			"BisectBatchOnFunctionError": true,
 			"MaximumRetryAttempts":       5.0,
 			"MaximumRecordAgeInSeconds":  3600.0,
@@ -533,6 +534,11 @@ func TestRetrierQueueMapping(t *testing.T) {
 	}
 	if esm.Props["BatchSize"] != 10.0 {
 		t.Errorf("retrier batch size %v", esm.Props["BatchSize"])
+	}
+	// The work queue's consumers isolate tenants (issue 13): a stack prop
+	// with a sound default.
+	if sc, _ := esm.Props["ScalingConfig"].(map[string]any); sc == nil || sc["MaximumConcurrency"] != 200.0 {
+		t.Errorf("retrier ScalingConfig %v, want MaximumConcurrency 200", esm.Props["ScalingConfig"])
 	}
 	// No other function consumes a queue or the stream.
 	if n := len(prodT.resources("AWS::Lambda::EventSourceMapping")); n != 3 {

@@ -143,6 +143,26 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 	zw := gzip.NewWriter(&buf)
 	enc := json.NewEncoder(zw)
 	refs := map[string]string{} // payload ref -> hash
+	var inflight []map[string]types.AttributeValue
+	add := func(item map[string]types.AttributeValue) error {
+		if st, ok := item["status"].(*types.AttributeValueMemberS); ok {
+			m.StatusCounts[st.Value]++
+			if core.Status(st.Value) == core.StatusInFlight {
+				if idv, ok := item["id"].(*types.AttributeValueMemberS); ok {
+					m.InFlightAtCutoff = append(m.InFlightAtCutoff, idv.Value)
+				}
+			}
+		}
+		line, err := EncodeItem(item)
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+		m.ItemCount++
+		return nil
+	}
 	err := s.Store.ProfileKeys(ctx, profile, func(keys []map[string]types.AttributeValue) error {
 		for _, k := range keys {
 			item, err := s.Store.GetRaw(ctx, k)
@@ -152,33 +172,31 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 			if len(item) == 0 {
 				continue // deleted since the index was read
 			}
-			if st, ok := item["status"].(*types.AttributeValueMemberS); ok {
-				m.StatusCounts[st.Value]++
-				if core.Status(st.Value) == core.StatusInFlight {
-					if idv, ok := item["id"].(*types.AttributeValueMemberS); ok {
-						m.InFlightAtCutoff = append(m.InFlightAtCutoff, idv.Value)
-					}
-				}
-			}
 			if ref, ok := item["payloadRef"].(*types.AttributeValueMemberS); ok && ref.Value != "" {
 				if h, ok := item["payloadHash"].(*types.AttributeValueMemberS); ok {
 					refs[ref.Value] = h.Value
 				}
 			}
-			line, err := EncodeItem(item)
-			if err != nil {
+			if st, ok := item["status"].(*types.AttributeValueMemberS); ok && core.Status(st.Value) == core.StatusInFlight {
+				inflight = append(inflight, item) // settled after the copy
+				continue
+			}
+			if err := add(item); err != nil {
 				return err
 			}
-			if err := enc.Encode(line); err != nil {
-				return err
-			}
-			m.ItemCount++
 		}
 		if s.Progress != nil {
 			s.Progress(id, m.ItemCount)
 		}
 		return nil
 	})
+	if err == nil {
+		for _, item := range inflight {
+			if err = add(s.settleInFlight(ctx, item)); err != nil {
+				break
+			}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", profile, err)
 	}
@@ -204,6 +222,48 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 	}
 	s.log().InfoContext(ctx, "backup complete", "backup", id, "profile", profile, "items", m.ItemCount, "inFlightAtCutoff", len(m.InFlightAtCutoff))
 	return m, nil
+}
+
+// settleInFlight decides what the snapshot holds for an intent read in
+// flight. A claim is checked against the barrier right after it is written
+// (core.BarrierCheck), so an attempt claimed after the raise is given back
+// unsent ("held-by-barrier") moments later. Re-read once the copy is done:
+// if the attempt seen in flight was given back, the fresh item (which says
+// nothing was sent) goes into the snapshot; otherwise the attempt really was
+// in flight at the cutoff and the item is kept as read.
+func (s *Service) settleInFlight(ctx context.Context, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	seen, err := dynamo.UnmarshalIntent(item)
+	if err != nil {
+		return item
+	}
+	key := map[string]types.AttributeValue{"pk": item["pk"], "sk": item["sk"]}
+	for try := 0; try < 5; try++ {
+		fresh, err := s.Store.GetRaw(ctx, key)
+		if err != nil || len(fresh) == 0 {
+			return item
+		}
+		in, err := dynamo.UnmarshalIntent(fresh)
+		if err != nil {
+			return item
+		}
+		held := false
+		for _, a := range in.Attempts {
+			if a.N == seen.AttemptCount && a.Result == core.ResultHeldByBarrier {
+				held = true
+			}
+		}
+		if !held {
+			return item
+		}
+		if in.Status != core.StatusInFlight {
+			return fresh
+		}
+		// Claimed again behind the barrier: that claim is given back too.
+		seen = in
+		item = fresh
+		time.Sleep(20 * time.Millisecond)
+	}
+	return item
 }
 
 // Manifest reads and verifies a snapshot's manifest.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,67 +16,75 @@ import (
 )
 
 // ErrProfileFrozen: a backup barrier is up for the intent's profile, so no
-// new claim may start. The sweeper dispatches the intent once it is lifted.
+// new attempt may start.
 var ErrProfileFrozen = errors.New("profile is behind a backup barrier")
 
-func barrierKey(bot string) map[string]types.AttributeValue {
+// Barrier items: BARRIER#<bot>#<k>, BARRIER for k in 0..Shards.Barrier-1. A
+// backup raises all of a profile's shards in one transaction; a claim reads
+// only the shard of its intent (core.BarrierCheck), so no item is read by
+// every claim of a bot.
+func barrierKey(bot string, k int) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "BARRIER#" + bot},
+		"pk": &types.AttributeValueMemberS{Value: "BARRIER#" + bot + "#" + strconv.Itoa(k)},
 		"sk": &types.AttributeValueMemberS{Value: "BARRIER"},
 	}
 }
 
-// claim writes a claim together with a check that the profile's barrier is
-// down (absent, or expired: a crashed backup cannot freeze a profile for
-// ever). retry reports a lost version race.
-func (s *Store) claim(ctx context.Context, put *types.Put, in *core.Intent, pages []core.HistoryPage) (retry bool, err error) {
-	now := strconv.FormatInt(in.UpdatedAt.Unix(), 10)
-	hist, err := s.historyPuts(in, pages)
+var _ core.BarrierCheck = (*Store)(nil)
+
+// BarrierUp reads the barrier shard covering the intent (strongly
+// consistent). A barrier counts as up until its expiry, so a crashed backup
+// cannot freeze a profile for ever.
+func (s *Store) BarrierUp(ctx context.Context, in *core.Intent) (time.Time, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            barrierKey(in.Bot, shardOf(in.ID, s.Shards.orDefault().Barrier)),
+		ConsistentRead: aws.Bool(true),
+	})
 	if err != nil {
-		return false, err
+		return time.Time{}, false, fmt.Errorf("read barrier of %s: %w", in.Bot, err)
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: append([]types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName:                 aws.String(s.table),
-			Key:                       barrierKey(in.Bot),
-			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u < :now"),
-			ExpressionAttributeNames:  map[string]string{"#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: now}},
-		}},
-		{Put: put},
-	}, hist...)})
-	if err == nil {
-		return false, nil
+	u, ok := out.Item["until"].(*types.AttributeValueMemberN)
+	if !ok {
+		return time.Time{}, false, nil
 	}
-	var tc *types.TransactionCanceledException
-	if errors.As(err, &tc) && len(tc.CancellationReasons) == 2 {
-		if aws.ToString(tc.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-			return false, fmt.Errorf("claim %s: %w: %w", in.ID, core.ErrNotClaimable, ErrProfileFrozen)
-		}
-		if aws.ToString(tc.CancellationReasons[1].Code) == "ConditionalCheckFailed" {
-			return true, nil
-		}
+	sec, err := strconv.ParseInt(u.Value, 10, 64)
+	if err != nil {
+		return time.Time{}, true, fmt.Errorf("barrier of %s: until %q: %w", in.Bot, u.Value, err)
 	}
-	return false, fmt.Errorf("claim %s: %w", in.ID, err)
+	until := time.Unix(sec, 0)
+	// Same rule as the raise: expired once until < now (whole seconds).
+	return until, sec >= in.UpdatedAt.Unix(), nil
 }
 
-// RaiseBarrier stops new claims for a profile until Lift or until expiry.
-// It fails if another backup holds the barrier.
+// RaiseBarrier stops new attempts for a profile until Lift or until expiry:
+// every barrier shard in one transaction, so there is no moment at which
+// some shards are up and the backup already reads. It fails if another
+// backup holds the barrier.
 func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time.Time, ttl time.Duration) error {
-	item := barrierKey(bot)
-	item["backupId"] = &types.AttributeValueMemberS{Value: backupID}
-	item["raisedAt"] = &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)}
-	item["until"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(ttl).Unix(), 10)}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(s.table),
-		Item:                      item,
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u < :now OR backupId = :b"),
-		ExpressionAttributeNames:  map[string]string{"#u": "until"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}, ":b": &types.AttributeValueMemberS{Value: backupID}},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("raise barrier for %s: another backup holds it: %w", bot, core.ErrConflict)
+	k := s.Shards.orDefault().Barrier
+	items := make([]types.TransactWriteItem, 0, k)
+	for i := 0; i < k; i++ {
+		item := barrierKey(bot, i)
+		item["backupId"] = &types.AttributeValueMemberS{Value: backupID}
+		item["raisedAt"] = &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)}
+		item["until"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(ttl).Unix(), 10)}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:                 aws.String(s.table),
+			Item:                      item,
+			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u < :now OR backupId = :b"),
+			ExpressionAttributeNames:  map[string]string{"#u": "until"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}, ":b": &types.AttributeValueMemberS{Value: backupID}},
+		}})
+	}
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		for _, r := range tc.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return fmt.Errorf("raise barrier for %s: another backup holds it: %w", bot, core.ErrConflict)
+			}
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("raise barrier for %s: %w", bot, err)
@@ -83,51 +92,87 @@ func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time
 	return nil
 }
 
-// LiftBarrier expires the barrier this backup raised. It is an update, not
-// a delete: no function of the outbox deletes items.
+// LiftBarrier expires every barrier shard this backup raised. It is an
+// update per shard, not a delete (no function of the outbox deletes items);
+// a shard held by another backup is left alone.
 func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       barrierKey(bot),
-		UpdateExpression:          aws.String("SET #u = :zero"),
-		ConditionExpression:       aws.String("backupId = :b"),
-		ExpressionAttributeNames:  map[string]string{"#u": "until"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberS{Value: backupID}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
+	n := s.Shards.orDefault().Barrier
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName:                 aws.String(s.table),
+				Key:                       barrierKey(bot, i),
+				UpdateExpression:          aws.String("SET #u = :zero"),
+				ConditionExpression:       aws.String("backupId = :b"),
+				ExpressionAttributeNames:  map[string]string{"#u": "until"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberS{Value: backupID}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
+			})
+			var ccf *types.ConditionalCheckFailedException
+			if err != nil && !errors.As(err, &ccf) {
+				errs[i] = err
+			}
+		}(i)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("lift barrier for %s: %w", bot, err)
 	}
 	return nil
 }
 
-// ProfileKeys lists the keys of every item in a profile (gsi2 is keys-only).
+// ProfileKeys lists the keys of every item in a profile (gsi2 is
+// keys-only): every shard is read at once, pages are handed over one by one.
 func (s *Store) ProfileKeys(ctx context.Context, bot string, page func(keys []map[string]types.AttributeValue) error) error {
-	var start map[string]types.AttributeValue
-	for {
-		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(s.table),
-			IndexName:                 aws.String(gsi2Name),
-			KeyConditionExpression:    aws.String("gsi2pk = :p"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: ProfilePK(bot)}},
-			ExclusiveStartKey:         start,
-			Limit:                     aws.Int32(100),
-		})
-		if err != nil {
-			return fmt.Errorf("list profile %s: %w", bot, err)
-		}
-		keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
-		for _, it := range out.Items {
-			keys = append(keys, map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]})
-		}
-		if err := page(keys); err != nil {
-			return err
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return nil
-		}
-		start = out.LastEvaluatedKey
+	n := s.Shards.orDefault().Profile
+	pages := make([][][]map[string]types.AttributeValue, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for shard := 0; shard < n; shard++ {
+		wg.Add(1)
+		go func(shard int) {
+			defer wg.Done()
+			var start map[string]types.AttributeValue
+			for {
+				out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+					TableName:                 aws.String(s.table),
+					IndexName:                 aws.String(gsi2Name),
+					KeyConditionExpression:    aws.String("gsi2pk = :p"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: profileShardPK(bot, shard)}},
+					ExclusiveStartKey:         start,
+					Limit:                     aws.Int32(100),
+				})
+				if err != nil {
+					errs[shard] = fmt.Errorf("list profile %s: %w", bot, err)
+					return
+				}
+				keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
+				for _, it := range out.Items {
+					keys = append(keys, map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]})
+				}
+				pages[shard] = append(pages[shard], keys)
+				if len(out.LastEvaluatedKey) == 0 {
+					return
+				}
+				start = out.LastEvaluatedKey
+			}
+		}(shard)
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, ps := range pages {
+		for _, keys := range ps {
+			if err := page(keys); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // GetRaw reads one item as stored (strongly consistent).

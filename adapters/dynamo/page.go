@@ -2,7 +2,12 @@ package dynamo
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"sort"
+	"strconv"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -11,28 +16,19 @@ import (
 	"github.com/botharness/outbox/core"
 )
 
-// ListPage lists intents in a non-terminal status, oldest due first, with an
-// opaque cursor for the next page ("" when there is none).
+// ListPage lists the intents waiting for a human, oldest first across every
+// shard, with an opaque cursor for the next page ("" when there is none).
+// Only needs-human has a listing: the other open states share the repair
+// index, which is ordered by when the sweeper looks, not by status.
 func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string, limit int) ([]*core.Intent, string, error) {
-	if status.Terminal() || !status.Valid() {
-		return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "status", Message: "status must be a non-terminal status (terminal intents are not indexed)"}
+	if status != core.StatusNeedsHuman {
+		return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "status", Message: "only needs-human intents are listed (status=needs-human)"}
 	}
-	start, err := decodeCursor(cursor, "gsi1pk", statusPfx+string(status))
+	entries, next, err := mergedPage(ctx, s.db, s.table, "needs-human", humanPfx, s.RepairShards(), cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		IndexName:                 aws.String(gsiName),
-		KeyConditionExpression:    aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: statusPfx + string(status)}},
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("list %s intents: %w", status, err)
-	}
-	items, err := hydrate(ctx, s.db, s.table, res.Items)
+	items, err := hydrate(ctx, s.db, s.table, entries)
 	if err != nil {
 		return nil, "", err
 	}
@@ -42,8 +38,134 @@ func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string,
 		if err != nil {
 			return nil, "", err
 		}
-		out = append(out, in)
+		if in.Status == core.StatusNeedsHuman { // the index may lag a decision
+			out = append(out, in)
+		}
 	}
-	next := encodeCursor(res.LastEvaluatedKey)
 	return out, next, nil
+}
+
+// mergedCursor is the position of a listing spread over shards: for each
+// shard, the index key of the last entry shown ("" = from the start), and
+// which shards are exhausted.
+type mergedCursor struct {
+	Listing string               `json:"l"`
+	Pos     map[string]repairPos `json:"p,omitempty"`
+	Done    []int                `json:"d,omitempty"`
+}
+
+// mergedPage reads one page of a gsi1 listing sharded over <pfx><0..n-1>,
+// ordered by gsi1sk across all shards: every shard is queried from its
+// position (in parallel), the results are merged, and the first limit kept.
+// The cursor keeps a position per shard, so a page never repeats or skips
+// an entry, whatever is written meanwhile.
+func mergedPage(ctx context.Context, db API, table, listing, pfx string, n int, cursor string, limit int) ([]map[string]types.AttributeValue, string, error) {
+	limit = min(max(limit, 1), 100)
+	cur := mergedCursor{Listing: listing, Pos: map[string]repairPos{}}
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err == nil {
+			err = json.Unmarshal(raw, &cur)
+		}
+		if err != nil || cur.Listing != listing {
+			return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
+		}
+		if cur.Pos == nil {
+			cur.Pos = map[string]repairPos{}
+		}
+	}
+	done := map[int]bool{}
+	for _, d := range cur.Done {
+		done[d] = true
+	}
+	type shardPage struct {
+		shard int
+		items []map[string]types.AttributeValue
+		more  bool
+	}
+	var (
+		mu    sync.Mutex
+		pages []shardPage
+		errs  []error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, 16)
+	)
+	for shard := 0; shard < n; shard++ {
+		if done[shard] {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(shard int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			pk := shardKey(pfx, shard)
+			var start map[string]types.AttributeValue
+			if p, ok := cur.Pos[strconv.Itoa(shard)]; ok {
+				start = map[string]types.AttributeValue{"gsi1pk": &types.AttributeValueMemberS{Value: pk},
+					"gsi1sk": &types.AttributeValueMemberS{Value: p.SK}, "pk": &types.AttributeValueMemberS{Value: p.PK},
+					"sk": &types.AttributeValueMemberS{Value: p.SKey}}
+			}
+			res, err := db.Query(ctx, &dynamodb.QueryInput{
+				TableName:                 aws.String(table),
+				IndexName:                 aws.String(gsiName),
+				KeyConditionExpression:    aws.String("gsi1pk = :p"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: pk}},
+				ExclusiveStartKey:         start,
+				Limit:                     aws.Int32(int32(limit)),
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("list %s shard %d: %w", listing, shard, err))
+				return
+			}
+			pages = append(pages, shardPage{shard: shard, items: res.Items, more: len(res.LastEvaluatedKey) > 0})
+		}(shard)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, "", errs[0]
+	}
+	type entry struct {
+		shard int
+		item  map[string]types.AttributeValue
+	}
+	var all []entry
+	for _, p := range pages {
+		for _, it := range p.items {
+			all = append(all, entry{p.shard, it})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := attrS(all[i].item, "gsi1sk"), attrS(all[j].item, "gsi1sk")
+		if a != b {
+			return a < b
+		}
+		return attrS(all[i].item, "pk") < attrS(all[j].item, "pk")
+	})
+	taken := all
+	if len(taken) > limit {
+		taken = all[:limit]
+	}
+	out := make([]map[string]types.AttributeValue, 0, len(taken))
+	shown := map[int]int{}
+	for _, e := range taken {
+		cur.Pos[strconv.Itoa(e.shard)] = repairPos{SK: attrS(e.item, "gsi1sk"), PK: attrS(e.item, "pk"), SKey: attrS(e.item, "sk")}
+		shown[e.shard]++
+		out = append(out, e.item)
+	}
+	// A shard is exhausted once everything it returned was shown and it
+	// had nothing more.
+	for _, p := range pages {
+		if !p.more && shown[p.shard] == len(p.items) {
+			cur.Done = append(cur.Done, p.shard)
+		}
+	}
+	if len(cur.Done) >= n {
+		return out, "", nil
+	}
+	sort.Ints(cur.Done)
+	b, _ := json.Marshal(cur)
+	return out, base64.RawURLEncoding.EncodeToString(b), nil
 }

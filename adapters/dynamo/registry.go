@@ -287,7 +287,7 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 	names := map[string]string{"#r": "revision", "#d": "deleted", "#u": "updatedAt", "#b": "bot", "#s": "sourceId", "#g2p": "gsi2pk", "#g2s": "gsi2sk"}
 	vals := map[string]types.AttributeValue{
 		":u": regS(now.UTC().Format(time.RFC3339Nano)), ":b": regS(bot), ":s": regS(id),
-		":g2p": regS(ProfilePK(bot)), ":g2s": regS("SOURCE#" + id),
+		":g2p": regS(ProfilePK(bot, id, DefaultSharding.Profile)), ":g2s": regS("SOURCE#" + id),
 		":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
 	}
 	update := func(expr, cond string, vals map[string]types.AttributeValue) (map[string]types.AttributeValue, bool, error) {

@@ -5,9 +5,12 @@
 //	INTENT#<id>, INTENT        the intent, attempts and resolutions (one item)
 //	TOKEN#<sha256>, TOKEN      a bearer token's principal (only the hash is stored)
 //
-// Non-terminal intents carry gsi1pk = STATUS#<status> and gsi1sk = <due time>#<id>
-// so the sweeper and the admin list can query by status and due time; terminal
-// intents drop them, which keeps the index sparse.
+// gsi1 is the repair index (see core/repair.go): an intent's entry is
+// gsi1pk = DUE#<shard>, gsi1sk = <repairAt>#<id>, written at intake and moved
+// only when core.NextRepairCheck or the sweeper moves repairAt; a finished
+// intent leaves it in place (the sweeper passes it once). An intent waiting
+// for a human is listed under HUMAN#<shard> instead. gsi2 lists a profile's
+// items under PROFILE#<bot>#<shard> for backups. Shards come from the id.
 package dynamo
 
 import (
@@ -15,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -42,22 +46,35 @@ type Store struct {
 	table string
 	// UpdateTries bounds optimistic-concurrency retries inside Update.
 	UpdateTries int
+	// Shards spreads the low-cardinality keys (default DefaultSharding).
+	Shards Sharding
+	// RepairDelay is lease + grace: a new intent's repair entry is due then.
+	RepairDelay time.Duration
+	// RepairGrace: a retry's repair entry is due its grace after the retry.
+	RepairGrace time.Duration
+}
+
+func (s *Store) repairPolicy() core.RepairPolicy {
+	return core.RepairPolicy{Delay: s.RepairDelay, Grace: s.RepairGrace}
 }
 
 var _ core.IntentStore = (*Store)(nil)
 
 // New returns a store over table.
-func New(db API, table string) *Store { return &Store{db: db, table: table, UpdateTries: 5} }
+func New(db API, table string) *Store {
+	return &Store{db: db, table: table, UpdateTries: 5, Shards: DefaultSharding, RepairDelay: 90 * time.Second, RepairGrace: 30 * time.Second}
+}
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.table }
 
 const (
-	intentSK  = "INTENT"
-	gsiName   = StatusIndex
-	gsi2Name  = ProfileIndex
-	timeKey   = "2006-01-02T15:04:05.000000000Z"
-	statusPfx = "STATUS#"
+	intentSK = "INTENT"
+	gsiName  = StatusIndex
+	gsi2Name = ProfileIndex
+	timeKey  = "2006-01-02T15:04:05.000000000Z"
+	duePfx   = "DUE#"
+	humanPfx = "HUMAN#"
 )
 
 // IntentPK is the partition key of an intent item.
@@ -72,8 +89,13 @@ const (
 	ProfileIndex = "gsi2"
 )
 
-// ProfilePK groups a profile's (a bot's) items in gsi2.
-func ProfilePK(bot string) string { return "PROFILE#" + bot }
+// ProfilePK groups a profile's (a bot's) items in gsi2, on one of shards
+// keys chosen by the item's own id.
+func ProfilePK(bot, itemID string, shards int) string {
+	return profileShardPK(bot, shardOf(itemID, shards))
+}
+
+func profileShardPK(bot string, s int) string { return "PROFILE#" + bot + "#" + strconv.Itoa(s) }
 
 func intentKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
@@ -82,8 +104,17 @@ func intentKey(id string) map[string]types.AttributeValue {
 	}
 }
 
-// MarshalIntent renders an intent as its table item.
+// MarshalIntent renders an intent as its table item (default sharding).
 func MarshalIntent(in *core.Intent) (map[string]types.AttributeValue, error) {
+	return marshalIntent(in, DefaultSharding)
+}
+
+// MarshalIntent renders an intent as this store's table item.
+func (s *Store) MarshalIntent(in *core.Intent) (map[string]types.AttributeValue, error) {
+	return marshalIntent(in, s.Shards.orDefault())
+}
+
+func marshalIntent(in *core.Intent, sh Sharding) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(intentToItem(in))
 	if err != nil {
 		return nil, fmt.Errorf("marshal intent %s: %w", in.ID, err)
@@ -93,28 +124,34 @@ func MarshalIntent(in *core.Intent) (map[string]types.AttributeValue, error) {
 	// Every intent is listed under its profile (its bot) for backups; the
 	// index projects keys only, so later writes that leave these two
 	// attributes unchanged cost no index write.
-	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot)}
+	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, sh.Profile)}
 	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID}
-	if !in.Status.Terminal() {
-		item["gsi1pk"] = &types.AttributeValueMemberS{Value: statusPfx + string(in.Status)}
-		item["gsi1sk"] = &types.AttributeValueMemberS{Value: DueTime(in).UTC().Format(timeKey) + "#" + in.ID}
+	delete(item, "repairAt")
+	if !in.RepairAt.IsZero() {
+		// The repair entry: its key changes only when repairAt or the human
+		// hand-off does, so most writes cost no index write at all.
+		pfx := duePfx
+		if in.Status == core.StatusNeedsHuman {
+			pfx = humanPfx
+		}
+		item["gsi1pk"] = &types.AttributeValueMemberS{Value: shardKey(pfx, shardOf(in.ID, sh.Repair))}
+		item["gsi1sk"] = &types.AttributeValueMemberS{Value: in.RepairAt.UTC().Format(timeKey) + "#" + in.ID}
 	}
 	return item, nil
 }
 
-// DueTime is when the sweeper should next look at a non-terminal intent.
-func DueTime(in *core.Intent) time.Time {
-	switch {
-	case in.Status == core.StatusInFlight && in.Lease != nil:
-		return in.Lease.Until
-	case (in.Status == core.StatusRetryableFailure || in.Status == core.StatusUnknownOutcome) && in.NextAttemptAt != nil:
-		// Retry: when it is due. Unknown outcome: the end of the reconcile
-		// window (core.ReconcileDue); polls before then ride the queue.
-		return *in.NextAttemptAt
-	case in.Status == core.StatusPending:
-		return in.CreatedAt
+// repairAtOf reads repairAt back from an item's gsi1sk.
+func repairAtOf(item map[string]types.AttributeValue) time.Time {
+	sk, ok := item["gsi1sk"].(*types.AttributeValueMemberS)
+	if !ok {
+		return time.Time{}
 	}
-	return in.UpdatedAt
+	at, _, _ := strings.Cut(sk.Value, "#")
+	t, err := time.Parse(timeKey, at)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 // UnmarshalIntent reads an intent item.
@@ -123,12 +160,15 @@ func UnmarshalIntent(item map[string]types.AttributeValue) (*core.Intent, error)
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("unmarshal intent: %w", err)
 	}
-	return intentFromItem(&it), nil
+	in := intentFromItem(&it)
+	in.RepairAt = repairAtOf(item)
+	return in, nil
 }
 
 // Create is one conditional put keyed by the idempotency identity.
 func (s *Store) Create(ctx context.Context, in *core.Intent) (*core.Intent, bool, error) {
-	item, err := MarshalIntent(in)
+	in.RepairAt = core.NextRepairCheck("", in, in.CreatedAt, s.repairPolicy())
+	item, err := s.MarshalIntent(in)
 	if err != nil {
 		return nil, false, err
 	}
@@ -179,27 +219,32 @@ func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent)
 	return s.write(ctx, id, mutate, false)
 }
 
-// Claim is Update for the write that starts an attempt: the put goes in one
-// transaction with a check that the profile's backup barrier is down, so no
-// claim can slip past a raised barrier.
+// Claim is Update for the write that starts an attempt: one plain
+// conditional put on the intent, like every other write. The backup barrier
+// is read right after it (core.BarrierCheck, BarrierUp), so a bot's claims
+// share no item and cost no transaction.
 func (s *Store) Claim(ctx context.Context, id string, mutate func(*core.Intent) error) (*core.Intent, error) {
 	return s.write(ctx, id, mutate, true)
 }
 
-func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) error, claim bool) (*core.Intent, error) {
+func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) error, _ bool) (*core.Intent, error) {
 	tries := max(s.UpdateTries, 1)
 	for i := 0; i < tries; i++ {
 		cur, err := s.Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
+		before := cur.Status
 		if err := mutate(cur); err != nil {
 			return nil, err
 		}
 		pages := cur.TakeSpill()
 		readVersion := cur.Version
 		cur.Version = readVersion + 1
-		item, err := MarshalIntent(cur)
+		if cur.Status != before {
+			cur.RepairAt = core.NextRepairCheck(before, cur, cur.UpdatedAt, s.repairPolicy())
+		}
+		item, err := s.MarshalIntent(cur)
 		if err != nil {
 			return nil, err
 		}
@@ -209,16 +254,6 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			ConditionExpression:       aws.String("#v = :v"),
 			ExpressionAttributeNames:  map[string]string{"#v": "version"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(readVersion, 10)}},
-		}
-		if claim {
-			retry, err := s.claim(ctx, put, cur, pages)
-			if err != nil {
-				return nil, err
-			}
-			if !retry {
-				return cur, nil
-			}
-			continue
 		}
 		if len(pages) > 0 {
 			retry, err := s.writeWithHistory(ctx, put, cur, pages)
@@ -230,6 +265,9 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			}
 			continue
 		}
+		// Every other write, the claim included, is one plain conditional
+		// put on the intent alone; the backup barrier is read after the
+		// claim (see core.BarrierCheck), so a bot's claims share no item.
 		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression,
 			ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues,
@@ -243,67 +281,4 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 		}
 	}
 	return nil, fmt.Errorf("intent %s after %d tries: %w", id, tries, core.ErrConflict)
-}
-
-// CountByStatus counts the non-terminal intents in a status from the index
-// alone (Select COUNT): no item is read.
-func (s *Store) CountByStatus(ctx context.Context, status core.Status) (int, error) {
-	n := 0
-	var start map[string]types.AttributeValue
-	for {
-		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(s.table),
-			IndexName:                 aws.String(gsiName),
-			KeyConditionExpression:    aws.String("gsi1pk = :p"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: statusPfx + string(status)}},
-			Select:                    types.SelectCount,
-			ExclusiveStartKey:         start,
-		})
-		if err != nil {
-			return 0, fmt.Errorf("count %s intents: %w", status, err)
-		}
-		n += int(res.Count)
-		if len(res.LastEvaluatedKey) == 0 {
-			return n, nil
-		}
-		start = res.LastEvaluatedKey
-	}
-}
-
-// ListByStatus returns non-terminal intents in status whose due time is at or
-// before dueBefore, oldest first, up to limit.
-func (s *Store) ListByStatus(ctx context.Context, status core.Status, dueBefore time.Time, limit int) ([]*core.Intent, error) {
-	var out []*core.Intent
-	var start map[string]types.AttributeValue
-	for {
-		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:              aws.String(s.table),
-			IndexName:              aws.String(gsiName),
-			KeyConditionExpression: aws.String("gsi1pk = :p AND gsi1sk <= :t"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":p": &types.AttributeValueMemberS{Value: statusPfx + string(status)},
-				":t": &types.AttributeValueMemberS{Value: dueBefore.UTC().Format(timeKey) + "#~"},
-			},
-			ExclusiveStartKey: start,
-			Limit:             aws.Int32(int32(min(max(limit-len(out), 1), 100))),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("query %s intents: %w", status, err)
-		}
-		items, err := hydrate(ctx, s.db, s.table, res.Items)
-		if err != nil {
-			return nil, err
-		}
-		for _, item := range items {
-			in, err := UnmarshalIntent(item)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, in)
-		}
-		if len(res.LastEvaluatedKey) == 0 || len(out) >= limit {
-			return out, nil
-		}
-		start = res.LastEvaluatedKey
-	}
 }

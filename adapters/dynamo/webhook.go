@@ -8,8 +8,9 @@ package dynamo
 //	EXTMSG#<provider>#<account>#<messageId>, EXTMSG    provider message id -> intent id
 //
 // Key parts are escaped ('%' and '#') so no two (provider, account, id)
-// triples share a key. Unresolved events carry gsi1pk = WEBHOOK#UNRESOLVED
-// (gsi1sk = <received time>#<pk>) so operators can list them; every other
+// triples share a key. Unresolved events carry gsi1pk =
+// WEBHOOK#UNRESOLVED#<shard of pk> (gsi1sk = <received time>#<pk>) so
+// operators can list them (merged across shards); every other
 // webhook item stays out of the index. Bound, ignored and forwarded events
 // and mappings expire through TTL (expiresAt); unresolved ones do not.
 
@@ -46,6 +47,8 @@ type Webhooks struct {
 	MappingTTL time.Duration
 	// Tries bounds optimistic-concurrency retries of a bind.
 	Tries int
+	// Shards spreads the unresolved listing (default DefaultSharding.Webhook).
+	Shards int
 }
 
 var _ core.WebhookStore = (*Webhooks)(nil)
@@ -85,7 +88,7 @@ func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeVa
 	item["pk"] = &types.AttributeValueMemberS{Value: pk}
 	item["sk"] = &types.AttributeValueMemberS{Value: eventSK}
 	if rec.State == core.EventUnresolved {
-		item["gsi1pk"] = &types.AttributeValueMemberS{Value: unresolvedGSIPK}
+		item["gsi1pk"] = &types.AttributeValueMemberS{Value: shardKey(unresolvedGSIPK+"#", shardOf(pk, w.shards()))}
 		item["gsi1sk"] = &types.AttributeValueMemberS{Value: rec.ReceivedAt.UTC().Format(timeKey) + "#" + pk}
 	} else {
 		item[TTLAttribute] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.ReceivedAt.Add(w.EventTTL).Unix(), 10)}
@@ -347,22 +350,11 @@ func (w *Webhooks) MarkForwarded(ctx context.Context, rec core.EventRecord, now 
 // ListUnresolved pages through unresolved events, oldest first, with an
 // opaque cursor ("" when there is no next page).
 func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int) ([]core.EventRecord, string, error) {
-	start, err := decodeCursor(cursor, "gsi1pk", unresolvedGSIPK)
-	if err != nil {
-		return nil, "", err
-	}
-	out, err := w.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(w.table),
-		IndexName:                 aws.String(gsiName),
-		KeyConditionExpression:    aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: unresolvedGSIPK}},
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
-	})
+	entries, next, err := mergedPage(ctx, w.db, w.table, "unresolved-webhooks", unresolvedGSIPK+"#", w.shards(), cursor, limit)
 	if err != nil {
 		return nil, "", fmt.Errorf("list unresolved webhook events: %w", err)
 	}
-	items, err := hydrate(ctx, w.db, w.table, out.Items)
+	items, err := hydrate(ctx, w.db, w.table, entries)
 	if err != nil {
 		return nil, "", err
 	}
@@ -374,5 +366,12 @@ func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int)
 		}
 		recs = append(recs, *rec)
 	}
-	return recs, encodeCursor(out.LastEvaluatedKey), nil
+	return recs, next, nil
+}
+
+func (w *Webhooks) shards() int {
+	if w.Shards > 0 {
+		return w.Shards
+	}
+	return DefaultSharding.Webhook
 }

@@ -174,12 +174,15 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		reconcile = *cfg.Reconcile
 	}
 	store := dynamo.New(clients.DynamoDB, cfg.Table)
+	// A new intent's repair entry is due once its normal path (claim within
+	// the lease) has had its grace: the sweeper never races the stream.
+	store.RepairDelay, store.RepairGrace = cfg.Lease+cfg.SweepGrace, cfg.SweepGrace
 	metrics := emf.New(cfg.MetricsOut)
 	queue := sqsqueue.New(clients.SQS, cfg.RetryQueueURL)
 	d := &core.Dispatcher{
 		Store: store, Queue: queue, Providers: providers, Clock: cfg.Clock,
 		Backoff: backoff, ReconcilePolicy: reconcile, Lease: cfg.Lease, Owner: cfg.Owner,
-		Metrics: metrics, Log: cfg.Log,
+		Barrier: store, Metrics: metrics, Log: cfg.Log,
 	}
 	app := &App{
 		Config:     cfg,
@@ -189,7 +192,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Providers:  providers,
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
-		Sweeper:    &core.Sweeper{List: store, Attempts: d, Queue: d.Queue, Clock: d.Clock, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
+		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: queue, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
 		Resolver:   &core.Resolver{Store: d.Store, Reconcile: d, Clock: d.Clock, Log: d.Log},
 		Metrics:    metrics,
 		Log:        cfg.Log,

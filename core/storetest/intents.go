@@ -67,6 +67,9 @@ func PendingIntent(id, bot string) *core.Intent {
 func SameIntent(t *testing.T, what string, got, want *core.Intent) {
 	t.Helper()
 	g, w := *got, *want
+	// RepairAt is the store's repair-index due time, decided by
+	// core.NextRepairCheck; the repair cases below check it.
+	g.RepairAt, w.RepairAt = time.Time{}, time.Time{}
 	if len(g.Attempts) == 0 {
 		g.Attempts = nil
 	}
@@ -292,25 +295,74 @@ func RunIntentStore(t *testing.T, f IntentFixture) {
 		SameIntent(t, "stored", get(t, s, "it_o"), want)
 	})
 
+	t.Run("the repair entry: due after intake, left by the claim and outcomes, moved by a human hand-off", func(t *testing.T) {
+		s := f.New(t)
+		create(t, s, PendingIntent("it_r", "bot-a"))
+		due := get(t, s, "it_r").RepairAt
+		if due.IsZero() {
+			t.Fatal("a new pending intent has no repair entry")
+		}
+		if _, err := s.Claim(ctx, "it_r", claimFor("w1")); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "it_r").RepairAt; !got.Equal(due) {
+			t.Fatalf("the claim moved the repair entry: %v -> %v", due, got)
+		}
+		if _, err := s.Update(ctx, "it_r", func(in *core.Intent) error {
+			in.Status, in.Lease, in.UpdatedAt = core.StatusNeedsHuman, nil, T0.Add(time.Minute)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "it_r").RepairAt; !got.Equal(T0.Add(time.Minute)) {
+			t.Fatalf("handed to a human: listed at %v, want %v", got, T0.Add(time.Minute))
+		}
+		if _, err := s.Update(ctx, "it_r", func(in *core.Intent) error {
+			in.Status, in.UpdatedAt = core.StatusAbandoned, T0.Add(2*time.Minute)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "it_r").RepairAt; !got.IsZero() {
+			t.Fatalf("abandoned: still listed at %v", got)
+		}
+	})
+
 	if f.Barrier != nil {
-		t.Run("a raised backup barrier refuses claims, not other writes", func(t *testing.T) {
+		t.Run("a raised backup barrier is up on every shard of its profile and none of another", func(t *testing.T) {
 			s := f.New(t)
-			create(t, s, PendingIntent("it_b", "bot-frozen"))
-			create(t, s, PendingIntent("it_b2", "bot-free"))
+			bc, ok := s.(core.BarrierCheck)
+			if !ok {
+				t.Fatal("a store with a barrier must implement core.BarrierCheck")
+			}
 			f.Barrier(t, s, "bot-frozen", true)
-			if _, err := s.Claim(ctx, "it_b", claimFor("w1")); !errors.Is(err, core.ErrNotClaimable) {
-				t.Fatalf("claim under a barrier: %v, want ErrNotClaimable", err)
+			// Enough intent ids to land on every barrier shard.
+			for i := 0; i < 200; i++ {
+				id := fmt.Sprintf("it_b%d", i)
+				for _, c := range []struct {
+					bot  string
+					want bool
+				}{{"bot-frozen", true}, {"bot-free", false}} {
+					in := PendingIntent(id, c.bot)
+					in.UpdatedAt = T0
+					_, up, err := bc.BarrierUp(ctx, in)
+					if err != nil || up != c.want {
+						t.Fatalf("%s of %s: barrier up=%v err=%v, want up=%v", id, c.bot, up, err, c.want)
+					}
+				}
 			}
-			SameIntent(t, "stored after a refused claim", get(t, s, "it_b"), PendingIntent("it_b", "bot-frozen"))
-			if _, err := s.Claim(ctx, "it_b2", claimFor("w1")); err != nil {
-				t.Fatalf("another profile's claim: %v", err)
-			}
-			if _, err := s.Update(ctx, "it_b", func(in *core.Intent) error { in.StatusReason = "noted"; return nil }); err != nil {
-				t.Fatalf("an ordinary update under a barrier: %v", err)
+			// The claim itself is a plain conditional write: the dispatcher
+			// reads the barrier right after it (core.BarrierCheck).
+			create(t, s, PendingIntent("it_b", "bot-frozen"))
+			if _, err := s.Claim(ctx, "it_b", claimFor("w1")); err != nil {
+				t.Fatalf("claim: %v", err)
 			}
 			f.Barrier(t, s, "bot-frozen", false)
-			if _, err := s.Claim(ctx, "it_b", claimFor("w1")); err != nil {
-				t.Fatalf("claim after the barrier was lifted: %v", err)
+			for i := 0; i < 200; i++ {
+				in := PendingIntent(fmt.Sprintf("it_b%d", i), "bot-frozen")
+				if _, up, err := bc.BarrierUp(ctx, in); err != nil || up {
+					t.Fatalf("after the lift: up=%v err=%v", up, err)
+				}
 			}
 		})
 	}

@@ -10,5 +10,6 @@ import (
 func main() {
 	app := wire.MustBoot("OUTBOX_TABLE", "OUTBOX_RETRY_QUEUE_URL", "OUTBOX_PROVIDER_CONFIG")
 	h := app.DispatcherHandler()
+	h.Fanout = app.Queue
 	lambda.Start(h.Handle)
 }

@@ -53,6 +53,9 @@ type Options struct {
 	PollInterval time.Duration
 	// SweepInterval runs the sweeper on a schedule; 0 disables the ticker.
 	SweepInterval time.Duration
+	// WorkerConcurrency is the retrier mapping's receive loops (default 8):
+	// the local stand-in for the queue mapping's maximum concurrency.
+	WorkerConcurrency int
 	// DisableStream / DisableQueue leave a mapping off (tests drive it by hand).
 	DisableStream bool
 	DisableQueue  bool
@@ -194,6 +197,11 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	if !o.DisableQueue {
+		// As deployed: the stream fans out to the work queue. With the queue
+		// mapping off (tests that keep retries out), it attempts directly.
+		s.Dispatcher.Fanout = app.Queue
+	}
 	if !o.DisableStream {
 		s.Stream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
@@ -227,7 +235,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if !o.DisableQueue {
 		s.SQS, err = lambdahost.NewSQSPoller(lambdahost.SQSPollerConfig{
 			Client: clients.SQS, QueueURL: queues.Retry, BatchSize: 10, WaitTime: time.Second,
-			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: max(o.QueueConcurrency, 2),
+			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: orInt(max(o.QueueConcurrency, o.WorkerConcurrency), 8),
 			Handler: s.Retrier.Handle, FunctionName: "retrier", Logger: app.Log,
 		})
 		if err == nil {
@@ -271,6 +279,13 @@ func (s *Stack) Stop() {
 }
 
 func orDur(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func orInt(v, def int) int {
 	if v > 0 {
 		return v
 	}

@@ -1,6 +1,10 @@
 // Package dispatcher handles the DynamoDB Stream records of intents entering
-// pending: it claims each one and makes its attempt. Duplicate and reordered
-// records are harmless because the claim is a conditional write.
+// pending. It fans them out: one dispatch message per intent on the work
+// (retry) queue, sent in batches, which the retrier function consumes with
+// high concurrency. A provider account that hangs to its timeout then holds
+// only the workers busy with its own intents, never a stream shard and the
+// other tenants' intents behind it. The claim stays the single decider, so
+// duplicate and reordered records (and messages) are harmless.
 package dispatcher
 
 import (
@@ -16,7 +20,11 @@ import (
 // Handler is the stream handler.
 type Handler struct {
 	D *core.Dispatcher
-	// Concurrency bounds parallel attempts within one batch (default 4).
+	// Fanout, when set, receives one dispatch message per pending intent
+	// instead of the attempt being made here.
+	Fanout core.BatchQueue
+	// Concurrency bounds parallel attempts within one batch when attempting
+	// directly (default: the whole batch at once).
 	Concurrency int
 	Log         *slog.Logger
 }
@@ -24,9 +32,12 @@ type Handler struct {
 // Handle attempts every pending intent in the batch and reports the records
 // whose processing failed, so Lambda retries from the first of them.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	if h.Fanout != nil {
+		return h.fanout(ctx, ev), nil
+	}
 	conc := h.Concurrency
 	if conc <= 0 {
-		conc = 4
+		conc = max(len(ev.Records), 1)
 	}
 	var (
 		mu       sync.Mutex
@@ -56,6 +67,36 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	}
 	wg.Wait()
 	return events.DynamoDBEventResponse{BatchItemFailures: failures}, nil
+}
+
+// fanout sends one dispatch message per pending intent of the batch; the
+// records whose message could not be sent are reported, so Lambda retries
+// from the first of them.
+func (h *Handler) fanout(ctx context.Context, ev events.DynamoDBEvent) events.DynamoDBEventResponse {
+	var msgs []core.QueuedMessage
+	var seqs []string
+	seen := map[string]bool{}
+	for _, rec := range ev.Records {
+		id, pending := intentOf(rec)
+		if !pending || seen[id] {
+			continue
+		}
+		seen[id] = true
+		msgs = append(msgs, core.QueuedMessage{Msg: core.RetryMessage{IntentID: id, Op: core.OpDispatch, Trigger: "stream"}})
+		seqs = append(seqs, rec.Change.SequenceNumber)
+	}
+	var resp events.DynamoDBEventResponse
+	if len(msgs) == 0 {
+		return resp
+	}
+	failed, err := h.Fanout.EnqueueBatch(ctx, msgs)
+	if err != nil {
+		h.log().ErrorContext(ctx, "dispatch fan-out failed; records will be retried", "messages", len(msgs), "failed", len(failed), "err", err.Error())
+	}
+	for _, i := range failed {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: seqs[i]})
+	}
+	return resp
 }
 
 func intentOf(rec events.DynamoDBEventRecord) (string, bool) {

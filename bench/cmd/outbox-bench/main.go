@@ -71,6 +71,9 @@ type flags struct {
 	paceHold       time.Duration
 	paceQueueConc  int
 	paceAllStreams bool
+	scaleN         int
+	orphans        int
+	isoN           int
 }
 
 func main() {
@@ -91,7 +94,10 @@ func main() {
 	flag.IntVar(&f.initRuns, "init-runs", 5, "cold starts of the authorizer binary to time")
 	flag.BoolVar(&f.skipArt, "skip-artifacts", false, "skip building the Lambda artifacts and the cold-start proxy")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "log level of the stack (info adds the per-request log lines the functions write in AWS)")
-	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,reconcile,e2e256k,artifacts,pace); default all")
+	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,reconcile,e2e256k,artifacts,pace,scale); default all")
+	flag.IntVar(&f.scaleN, "scale-n", 2048, "intents of the key-spread run (64 bots, one sending 25%)")
+	flag.IntVar(&f.orphans, "orphans", 5000, "orphaned pending intents the sweeper alone recovers (repair_vs_stream)")
+	flag.IntVar(&f.isoN, "iso-n", 90, "healthy intents per isolation slice")
 	flag.BoolVar(&f.verbose, "v", false, "print every measured slice")
 	flag.IntVar(&f.e2eWarm, "e2e-warmup", 25, "unmeasured intents before each end-to-end run")
 	flag.DurationVar(&f.e2eMax, "e2e-max", 25*time.Second, "cap on each end-to-end run (fewer than -e2e-n intents on a slow machine)")
@@ -253,9 +259,12 @@ func (r *runner) startStack(o system.Options) (st *system.Stack, api string, sto
 		extra = "," + o.ProviderConfig
 	}
 	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":2000}%s}`, r.sbURL, extra)
-	o.Tokens = map[string]core.Principal{benchToken: {Kind: core.PrincipalBot, Name: benchBot}}
-	o.Grants = []core.Grant{{ID: benchGrant, Version: 1, Bot: benchBot, Provider: "sandbox",
-		Account: "*", Actions: []string{"*"}, Targets: []string{"*"}}}
+	if o.Tokens == nil {
+		o.Tokens = map[string]core.Principal{}
+	}
+	o.Tokens[benchToken] = core.Principal{Kind: core.PrincipalBot, Name: benchBot}
+	o.Grants = append(o.Grants, core.Grant{ID: benchGrant, Version: 1, Bot: benchBot, Provider: "sandbox",
+		Account: "*", Actions: []string{"*"}, Targets: []string{"*"}})
 	o.Owner = randName("bench-worker-")
 	o.Log = r.log
 	o.MetricsOut = io.Discard
@@ -342,6 +351,7 @@ func (r *runner) run() error {
 		{"e2e256k", "end-to-end with 256 KiB payloads (S3 claim check)", r.delivery256k},
 		{"artifacts", "lambda artifacts and cold-start proxy", r.artifacts},
 		{"pace", "paced drain across workers", r.paced},
+		{"scale", "scale: key spread over 64 bots, hot bot, repair vs stream, tenant isolation", r.scale},
 		{"throughput", "intake vs raw throughput", r.throughput},
 	}
 	for _, p := range phases {

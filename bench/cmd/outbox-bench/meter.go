@@ -25,6 +25,80 @@ import (
 type meter struct {
 	mu sync.Mutex
 	c  counts
+	// keys, when set, counts item accesses by "class pk|sk": class "write"
+	// (puts, updates, condition checks, transaction items), "get" (single
+	// reads) or "batch" (BatchGetItem: hydration and revalidation).
+	keys map[string]int64
+}
+
+// trackKeys starts (or stops, with false) counting accesses per item.
+func (m *meter) trackKeys(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if on {
+		m.keys = map[string]int64{}
+	} else {
+		m.keys = nil
+	}
+}
+
+func (m *meter) keyCounts() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int64, len(m.keys))
+	for k, v := range m.keys {
+		out[k] = v
+	}
+	return out
+}
+
+func itemKey(key map[string]types.AttributeValue) string {
+	pk, _ := key["pk"].(*types.AttributeValueMemberS)
+	sk, _ := key["sk"].(*types.AttributeValueMemberS)
+	if pk == nil || sk == nil {
+		return ""
+	}
+	return pk.Value + "|" + sk.Value
+}
+
+// accessesOf lists the items a request touches, by class.
+func accessesOf(params any) []string {
+	var out []string
+	add := func(class string, key map[string]types.AttributeValue) {
+		if k := itemKey(key); k != "" {
+			out = append(out, class+" "+k)
+		}
+	}
+	switch p := params.(type) {
+	case *dynamodb.PutItemInput:
+		add("write", p.Item)
+	case *dynamodb.UpdateItemInput:
+		add("write", p.Key)
+	case *dynamodb.DeleteItemInput:
+		add("write", p.Key)
+	case *dynamodb.GetItemInput:
+		add("get", p.Key)
+	case *dynamodb.TransactWriteItemsInput:
+		for _, it := range p.TransactItems {
+			switch {
+			case it.Put != nil:
+				add("write", it.Put.Item)
+			case it.Update != nil:
+				add("write", it.Update.Key)
+			case it.ConditionCheck != nil:
+				add("write", it.ConditionCheck.Key)
+			case it.Delete != nil:
+				add("write", it.Delete.Key)
+			}
+		}
+	case *dynamodb.BatchGetItemInput:
+		for _, ka := range p.RequestItems {
+			for _, k := range ka.Keys {
+				add("batch", k)
+			}
+		}
+	}
+	return out
 }
 
 // counts is a snapshot of what the meter saw.
@@ -227,6 +301,11 @@ func (m *meter) middleware(stack *middleware.Stack) error {
 			m.mu.Lock()
 			if m.c.Ops == nil {
 				m.c = newCounts()
+			}
+			if m.keys != nil && err == nil {
+				for _, a := range accessesOf(in.Parameters) {
+					m.keys[callerOf(ctx)+":"+a]++
+				}
 			}
 			m.c.Ops[op]++
 			m.c.Time[op] += took

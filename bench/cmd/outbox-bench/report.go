@@ -114,6 +114,17 @@ func (r *runner) goals() {
 	add("writes_per_unchanged_reconcile_poll", "writes_per_unchanged_reconcile_poll", "<=", 0)
 	add("wcu_per_delivered_intent_256k", "wcu_per_delivered_intent_256k", "<=", 24)
 	add("s3_requests_per_delivered_intent_256k", "s3_requests_per_delivered_intent_256k", "<=", 2)
+	// Issue 13 (scale) and the data-model half of issue 17 (write units).
+	add("hot_bot_max_item_share", "hot_bot_max_item_share", "<=", 2/float64(16))
+	add("projected_max_key_wcu", "projected_max_key_wcu", "<=", 500)
+	add("projected_max_key_rcu", "projected_max_key_rcu", "<=", 1500)
+	add("repair_vs_stream", "repair_vs_stream", ">=", 0.5)
+	add("isolation_p99_ratio", "isolation_p99_ratio", "<=", 2.0)
+	add("wcu_per_delivered_intent", "wcu_per_delivered_intent", "<=", 8)
+	add("wcu_per_retried_intent", "wcu_per_retried_intent", "<=", 14)
+	if m, ok := r.res["index_max_key_share_goal_met"].(bool); ok {
+		g["index_max_key_share"] = map[string]any{"value": r.res["index_max_key_share"], "target": "<= 2/N per family", "met": m}
+	}
 	if cb, ok := r.res["core_benchmarks"].(map[string]coreBench); ok {
 		allocs := map[string]any{}
 		met := true

@@ -1,0 +1,185 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/botharness/outbox/core"
+)
+
+// The sweeper's checkpoints: one small item per repair shard,
+// SWEEP#<shard>, SWEEP, holding the gsi1 key of the last entry read.
+
+var _ core.RepairIndex = (*Store)(nil)
+
+const sweepSK = "SWEEP"
+
+func sweepKey(shard int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "SWEEP#" + strconv.Itoa(shard)},
+		"sk": &types.AttributeValueMemberS{Value: sweepSK},
+	}
+}
+
+// RepairShards is the number of repair-index shards.
+func (s *Store) RepairShards() int { return s.Shards.orDefault().Repair }
+
+// repairPos is a checkpoint: the index key of an entry.
+type repairPos struct {
+	SK   string `json:"s"`
+	PK   string `json:"p"`
+	SKey string `json:"k,omitempty"` // the table sort key, when not INTENT
+}
+
+func (p repairPos) String() string { b, _ := json.Marshal(p); return string(b) }
+
+// DueRepairs reads a shard's entries due at or before upTo, after its
+// checkpoint, in due order (one consistent checkpoint read, one index
+// query, one batched consistent read of the intents).
+func (s *Store) DueRepairs(ctx context.Context, shard int, upTo time.Time, limit int) ([]*core.Intent, []string, error) {
+	pk := shardKey(duePfx, shard)
+	cp, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: sweepKey(shard), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read checkpoint of repair shard %d: %w", shard, err)
+	}
+	var start map[string]types.AttributeValue
+	if sk, ok := cp.Item["wmsk"].(*types.AttributeValueMemberS); ok {
+		if p, ok := cp.Item["wmpk"].(*types.AttributeValueMemberS); ok {
+			start = map[string]types.AttributeValue{
+				"gsi1pk": &types.AttributeValueMemberS{Value: pk}, "gsi1sk": sk,
+				"pk": p, "sk": &types.AttributeValueMemberS{Value: intentSK},
+			}
+		}
+	}
+	res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(gsiName),
+		KeyConditionExpression: aws.String("gsi1pk = :p AND gsi1sk <= :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": &types.AttributeValueMemberS{Value: pk},
+			":t": &types.AttributeValueMemberS{Value: upTo.UTC().Format(timeKey) + "#~"},
+		},
+		ExclusiveStartKey: start,
+		Limit:             aws.Int32(int32(min(max(limit, 1), 1000))),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("query repair shard %d: %w", shard, err)
+	}
+	items, err := hydrate(ctx, s.db, s.table, res.Items)
+	if err != nil {
+		return nil, nil, err
+	}
+	byPK := make(map[string]*core.Intent, len(items))
+	for _, item := range items {
+		in, err := UnmarshalIntent(item)
+		if err != nil {
+			return nil, nil, err
+		}
+		byPK[IntentPK(in.ID)] = in
+	}
+	var out []*core.Intent
+	var pos []string
+	for _, e := range res.Items {
+		p := repairPos{SK: attrS(e, "gsi1sk"), PK: attrS(e, "pk")}
+		in, ok := byPK[p.PK]
+		if !ok {
+			continue // not an intent entry, or gone
+		}
+		out = append(out, in)
+		pos = append(pos, p.String())
+	}
+	if len(out) == 0 && len(res.Items) > 0 {
+		// Only entries without an intent behind them: move past them.
+		last := res.Items[len(res.Items)-1]
+		if err := s.AdvanceRepairs(ctx, shard, repairPos{SK: attrS(last, "gsi1sk"), PK: attrS(last, "pk")}.String()); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, pos, nil
+}
+
+func attrS(item map[string]types.AttributeValue, k string) string {
+	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// AdvanceRepairs moves a shard's checkpoint forward (a conditional update:
+// never backwards, so concurrent sweepers cannot undo each other).
+func (s *Store) AdvanceRepairs(ctx context.Context, shard int, pos string) error {
+	var p repairPos
+	if err := json.Unmarshal([]byte(pos), &p); err != nil || p.SK == "" {
+		return fmt.Errorf("repair checkpoint %q: not a position", pos)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 sweepKey(shard),
+		UpdateExpression:    aws.String("SET wmsk = :s, wmpk = :p"),
+		ConditionExpression: aws.String("attribute_not_exists(wmsk) OR wmsk < :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": &types.AttributeValueMemberS{Value: p.SK}, ":p": &types.AttributeValueMemberS{Value: p.PK},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("advance repair shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+// CountNeedsHuman counts the human listing from the index alone (keys-only
+// COUNT queries, every shard in parallel), reading at most about bound
+// entries: a bounded gauge, not a full count of an unbounded backlog.
+func (s *Store) CountNeedsHuman(ctx context.Context, bound int) (int, bool, error) {
+	n := s.RepairShards()
+	per := max(bound/n, 1)
+	var (
+		mu    sync.Mutex
+		total int
+		exact = true
+		errs  []error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, 16)
+	)
+	for shard := 0; shard < n; shard++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(shard int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+				TableName:                 aws.String(s.table),
+				IndexName:                 aws.String(gsiName),
+				KeyConditionExpression:    aws.String("gsi1pk = :p"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: shardKey(humanPfx, shard)}},
+				Select:                    types.SelectCount,
+				Limit:                     aws.Int32(int32(per)),
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			total += int(res.Count)
+			if len(res.LastEvaluatedKey) > 0 {
+				exact = false
+			}
+		}(shard)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, false, fmt.Errorf("count needs-human intents: %w", err)
+	}
+	return total, exact, nil
+}

@@ -1,0 +1,104 @@
+package core
+
+import "time"
+
+// The repair index. Every non-terminal intent has one entry, due at its
+// RepairAt: the moment the sweeper must look at it if nothing else has moved
+// it on. The entry is written at intake and then left alone by the claim and
+// by outcomes, because moving an index key costs a delete plus a put in the
+// index on every transition. An intent that finishes leaves its entry where
+// it is; the sweeper reads it once, finds the intent terminal and passes it
+// (a read is cheaper than the write that would remove it). Only two things
+// move an entry: the sweeper, when it finds the intent still waiting
+// (RepairPlan.RecheckAt), and a human hand-off, which lists the intent for
+// operators instead (see NextRepairCheck).
+
+// NextRepairCheck decides the repair-index due time of an intent after a
+// write that moved it from status before ("" for a new or restored intent).
+// now is the writer's clock; p.Delay is lease + grace (how long normal work
+// may take before the sweeper steps in), p.Grace how late work must be.
+//
+//   - new / restored and still open: due after delay, or at its deadline if
+//     that comes first (so an intent nobody attempts is closed in time).
+//   - handed to a human: listed for operators, ordered by when it arrived.
+//   - leaving a human for more work: due after delay again.
+//   - leaving a human for a terminal state: no entry (off the human list).
+//   - a retry due before the entry: the entry moves to the retry's due time
+//   - grace, so a lost retry message is recovered then, not lease + grace
+//     after intake (the one outcome that moves the index: 2 index WCU).
+//   - any other write: unchanged (the claim and outcomes write no index).
+func NextRepairCheck(before Status, in *Intent, now time.Time, p RepairPolicy) time.Time {
+	delay := p.Delay
+	switch {
+	case in.Status == StatusNeedsHuman && before != StatusNeedsHuman:
+		return now
+	case before == StatusNeedsHuman && in.Status.Terminal():
+		return time.Time{}
+	case before == StatusNeedsHuman && in.Status != StatusNeedsHuman:
+		return now.Add(delay)
+	case before == "" && !in.Status.Terminal():
+		if in.Deadline != nil && in.Deadline.Before(now.Add(delay)) && in.Deadline.After(now) {
+			return *in.Deadline
+		}
+		return now.Add(delay)
+	case in.RepairAt.IsZero() && !in.Status.Terminal():
+		return now.Add(delay)
+	case in.Status == StatusRetryableFailure && in.NextAttemptAt != nil && in.NextAttemptAt.Add(p.Grace).Before(in.RepairAt):
+		return in.NextAttemptAt.Add(p.Grace)
+	}
+	return in.RepairAt
+}
+
+// RepairPolicy is what NextRepairCheck needs of the deployment's timing.
+type RepairPolicy struct {
+	Delay time.Duration // lease + grace
+	Grace time.Duration
+}
+
+// RepairPlan is what the sweeper does about one due repair entry.
+type RepairPlan struct {
+	// Op is the queue message to send ("" for none).
+	Op string
+	// ExpireLease: the lease ran out before an outcome was recorded.
+	ExpireLease bool
+	// RecheckAt is when the sweeper looks again (the entry moves there);
+	// zero when the intent no longer needs the sweeper.
+	RecheckAt time.Time
+}
+
+// PlanRepair decides, purely, what the sweeper does with a due intent.
+// Everything it leaves waiting is re-filed at a later due time, so the
+// sweeper's checkpoint can move past the entry it read.
+func PlanRepair(in *Intent, now time.Time, grace, delay time.Duration) RepairPlan {
+	again := now.Add(delay)
+	waitUntil := func(t time.Time) RepairPlan { return RepairPlan{RecheckAt: t.Add(grace)} }
+	switch in.Status {
+	case StatusInFlight:
+		if in.Lease == nil || !now.Before(in.Lease.Until) {
+			return RepairPlan{ExpireLease: true, RecheckAt: again}
+		}
+		return waitUntil(in.Lease.Until)
+	case StatusPending:
+		// The stream trigger (or a dispatch message) never led to a claim.
+		if now.Before(in.UpdatedAt.Add(grace)) {
+			return waitUntil(in.UpdatedAt)
+		}
+		return RepairPlan{Op: OpDispatch, RecheckAt: again}
+	case StatusRetryableFailure:
+		due := in.UpdatedAt
+		if in.NextAttemptAt != nil {
+			due = *in.NextAttemptAt
+		}
+		if now.Before(due.Add(grace)) {
+			return waitUntil(due)
+		}
+		return RepairPlan{Op: OpAttempt, RecheckAt: again}
+	case StatusUnknownOutcome:
+		if now.Before(in.UpdatedAt.Add(grace)) {
+			return waitUntil(in.UpdatedAt)
+		}
+		return RepairPlan{Op: OpReconcile, RecheckAt: again}
+	}
+	// Terminal, or waiting for a human (listed elsewhere): nothing to do.
+	return RepairPlan{}
+}

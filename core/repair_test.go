@@ -1,0 +1,178 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestNextRepairCheck(t *testing.T) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	old := now.Add(-time.Hour)
+	const delay = 90 * time.Second
+	cases := []struct {
+		name     string
+		before   Status
+		status   Status
+		repairAt time.Time
+		want     time.Time
+	}{
+		{"new pending intent: due after lease+grace", "", StatusPending, time.Time{}, now.Add(delay)},
+		{"restored open intent: due again after delay", "", StatusUnknownOutcome, old, now.Add(delay)},
+		{"restored terminal intent: no new entry", "", StatusSucceeded, old, old},
+		{"claim writes no index", StatusPending, StatusInFlight, old, old},
+		{"success leaves the dead entry in place", StatusInFlight, StatusSucceeded, old, old},
+		{"retry due after the entry: left", StatusInFlight, StatusRetryableFailure, now.Add(10 * time.Second), now.Add(10 * time.Second)},
+		{"to a human: listed by arrival", StatusUnknownOutcome, StatusNeedsHuman, old, now},
+		{"human recommendation (no move)", StatusNeedsHuman, StatusNeedsHuman, old, old},
+		{"human retry: due again after delay", StatusNeedsHuman, StatusPending, old, now.Add(delay)},
+		{"human reconcile: due again after delay", StatusNeedsHuman, StatusUnknownOutcome, old, now.Add(delay)},
+		{"human abandon: off the human list", StatusNeedsHuman, StatusAbandoned, old, time.Time{}},
+		{"open intent without entry gets one", StatusInFlight, StatusRetryableFailure, time.Time{}, now.Add(delay)},
+	}
+	for _, c := range cases {
+		in := &Intent{Status: c.status, RepairAt: c.repairAt}
+		if got := NextRepairCheck(c.before, in, now, RepairPolicy{Delay: delay, Grace: 30 * time.Second}); !got.Equal(c.want) {
+			t.Errorf("%s: got %v want %v", c.name, got, c.want)
+		}
+	}
+	soon, late := now.Add(10*time.Second), now.Add(time.Hour)
+	retry := &Intent{Status: StatusRetryableFailure, NextAttemptAt: &soon, RepairAt: now.Add(delay)}
+	if got := NextRepairCheck(StatusInFlight, retry, now, RepairPolicy{Delay: delay, Grace: 30 * time.Second}); !got.Equal(soon.Add(30 * time.Second)) {
+		t.Errorf("retry due before the entry: due %v, want the retry's due + grace", got)
+	}
+	if got := NextRepairCheck("", &Intent{Status: StatusPending, Deadline: &soon}, now, RepairPolicy{Delay: delay}); !got.Equal(soon) {
+		t.Errorf("new intent with a near deadline: due %v, want its deadline %v", got, soon)
+	}
+	if got := NextRepairCheck("", &Intent{Status: StatusPending, Deadline: &late}, now, RepairPolicy{Delay: delay}); !got.Equal(now.Add(delay)) {
+		t.Errorf("new intent with a far deadline: due %v, want after delay", got)
+	}
+}
+
+func TestPlanRepair(t *testing.T) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	const grace, delay = 30 * time.Second, 90 * time.Second
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	cases := []struct {
+		name string
+		in   Intent
+		want RepairPlan
+	}{
+		{"terminal: dead entry", Intent{Status: StatusSucceeded}, RepairPlan{}},
+		{"needs-human: listed elsewhere", Intent{Status: StatusNeedsHuman}, RepairPlan{}},
+		{"orphaned pending: dispatch, look again later", Intent{Status: StatusPending, UpdatedAt: now.Add(-time.Minute)}, RepairPlan{Op: OpDispatch, RecheckAt: now.Add(delay)}},
+		{"fresh pending: wait for the stream", Intent{Status: StatusPending, UpdatedAt: now.Add(-time.Second)}, RepairPlan{RecheckAt: now.Add(-time.Second + grace)}},
+		{"lease expired", Intent{Status: StatusInFlight, Lease: &Lease{Until: now.Add(-time.Second)}}, RepairPlan{ExpireLease: true, RecheckAt: now.Add(delay)}},
+		{"lease live: look after it ends", Intent{Status: StatusInFlight, Lease: &Lease{Until: now.Add(time.Minute)}}, RepairPlan{RecheckAt: now.Add(time.Minute + grace)}},
+		{"retry overdue: re-enqueue", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(-time.Minute)}, RepairPlan{Op: OpAttempt, RecheckAt: now.Add(delay)}},
+		{"retry later: look after it is due", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(10 * time.Minute)}, RepairPlan{RecheckAt: now.Add(10*time.Minute + grace)}},
+		{"unknown outcome quiet: reconcile", Intent{Status: StatusUnknownOutcome, UpdatedAt: now.Add(-time.Minute)}, RepairPlan{Op: OpReconcile, RecheckAt: now.Add(delay)}},
+	}
+	for _, c := range cases {
+		if got := PlanRepair(&c.in, now, grace, delay); got != c.want {
+			t.Errorf("%s: got %+v want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+type batchRec struct{ msgs []QueuedMessage }
+
+func (b *batchRec) EnqueueBatch(_ context.Context, msgs []QueuedMessage) ([]int, error) {
+	b.msgs = append(b.msgs, msgs...)
+	return nil, nil
+}
+
+// One bot's backlog must not queue ahead of another bot's first repair.
+func TestSweeperHandsRepairsOutFairlyAcrossBots(t *testing.T) {
+	r := newRig(Capabilities{})
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 40; i++ {
+		res, err := r.in.Submit(ctx, "busy", "k"+string(rune('a'+i%26))+string(rune('a'+i/26)), []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Intent.ID)
+	}
+	r.clock.Advance(time.Second)
+	quiet, err := r.in.Submit(ctx, "quiet", "q1", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(5 * time.Minute)
+	b := &batchRec{}
+	s := &Sweeper{D: r.d, Index: r.store, Batch: b, Grace: 30 * time.Second, PerBotRate: 10}
+	rep, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PendingKicked != 41 || len(b.msgs) != 41 {
+		t.Fatalf("report %+v, %d messages", rep, len(b.msgs))
+	}
+	pos := -1
+	for i, m := range b.msgs {
+		if m.Msg.IntentID == quiet.Intent.ID {
+			pos = i
+			if m.Delay != 0 || m.Msg.Op != OpDispatch {
+				t.Fatalf("quiet bot's repair delayed %v op %s", m.Delay, m.Msg.Op)
+			}
+		}
+	}
+	if pos < 0 || pos > 1 {
+		t.Fatalf("quiet bot's repair is message %d of %d: it queued behind the busy bot's backlog", pos, len(b.msgs))
+	}
+	var maxDelay time.Duration
+	for _, m := range b.msgs {
+		maxDelay = max(maxDelay, m.Delay)
+	}
+	if maxDelay != 3900*time.Millisecond {
+		t.Fatalf("busy bot's 40 repairs at 10/s: last delay %v, want 3.9s", maxDelay)
+	}
+	// Every entry was re-filed past the pacing delay: a second run right
+	// away reads nothing and sends nothing.
+	b.msgs = nil
+	rep, err = s.Run(ctx)
+	if err != nil || rep.Read != 0 || len(b.msgs) != 0 {
+		t.Fatalf("second run: %+v %v, %d messages", rep, err, len(b.msgs))
+	}
+	_ = ids
+}
+
+type barrierUp struct {
+	up    bool
+	err   error
+	calls int
+}
+
+func (b *barrierUp) BarrierUp(context.Context, *Intent) (time.Time, bool, error) {
+	b.calls++
+	return time.Time{}, b.up, b.err
+}
+
+// A claim made while the barrier is up (or unreadable) is given back
+// before anything is sent, and the attempt comes back once it may.
+func TestClaimBehindBarrierSendsNothing(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		b    *barrierUp
+	}{{"raised", &barrierUp{up: true}}, {"unreadable", &barrierUp{err: errors.New("throttled")}}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(Capabilities{})
+			r.d.Barrier = c.b
+			in := r.submit(t)
+			if err := r.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			got := r.get(t, in.ID)
+			if r.prov.sends != 0 || got.Status != StatusRetryableFailure || got.Attempts[0].Result != ResultHeldByBarrier || MayHaveTakenEffect(got) {
+				t.Fatalf("sends=%d status=%s attempts=%+v", r.prov.sends, got.Status, got.Attempts)
+			}
+			c.b.up, c.b.err = false, nil
+			r.drain(t)
+			if got := r.get(t, in.ID); r.prov.sends != 1 || got.Status != StatusSucceeded {
+				t.Fatalf("after the lift: sends=%d status=%s", r.prov.sends, got.Status)
+			}
+		})
+	}
+}
