@@ -347,7 +347,7 @@ func TestLateSuccessWhileRetryScheduledKeepsExternalID(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.clock.Advance(2 * time.Minute)
-	if _, err := (&Sweeper{List: r.store, Attempts: r.d, Queue: r.queue, Clock: r.clock}).Run(context.Background()); err != nil {
+	if _, err := (&Sweeper{D: r.d, Index: r.store}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure {
