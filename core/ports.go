@@ -155,3 +155,71 @@ const (
 	PrincipalOperator     = "operator"
 	PrincipalOrchestrator = "orchestrator"
 )
+
+// FactReader reads the facts for an intent in one round trip, strongly
+// consistent (a revocation acknowledged by the API is seen by the next attempt).
+type FactReader interface {
+	ReadFacts(ctx context.Context, in *Intent) (RevalidationFacts, error)
+}
+
+// GrantReader reads one grant (ErrNotFound when there is none).
+type GrantReader interface {
+	GetGrant(ctx context.Context, id string) (*Grant, error)
+}
+
+// GrantStore persists grants.
+type GrantStore interface {
+	GrantReader
+	// PutGrant writes g only if the stored grant's version is expected
+	// (0: no grant with that id exists); otherwise ErrConflict.
+	PutGrant(ctx context.Context, g *Grant, expected int64) error
+	// ListGrants pages through grants ordered by id; bot, when not empty,
+	// keeps only grants whose bot field equals it.
+	ListGrants(ctx context.Context, bot, cursor string, limit int) ([]*Grant, string, error)
+}
+
+// CapabilityStore persists capability withdrawals.
+type CapabilityStore interface {
+	GetCapability(ctx context.Context, provider, account string) (*Capability, error) // ErrNotFound
+	PutCapability(ctx context.Context, c *Capability, expected int64) error           // ErrConflict
+}
+
+// SourceStore records source revisions. AdvanceSource moves the revision
+// forward only (a conditional write); an older or equal revision changes
+// nothing. deleted is sticky: once deleted, a source stays deleted, and a
+// deletion is recorded even when it arrives with an older revision (a
+// deletion is final whatever order the events arrive in). revision nil means
+// "no revision given" (allowed only with deleted). It returns the state after
+// the call and whether anything changed.
+type SourceStore interface {
+	AdvanceSource(ctx context.Context, bot, id string, revision *int64, deleted bool, now time.Time) (*SourceState, bool, error)
+}
+
+// WebhookStore persists event uniqueness items, the external-id mapping and
+// binds evidence to intents. Uniqueness is always a conditional write; reads
+// are only a fast path.
+type WebhookStore interface {
+	// SeenEvent returns the event's uniqueness item, or nil if there is none.
+	SeenEvent(ctx context.Context, provider, account, eventID string) (*EventRecord, error)
+	// RecordEvent puts rec if no item exists for its event id; else ErrDuplicateEvent.
+	RecordEvent(ctx context.Context, rec EventRecord) error
+	// BindEvent reads intent rec.IntentID, lets mutate decide, and writes in
+	// one transaction: rec (only if absent, else ErrDuplicateEvent), the intent
+	// if plan.Changed (only if its version is unchanged; a lost race re-reads
+	// and calls mutate again) and, if plan.MapMessage, the mapping
+	// rec.MessageID -> rec.IntentID (only if absent or the same intent, else
+	// ErrMappingTaken). It returns the intent as stored.
+	BindEvent(ctx context.Context, rec EventRecord, mutate func(*Intent) (BindPlan, error)) (*Intent, error)
+	// IntentForMessage resolves a provider message id through the mapping; ErrNotFound if none.
+	IntentForMessage(ctx context.Context, provider, account, messageID string) (string, error)
+	// ClaimInbound creates rec in state forwarding with a claim until until,
+	// or takes over an expired claim.
+	ClaimInbound(ctx context.Context, rec EventRecord, now, until time.Time) (InboundClaim, error)
+	// MarkForwarded moves a forwarding item to forwarded.
+	MarkForwarded(ctx context.Context, rec EventRecord, now time.Time) error
+}
+
+// Inbox wakes the bot: it carries inbound events to the bot's inbox queue.
+type Inbox interface {
+	Forward(ctx context.Context, msg InboxMessage) error
+}

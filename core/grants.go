@@ -1,0 +1,281 @@
+// Service Grants: what a bot may do with a provider account, and the operator
+// operations that issue and revoke them. Revalidation (revalidate.go) reads them.
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrGrantRevoked: an operation on a grant that has been revoked. Revocation
+// is final for a grant id; issue a new grant under a new id instead.
+var ErrGrantRevoked = errors.New("grant is revoked")
+
+// Grant is a Service Grant: what a bot may do with a provider account.
+type Grant struct {
+	ID       string   `json:"id"`
+	Version  int64    `json:"version"`
+	Bot      string   `json:"bot"`
+	Provider string   `json:"provider"`
+	Account  string   `json:"account"`
+	Actions  []string `json:"actions"`
+	Targets  []string `json:"targets"`
+	// ExpiresAt is stored as grantExpiresAt: the table's TTL attribute is
+	// "expiresAt" and an expired grant must stay readable (it explains why
+	// intents were blocked).
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+	RevokedAt    *time.Time `json:"revokedAt,omitempty"`
+	RevokedBy    string     `json:"revokedBy,omitempty"`
+	RevokeReason string     `json:"revokeReason,omitempty"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	UpdatedAt    time.Time  `json:"updatedAt"`
+	UpdatedBy    string     `json:"updatedBy,omitempty"`
+}
+
+// MatchScope reports whether value is allowed by pattern: "*" allows every
+// value, "prefix*" every value that starts with prefix, anything else only
+// itself.
+func MatchScope(pattern, value string) bool {
+	if strings.HasSuffix(pattern, "*") {
+		return strings.HasPrefix(value, pattern[:len(pattern)-1])
+	}
+	return pattern == value
+}
+
+func matchAny(patterns []string, value string) bool {
+	for _, p := range patterns {
+		if MatchScope(p, value) {
+			return true
+		}
+	}
+	return false
+}
+
+// Problem says why the grant does not authorise the intent at now, or ""
+// when it does. Version ordering is the caller's concern (intake and attempt
+// treat it differently).
+func (g *Grant) Problem(in *Intent, now time.Time) string {
+	switch {
+	case !MatchScope(g.Bot, in.Bot):
+		return fmt.Sprintf("grant %q does not exist or is not issued to bot %q", g.ID, in.Bot)
+	case g.RevokedAt != nil:
+		r := fmt.Sprintf("grant %q was revoked at %s", g.ID, g.RevokedAt.UTC().Format(time.RFC3339))
+		if g.RevokedBy != "" {
+			r += " by " + g.RevokedBy
+		}
+		if g.RevokeReason != "" {
+			r += ": " + g.RevokeReason
+		}
+		return r
+	case g.ExpiresAt != nil && !now.Before(*g.ExpiresAt):
+		return fmt.Sprintf("grant %q expired at %s", g.ID, g.ExpiresAt.UTC().Format(time.RFC3339))
+	case g.Provider != in.Provider:
+		return fmt.Sprintf("grant %q (version %d) is for provider %q, not %q", g.ID, g.Version, g.Provider, in.Provider)
+	case !MatchScope(g.Account, in.Account):
+		return fmt.Sprintf("grant %q (version %d) does not cover account %q", g.ID, g.Version, in.Account)
+	case !matchAny(g.Actions, in.Action):
+		return fmt.Sprintf("grant %q (version %d) does not cover action %q", g.ID, g.Version, in.Action)
+	case !matchAny(g.Targets, in.Target):
+		return fmt.Sprintf("grant %q (version %d) does not cover target %q", g.ID, g.Version, in.Target)
+	}
+	return ""
+}
+
+// Operators manage grants (here) and capability withdrawals (capabilities.go) through Authority.
+
+// GrantSpec is what an operator asks a grant to be (PUT /v1/admin/grants/{grantId}).
+type GrantSpec struct {
+	Bot       string
+	Provider  string
+	Account   string
+	Actions   []string
+	Targets   []string
+	ExpiresAt *time.Time
+	// ExpectedVersion, when given, must equal the stored version (0: the
+	// grant must not exist yet). Without it the write is conditional on the
+	// version the server read.
+	ExpectedVersion *int64
+}
+
+// Revocation is an operator's revocation of a grant.
+type Revocation struct {
+	Reason          string
+	ExpectedVersion *int64
+}
+
+// Authority manages grants and capabilities for operators.
+type Authority struct {
+	Grants       GrantStore
+	Capabilities CapabilityStore
+	Providers    Providers
+	Clock        Clock
+}
+
+func operatorOnly(p Principal, what string) error {
+	if p.Kind != PrincipalOperator {
+		return fmt.Errorf("%w: only operators %s", ErrForbidden, what)
+	}
+	return nil
+}
+
+// ValidateGrantID enforces 1-128 characters of [A-Za-z0-9._:-].
+func ValidateGrantID(id string) error {
+	if id == "" || len(id) > 128 {
+		return invalid("grantId", "a grant id has 1 to 128 characters")
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return invalid("grantId", "a grant id may hold only letters, digits and . _ : -")
+		}
+	}
+	return nil
+}
+
+func validScope(field, p string) error {
+	switch {
+	case strings.TrimSpace(p) == "":
+		return invalid(field, "%s must not be empty", field)
+	case len(p) > 512:
+		return invalid(field, "%s is longer than 512 bytes", field)
+	case strings.Contains(strings.TrimSuffix(p, "*"), "*"):
+		return invalid(field, "%s: '*' is allowed only at the end (\"*\" or \"prefix*\")", field)
+	}
+	return CheckID(field, p)
+}
+
+func (a *Authority) validateGrant(req *GrantSpec) error {
+	for _, f := range []struct{ name, v string }{{"bot", req.Bot}, {"account", req.Account}} {
+		if err := validScope(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if strings.TrimSpace(req.Provider) == "" {
+		return invalid("provider", "provider is required")
+	}
+	var prov Provider
+	if a.Providers != nil {
+		p, ok := a.Providers.Provider(req.Provider)
+		if !ok {
+			return &ValidationError{Code: CodeUnknownProvider, Field: "provider", Message: fmt.Sprintf("no provider named %q", req.Provider)}
+		}
+		prov = p
+	}
+	if len(req.Actions) == 0 || len(req.Actions) > 100 {
+		return invalid("actions", "actions must list 1 to 100 actions or patterns")
+	}
+	for _, act := range req.Actions {
+		if err := validScope("actions", act); err != nil {
+			return err
+		}
+		if prov != nil && !strings.HasSuffix(act, "*") && !prov.SupportsAction(act) {
+			return &ValidationError{Code: CodeUnknownAction, Field: "actions", Message: fmt.Sprintf("provider %q has no action %q", req.Provider, act)}
+		}
+	}
+	if len(req.Targets) == 0 || len(req.Targets) > 1000 {
+		return invalid("targets", "targets must list 1 to 1000 target ids or patterns")
+	}
+	for _, t := range req.Targets {
+		if err := validScope("targets", t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetGrant returns a grant.
+func (a *Authority) GetGrant(ctx context.Context, p Principal, id string) (*Grant, error) {
+	if err := operatorOnly(p, "read grants"); err != nil {
+		return nil, err
+	}
+	return a.Grants.GetGrant(ctx, id)
+}
+
+// ListGrants pages through grants.
+func (a *Authority) ListGrants(ctx context.Context, p Principal, bot, cursor string, limit int) ([]*Grant, string, error) {
+	if err := operatorOnly(p, "list grants"); err != nil {
+		return nil, "", err
+	}
+	return a.Grants.ListGrants(ctx, bot, cursor, limit)
+}
+
+// PutGrant creates a grant (version 1) or replaces it with version+1. The
+// write is conditional on the version read (or the one the caller expects).
+// A revoked grant cannot be replaced (ErrGrantRevoked): revocation is final.
+func (a *Authority) PutGrant(ctx context.Context, p Principal, id string, req GrantSpec) (g *Grant, created bool, err error) {
+	if err := operatorOnly(p, "manage grants"); err != nil {
+		return nil, false, err
+	}
+	if err := ValidateGrantID(id); err != nil {
+		return nil, false, err
+	}
+	if err := a.validateGrant(&req); err != nil {
+		return nil, false, err
+	}
+	cur, err := a.Grants.GetGrant(ctx, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, false, err
+	}
+	var curVersion int64
+	if cur != nil {
+		curVersion = cur.Version
+	}
+	if req.ExpectedVersion != nil && *req.ExpectedVersion != curVersion {
+		return nil, false, fmt.Errorf("%w: grant %s is at version %d, not %d", ErrConflict, id, curVersion, *req.ExpectedVersion)
+	}
+	if cur != nil && cur.RevokedAt != nil {
+		return nil, false, fmt.Errorf("%w: %s was revoked at %s; issue a new grant under a new id", ErrGrantRevoked, id, cur.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	now := a.Clock.Now()
+	g = &Grant{
+		ID: id, Version: curVersion + 1, Bot: req.Bot, Provider: req.Provider, Account: req.Account,
+		Actions: req.Actions, Targets: req.Targets, CreatedAt: now, UpdatedAt: now, UpdatedBy: p.Name,
+	}
+	if req.ExpiresAt != nil {
+		t := req.ExpiresAt.UTC()
+		g.ExpiresAt = &t
+	}
+	if cur != nil {
+		g.CreatedAt = cur.CreatedAt
+	}
+	if err := a.Grants.PutGrant(ctx, g, curVersion); err != nil {
+		return nil, false, err
+	}
+	return g, cur == nil, nil
+}
+
+// RevokeGrant revokes a grant (version+1). Revoking a revoked grant changes
+// nothing and returns it.
+func (a *Authority) RevokeGrant(ctx context.Context, p Principal, id string, req Revocation) (*Grant, error) {
+	if err := operatorOnly(p, "revoke grants"); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, invalid("reason", "a reason is required to revoke a grant")
+	}
+	if err := CheckFieldLength("reason", req.Reason); err != nil {
+		return nil, err
+	}
+	cur, err := a.Grants.GetGrant(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if req.ExpectedVersion != nil && *req.ExpectedVersion != cur.Version {
+		return nil, fmt.Errorf("%w: grant %s is at version %d, not %d", ErrConflict, id, cur.Version, *req.ExpectedVersion)
+	}
+	if cur.RevokedAt != nil {
+		return cur, nil
+	}
+	now := a.Clock.Now()
+	g := *cur
+	g.Version = cur.Version + 1
+	g.RevokedAt, g.RevokedBy, g.RevokeReason = &now, p.Name, req.Reason
+	g.UpdatedAt, g.UpdatedBy = now, p.Name
+	if err := a.Grants.PutGrant(ctx, &g, cur.Version); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
