@@ -4,18 +4,33 @@ package dynamo
 //
 //	GRANT#<id>, GRANT                            a service grant (global id);
 //	                                             gsi1pk = GRANTS, gsi1sk = <id> for the admin list
+//	GRANTREP#<k>#<id>, GRANT                     replica k of the grant (k < Sharding.Registry)
 //	CAPABILITY#<provider>#<account>, CAPABILITY  operator withdrawals for an account (absent: nothing withdrawn)
+//	CAPREP#<k>#<provider>#<account>, CAPABILITY  replica k of the capability item
 //	SOURCE#<bot>#<sourceId>, SOURCE              a bot's source and its current revision
 //
 // <bot> and <provider> are path-escaped so that '#' can never make two keys
 // collide. The dispatcher's stream filter only passes sk = INTENT, so none of
 // these items ever triggers a dispatch.
 //
+// Replicas (issue 13): a grant or a capability is read before every attempt
+// of every intent that uses it, so one item would take all of a bot's (or an
+// account's) attempts — 2,000 strongly consistent reads/s for the target's
+// hottest bot, over the partition's 3,000 with the other reads. Operators
+// write grants and capabilities rarely, so every write puts the canonical
+// item (conditional on its version) and all K replicas in ONE transaction,
+// and an attempt reads only the replica of its intent's shard. A
+// transaction is all or nothing and a strongly consistent read sees every
+// transaction committed before it, so a revocation acknowledged to the
+// operator is seen by every later attempt, whatever its shard — the same
+// guarantee as the single item. The admin API, intake and the version
+// condition use the canonical item; replicas never carry index keys.
+//
 // Reads per attempt: ReadFacts is one BatchGetItem request, strongly
-// consistent, for two keys (grant, capability) or three (plus the source).
-// Items are kept small (well under 4 KB), so it consumes 1 RCU per key. A
-// projection would not lower that: DynamoDB charges reads on the item size,
-// not on the attributes returned.
+// consistent, for two keys (grant replica, capability replica) or three
+// (plus the source). Items are kept small (well under 4 KB), so it consumes
+// 1 RCU per key. A projection would not lower that: DynamoDB charges reads
+// on the item size, not on the attributes returned.
 
 import (
 	"context"
@@ -23,7 +38,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -46,6 +60,10 @@ type Registry struct {
 	table string
 	// BatchTries bounds the re-requests of unprocessed keys (throttling).
 	BatchTries int
+	// Replicas of each grant and capability item (default
+	// DefaultSharding.Registry). Stored keys depend on it: change it only
+	// on an empty table.
+	Replicas int
 }
 
 var (
@@ -64,6 +82,8 @@ const (
 	grantSK      = "GRANT"
 	grantPfx     = "GRANT#"
 	grantsGSI    = "GRANTS"
+	grantRepPfx  = "GRANTREP#"
+	capRepPfx    = "CAPREP#"
 	capabilitySK = "CAPABILITY"
 	capPfx       = "CAPABILITY#"
 	sourceSK     = "SOURCE"
@@ -80,9 +100,69 @@ func regKey(pk, sk string) map[string]types.AttributeValue {
 // GrantPK is the partition key of a grant item.
 func GrantPK(id string) string { return grantPfx + id }
 
+// GrantReplicaPK is the partition key of replica k of a grant.
+func GrantReplicaPK(id string, k int) string { return grantRepPfx + strconv.Itoa(k) + "#" + id }
+
 // CapabilityPK is the partition key of an account's capability item.
 func CapabilityPK(provider, account string) string {
 	return capPfx + url.PathEscape(provider) + "#" + account
+}
+
+// CapabilityReplicaPK is the partition key of replica k of an account's
+// capability item.
+func CapabilityReplicaPK(provider, account string, k int) string {
+	return capRepPfx + strconv.Itoa(k) + "#" + url.PathEscape(provider) + "#" + account
+}
+
+func (r *Registry) replicas() int {
+	if r.Replicas > 0 {
+		return r.Replicas
+	}
+	return DefaultSharding.Registry
+}
+
+// ReplicaShard is the replica (0..Sharding.Registry-1, default sharding)
+// an attempt of intent id reads.
+func ReplicaShard(id string) int { return shardOf(id, DefaultSharding.Registry) }
+
+// putReplicated writes item (the canonical one, conditional on expected) and
+// its replicas (same attributes, replica keys, no index keys) in one
+// transaction. Refused condition or a concurrent transaction: ErrConflict.
+func (r *Registry) putReplicated(ctx context.Context, what string, item map[string]types.AttributeValue, expected int64, replicaPK func(k int) string) error {
+	canonical := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: item}
+	regVersionCondition(canonical, expected)
+	n := r.replicas()
+	items := make([]types.TransactWriteItem, 0, n+1)
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
+		TableName: canonical.TableName, Item: item, ConditionExpression: canonical.ConditionExpression,
+		ExpressionAttributeNames: canonical.ExpressionAttributeNames, ExpressionAttributeValues: canonical.ExpressionAttributeValues,
+	}})
+	for k := 0; k < n; k++ {
+		rep := make(map[string]types.AttributeValue, len(item))
+		for a, v := range item {
+			switch a {
+			case "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk":
+				continue
+			}
+			rep[a] = v
+		}
+		rep["pk"] = regS(replicaPK(k))
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(r.table), Item: rep}})
+	}
+	_, err := r.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		for _, c := range tc.CancellationReasons {
+			switch aws.ToString(c.Code) {
+			case "ConditionalCheckFailed", "TransactionConflict":
+				return fmt.Errorf("%s changed since version %d was read: %w", what, expected, core.ErrConflict)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("put %s: %w", what, err)
+	}
+	return nil
 }
 
 // SourcePK is the partition key of a bot's source item.
@@ -146,21 +226,14 @@ func (r *Registry) GetGrant(ctx context.Context, id string) (*core.Grant, error)
 	return unmarshalGrant(out.Item)
 }
 
-// PutGrant writes g if the stored version is expected (0: absent).
+// PutGrant writes g and its replicas in one transaction if the stored
+// version is expected (0: absent).
 func (r *Registry) PutGrant(ctx context.Context, g *core.Grant, expected int64) error {
 	item, err := marshalGrant(g)
 	if err != nil {
 		return err
 	}
-	in := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: item}
-	regVersionCondition(in, expected)
-	if _, err := r.db.PutItem(ctx, in); err != nil {
-		if _, ok := regCCF(err); ok {
-			return fmt.Errorf("grant %s changed since version %d was read: %w", g.ID, expected, core.ErrConflict)
-		}
-		return fmt.Errorf("put grant %s: %w", g.ID, err)
-	}
-	return nil
+	return r.putReplicated(ctx, "grant "+g.ID, item, expected, func(k int) string { return GrantReplicaPK(g.ID, k) })
 }
 
 // SeedGrant creates g unless a grant with its id exists (then it changes
@@ -247,22 +320,16 @@ func (r *Registry) GetCapability(ctx context.Context, provider, account string) 
 	return unmarshalCapability(out.Item)
 }
 
-// PutCapability writes c if the stored version is expected (0: absent).
+// PutCapability writes c and its replicas in one transaction if the stored
+// version is expected (0: absent).
 func (r *Registry) PutCapability(ctx context.Context, c *core.Capability, expected int64) error {
 	item, err := attributevalue.MarshalMap(capabilityToItem(c))
 	if err != nil {
 		return fmt.Errorf("marshal capability: %w", err)
 	}
 	item["pk"], item["sk"] = regS(CapabilityPK(c.Provider, c.Account)), regS(capabilitySK)
-	in := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: item}
-	regVersionCondition(in, expected)
-	if _, err := r.db.PutItem(ctx, in); err != nil {
-		if _, ok := regCCF(err); ok {
-			return fmt.Errorf("capability %s/%s changed since version %d was read: %w", c.Provider, c.Account, expected, core.ErrConflict)
-		}
-		return fmt.Errorf("put capability %s/%s: %w", c.Provider, c.Account, err)
-	}
-	return nil
+	return r.putReplicated(ctx, "capability "+c.Provider+"/"+c.Account, item, expected,
+		func(k int) string { return CapabilityReplicaPK(c.Provider, c.Account, k) })
 }
 
 // ---- sources ----
@@ -357,12 +424,14 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 
 // ---- revalidation facts ----
 
-// ReadFacts reads the intent's grant, its account's capability and (if it
-// names one) its source in one strongly consistent BatchGetItem.
+// ReadFacts reads the intent's grant, its account's capability (the
+// replicas of the intent's shard) and (if it names one) its source in one
+// strongly consistent BatchGetItem.
 func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.RevalidationFacts, error) {
+	k := shardOf(in.ID, r.replicas())
 	keys := []map[string]types.AttributeValue{
-		regKey(GrantPK(in.Grant.ID), grantSK),
-		regKey(CapabilityPK(in.Provider, in.Account), capabilitySK),
+		regKey(GrantReplicaPK(in.Grant.ID, k), grantSK),
+		regKey(CapabilityReplicaPK(in.Provider, in.Account, k), capabilitySK),
 	}
 	if in.Source != nil {
 		keys = append(keys, regKey(SourcePK(in.Bot, in.Source.ID), sourceSK))
@@ -387,20 +456,20 @@ func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.Revalid
 			return f, fmt.Errorf("read revalidation facts of %s: %w", in.ID, err)
 		}
 		for _, item := range out.Responses[r.table] {
-			pk, _ := item["pk"].(*types.AttributeValueMemberS)
-			if pk == nil {
+			sk, _ := item["sk"].(*types.AttributeValueMemberS)
+			if sk == nil {
 				continue
 			}
-			switch {
-			case strings.HasPrefix(pk.Value, grantPfx):
+			switch sk.Value {
+			case grantSK:
 				if f.Grant, err = unmarshalGrant(item); err != nil {
 					return f, err
 				}
-			case strings.HasPrefix(pk.Value, capPfx):
+			case capabilitySK:
 				if f.Capability, err = unmarshalCapability(item); err != nil {
 					return f, err
 				}
-			case strings.HasPrefix(pk.Value, sourcePfx):
+			case sourceSK:
 				if f.Source, err = unmarshalSource(item); err != nil {
 					return f, err
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	mrand "math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
 )
@@ -218,5 +220,115 @@ func TestRegistryGrantsConditionalAndListed(t *testing.T) {
 	}
 	if _, err := reg.GetGrant(ctx, "g-none"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
+	}
+}
+
+// recordingDB records the keys of every BatchGetItem.
+type recordingDB struct {
+	*dynamodb.Client
+	mu   sync.Mutex
+	read map[string]int
+}
+
+func (c *recordingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.mu.Lock()
+	for _, ka := range in.RequestItems {
+		for _, k := range ka.Keys {
+			if pk, ok := k["pk"].(*types.AttributeValueMemberS); ok {
+				c.read[pk.Value]++
+			}
+		}
+	}
+	c.mu.Unlock()
+	return c.Client.BatchGetItem(ctx, in, o...)
+}
+
+// Issue 13: an attempt reads the grant and capability replicas of its own
+// shard, so no item is read by every attempt of a bot; an operator's write
+// reaches every replica in one transaction, so a revocation (and a
+// withdrawal) is seen by the next attempt on every shard.
+func TestRegistryRevocationIsSeenOnEveryReplicaShard(t *testing.T) {
+	client, table := testTable(t, "rep")
+	db := &recordingDB{Client: client, read: map[string]int{}}
+	reg := NewRegistry(db, table)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	g := &core.Grant{ID: "g-hot", Version: 1, Bot: "bot-hot", Provider: "sandbox", Account: "*", Actions: []string{"*"},
+		Targets: []string{"*"}, CreatedAt: now, UpdatedAt: now}
+	if err := reg.PutGrant(ctx, g, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Intents covering every replica shard.
+	k := DefaultSharding.Registry
+	var intents []*core.Intent
+	covered := map[int]bool{}
+	for i := 0; len(covered) < k; i++ {
+		if i > 10000 {
+			t.Fatalf("ids cover %d of %d shards", len(covered), k)
+		}
+		id := core.IntentID("bot-hot", "key-"+strconv.Itoa(i))
+		if s := ReplicaShard(id); !covered[s] {
+			covered[s] = true
+			intents = append(intents, &core.Intent{ID: id, Bot: "bot-hot", Provider: "sandbox", Account: "acct-1", Action: "send_message",
+				Target: "chan-1", Grant: core.GrantRef{ID: "g-hot", Version: 1}})
+		}
+	}
+	rv := &core.Revalidation{Facts: reg, Clock: core.ClockFunc(func() time.Time { return now })}
+	expect := func(stage string, want core.Status) {
+		t.Helper()
+		for _, in := range intents {
+			_, blocked, err := rv.Revalidate(ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case want == "" && blocked != nil:
+				t.Fatalf("%s: shard %d blocked: %+v", stage, ReplicaShard(in.ID), blocked)
+			case want != "" && (blocked == nil || blocked.Status != want):
+				t.Fatalf("%s: shard %d: %+v, want %s", stage, ReplicaShard(in.ID), blocked, want)
+			}
+		}
+	}
+	expect("granted", "")
+	// Every shard read its own replicas, none the canonical items.
+	if n := db.read[GrantPK("g-hot")] + db.read[CapabilityPK("sandbox", "acct-1")]; n != 0 {
+		t.Fatalf("revalidation read the canonical grant/capability item %d times", n)
+	}
+	for s := 0; s < k; s++ {
+		if db.read[GrantReplicaPK("g-hot", s)] != 1 || db.read[CapabilityReplicaPK("sandbox", "acct-1", s)] != 1 {
+			t.Fatalf("shard %d: grant replica read %d times, capability replica %d (want 1 each): %v", s,
+				db.read[GrantReplicaPK("g-hot", s)], db.read[CapabilityReplicaPK("sandbox", "acct-1", s)], db.read)
+		}
+	}
+
+	// A withdrawn action is seen on every shard.
+	c := &core.Capability{Provider: "sandbox", Account: "acct-1", Version: 1,
+		Actions: map[string]core.Withdrawal{"send_message": {Reason: "maintenance", At: now, By: "op"}}}
+	if err := reg.PutCapability(ctx, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	expect("withdrawn", core.StatusGrantRevoked)
+	c2 := &core.Capability{Provider: "sandbox", Account: "acct-1", Version: 2}
+	if err := reg.PutCapability(ctx, c2, 1); err != nil {
+		t.Fatal(err)
+	}
+	expect("restored", "")
+
+	// A revocation is seen on every shard; a stale write changes no replica.
+	g2 := *g
+	g2.Version, g2.RevokedAt, g2.RevokedBy = 2, &now, "op"
+	stale := g2
+	stale.Version, stale.RevokedAt = 3, nil
+	if err := reg.PutGrant(ctx, &stale, 7); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("stale write: %v, want ErrConflict", err)
+	}
+	if err := reg.PutGrant(ctx, &g2, 1); err != nil {
+		t.Fatal(err)
+	}
+	expect("revoked", core.StatusGrantRevoked)
+	// Replicas are not listed.
+	list, _, err := reg.ListGrants(ctx, "", "", 100)
+	if err != nil || len(list) != 1 || list[0].Version != 2 {
+		t.Fatalf("listed %+v (%v), want the one grant at version 2", list, err)
 	}
 }
