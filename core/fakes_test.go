@@ -154,6 +154,43 @@ func (m *memStore) AdvanceRepairs(_ context.Context, _ int, pos string) error {
 	return nil
 }
 
+// ListPage mirrors the DynamoDB adapter's admin list: needs-human intents
+// in (hand-off due time, id) order; the cursor is the last one shown.
+func (m *memStore) ListPage(ctx context.Context, status Status, cursor string, limit int) ([]*Intent, string, error) {
+	if status != StatusNeedsHuman {
+		return nil, "", &ValidationError{Code: CodeInvalidField, Field: "status", Message: "only needs-human intents are listed"}
+	}
+	var afterAt time.Time
+	var afterID string
+	if cursor != "" {
+		at, id, _ := strings.Cut(cursor, "|")
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return nil, "", &ValidationError{Code: CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
+		}
+		afterAt, afterID = t, id
+	}
+	all := m.ListByStatus(ctx, StatusNeedsHuman)
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].RepairAt.Equal(all[j].RepairAt) {
+			return all[i].RepairAt.Before(all[j].RepairAt)
+		}
+		return all[i].ID < all[j].ID
+	})
+	var out []*Intent
+	for _, in := range all {
+		if cursor == "" || repairAfter(in.RepairAt, in.ID, afterAt, afterID) {
+			out = append(out, in)
+		}
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[len(out)-1]
+	return out, last.RepairAt.Format(time.RFC3339Nano) + "|" + last.ID, nil
+}
+
 func (m *memStore) CountNeedsHuman(ctx context.Context, bound int) (int, bool, error) {
 	return len(m.ListByStatus(ctx, StatusNeedsHuman)), true, nil
 }

@@ -18,6 +18,7 @@ func TestIntentStoreContract(t *testing.T) {
 			db, table := testTable(t, "ct")
 			return New(db, table)
 		},
+		HumanShard: func(id string) int { return shardOf(id, DefaultSharding.Repair) },
 		Barrier: func(t *testing.T, s core.IntentStore, bot string, up bool) {
 			st := s.(*Store)
 			var err error

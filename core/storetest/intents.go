@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,16 @@ type IntentFixture struct {
 	// Barrier, when the store has one, raises (up=true) or lifts the backup
 	// barrier of a bot's profile; nil skips the barrier cases.
 	Barrier func(t *testing.T, s core.IntentStore, bot string, up bool)
+	// HumanShard, when the store shards its needs-human listing, names the
+	// shard of an intent id, so the listing case can put several intents on
+	// each of several shards (nil: one shard).
+	HumanShard func(id string) int
+}
+
+// NeedsHumanLister is the admin list of intents waiting for a human, oldest
+// hand-off first, paged with an opaque cursor ("" when there is no next page).
+type NeedsHumanLister interface {
+	ListPage(ctx context.Context, status core.Status, cursor string, limit int) ([]*core.Intent, string, error)
 }
 
 // T0 is the suite's reference time (UTC, no monotonic reading, so stored
@@ -325,6 +336,119 @@ func RunIntentStore(t *testing.T, f IntentFixture) {
 		}
 		if got := get(t, s, "it_r").RepairAt; !got.IsZero() {
 			t.Fatalf("abandoned: still listed at %v", got)
+		}
+	})
+
+	t.Run("needs-human intents list in due order across shards, ≥ 3 pages, stable cursor", func(t *testing.T) {
+		s := f.New(t)
+		l, ok := s.(NeedsHumanLister)
+		if !ok {
+			t.Skip("the store has no needs-human listing")
+		}
+		// 24 intents, four on each of six shards, handed to a human at
+		// times out of id order (some equal), plus intents in other states
+		// that must not be listed.
+		shardOf := f.HumanShard
+		if shardOf == nil {
+			shardOf = func(string) int { return 0 }
+		}
+		perShard := map[int]int{}
+		var ids []string
+		for i := 0; len(ids) < 24; i++ {
+			id := fmt.Sprintf("it_h%03d", i)
+			sh := shardOf(id)
+			if perShard[sh] >= 4 && f.HumanShard != nil || perShard[sh] == 0 && len(perShard) >= 6 {
+				continue
+			}
+			perShard[sh]++
+			ids = append(ids, id)
+		}
+		type want struct {
+			id  string
+			due time.Time
+		}
+		var wants []want
+		for i, id := range ids {
+			due := T0.Add(time.Duration((i*7)%11) * time.Minute)
+			create(t, s, PendingIntent(id, []string{"bot-a", "bot-b"}[i%2]))
+			if _, err := s.Update(ctx, id, func(in *core.Intent) error {
+				in.Status, in.UpdatedAt = core.StatusNeedsHuman, due
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			wants = append(wants, want{id, due})
+		}
+		create(t, s, PendingIntent("it_hpending", "bot-a"))
+		create(t, s, PendingIntent("it_hdone", "bot-a"))
+		if _, err := s.Update(ctx, "it_hdone", func(in *core.Intent) error {
+			in.Status, in.UpdatedAt = core.StatusNeedsHuman, T0
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, "it_hdone", func(in *core.Intent) error {
+			in.Status, in.UpdatedAt = core.StatusAbandoned, T0.Add(time.Second)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sort.SliceStable(wants, func(i, j int) bool {
+			if !wants[i].due.Equal(wants[j].due) {
+				return wants[i].due.Before(wants[j].due)
+			}
+			return wants[i].id < wants[j].id
+		})
+		var got []string
+		seen := map[string]bool{}
+		var last time.Time
+		cursor, pages := "", 0
+		for {
+			if pages > 20 {
+				t.Fatal("paging does not end")
+			}
+			items, next, err := l.ListPage(ctx, core.StatusNeedsHuman, cursor, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if len(items) > 4 {
+				t.Fatalf("page %d: %d items over the limit 4", pages, len(items))
+			}
+			for _, in := range items {
+				if seen[in.ID] {
+					t.Fatalf("page %d repeats %s", pages, in.ID)
+				}
+				seen[in.ID] = true
+				if in.Status != core.StatusNeedsHuman {
+					t.Fatalf("listed %s in %s", in.ID, in.Status)
+				}
+				if in.UpdatedAt.Before(last) {
+					t.Fatalf("page %d: %s handed over at %v listed after one at %v", pages, in.ID, in.UpdatedAt, last)
+				}
+				last = in.UpdatedAt
+				got = append(got, in.ID)
+			}
+			if next == "" {
+				break
+			}
+			// The same cursor gives the same page (it is a position, not a
+			// session).
+			again, next2, err := l.ListPage(ctx, core.StatusNeedsHuman, cursor, 4)
+			if err != nil || next2 != next || len(again) != len(items) {
+				t.Fatalf("page %d read twice: %d items (next %q, %v), first %d (next %q)", pages, len(again), next2, err, len(items), next)
+			}
+			cursor = next
+		}
+		if pages < 3 {
+			t.Fatalf("%d pages, want at least 3", pages)
+		}
+		ids = ids[:0]
+		for _, w := range wants {
+			ids = append(ids, w.id)
+		}
+		if !reflect.DeepEqual(got, ids) {
+			t.Fatalf("listed\n%v\nwant (due order, no gaps)\n%v", got, ids)
 		}
 	})
 
