@@ -3,6 +3,7 @@ package chaos
 import (
 	"testing"
 
+	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
 )
 
@@ -23,4 +24,37 @@ func TestPlanMixesLargePayloads(t *testing.T) {
 	if frac := float64(large) / float64(total); frac < 0.2 || frac > 0.45 {
 		t.Fatalf("%d of %d intents carry a large payload (%.2f), want about a third", large, total, frac)
 	}
+}
+
+// Backups span barrier shards (issue 13): a backup raises all of its
+// profile's barrier shards in one transaction while a dispatcher and a
+// retrier claim the schedule's intents, and those intents sit on several
+// shards, so the suite exercises a raise racing claims on different shards
+// (a claim reads only its own shard).
+func TestPlanBackupsRaceClaimsOnSeveralBarrierShards(t *testing.T) {
+	backups, spanning, maxSpan := 0, 0, 0
+	for seed := uint64(1); seed <= 500; seed++ {
+		specs, _, names := Plan(seed, Config{})
+		has := false
+		for _, n := range names {
+			has = has || n == "backup/mid-flight"
+		}
+		if !has {
+			continue
+		}
+		backups++
+		shards := map[int]bool{}
+		for _, s := range specs {
+			shards[dynamo.BarrierShard(core.IntentID(BotOf(seed), s.Key))] = true
+		}
+		if len(shards) >= 2 {
+			spanning++
+		}
+		maxSpan = max(maxSpan, len(shards))
+	}
+	if backups < 50 || float64(spanning) < 0.8*float64(backups) || maxSpan < 4 {
+		t.Fatalf("%d of 500 plans take a backup, %d of them with intents on >= 2 barrier shards (widest %d): want >= 50, >= 80%%, >= 4",
+			backups, spanning, maxSpan)
+	}
+	t.Logf("%d of 500 plans take a backup; %d span >= 2 barrier shards; widest %d", backups, spanning, maxSpan)
 }

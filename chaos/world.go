@@ -157,13 +157,17 @@ func (w *World) note(format string, args ...any) {
 }
 
 // newWorld prepares a schedule: sandbox, accounts, grants, workers.
+// BotOf is the bot a schedule's intents belong to: their ids (and so their
+// barrier and repair shards) follow from the seed.
+func BotOf(seed uint64) string { return fmt.Sprintf("chaos-bot-%d", seed) }
+
 func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*IntentSpec, rc Config) (*World, error) {
 	workers, verbose := rc.Workers, rc.Verbose
 	w := &World{
 		env: e, slot: sl, Seed: seed,
 		rng:       rand.New(rand.NewPCG(seed, 0x5eed)),
 		clock:     NewClock(time.Now().UTC().Truncate(time.Second)),
-		bot:       fmt.Sprintf("chaos-bot-%d", seed),
+		bot:       BotOf(seed),
 		Intents:   specs,
 		submitted: map[string]bool{}, accepted: map[string]bool{},
 		history: map[string][]*core.Intent{}, outcomes: map[string]int{}, cuts: map[string][]int{},
