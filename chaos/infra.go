@@ -413,28 +413,9 @@ func imageIntent(r events.DynamoDBEventRecord) (*core.Intent, error) {
 	if sk, ok := img["sk"]; !ok || sk.DataType() != events.DataTypeString || sk.String() != "INTENT" {
 		return nil, nil
 	}
-	item := toAVMap(img)
-	emptyMapsBack(item)
-	return dynamo.UnmarshalIntent(item)
-}
-
-// emptyMapsBack undoes an emulator quirk: DynamoDB Local (3.3.1) writes an
-// empty map in a stream image as `{}` instead of `{"M":{}}`, and the Go SDK's
-// dynamodbstreams client then decodes it as some other attribute's value (an
-// attempt's empty evidence arrives as {"S":"transient"}). A stored intent never
-// has a non-map evidence, so any is put back to the empty map it was.
-func emptyMapsBack(item map[string]types.AttributeValue) {
-	l, ok := item["attempts"].(*types.AttributeValueMemberL)
-	if !ok {
-		return
-	}
-	for _, a := range l.Value {
-		if m, ok := a.(*types.AttributeValueMemberM); ok {
-			if _, isMap := m.Value["evidence"].(*types.AttributeValueMemberM); !isMap && m.Value["evidence"] != nil {
-				m.Value["evidence"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
-			}
-		}
-	}
+	// History entries are flat (no empty maps, which DynamoDB Local's stream
+	// images garble), so the image decodes as stored.
+	return dynamo.UnmarshalIntent(toAVMap(img))
 }
 
 type dynamoAV = types.AttributeValue

@@ -229,7 +229,9 @@ func TestDeferralNeverSendsPastTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = r.d.Attempt(ctx, a.ID, "stream")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.d.Attempt(ctx, res.Intent.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
@@ -250,12 +252,16 @@ func TestRateLimitPausesTheAccountForEveryIntent(t *testing.T) {
 	r, gates, _ := gateRig(nil, &RetryableError{Class: ClassRateLimited, RetryAfter: 5 * time.Second, Err: errors.New("429")})
 	ctx := context.Background()
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	_ = r.d.Attempt(ctx, a.ID, "stream")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
 	st, _ := gates.State(ctx, GateKey("fake", "a1"))
 	if st.PausedUntil == nil || !st.PausedUntil.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("pause %v", st.PausedUntil)
 	}
-	_ = r.d.Attempt(ctx, b.ID, "stream")
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
 	if r.prov.sends != 1 {
 		t.Fatalf("a second intent was sent during the pause (%d sends)", r.prov.sends)
 	}
@@ -292,7 +298,9 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	// At the cooldown's end one probe goes; it fails (3rd scripted 503): open again, longer.
 	r.clock.Advance(10 * time.Second)
 	for _, id := range ids[2:] {
-		_ = r.d.Attempt(ctx, id, "sweeper")
+		if err := r.d.Attempt(ctx, id, "sweeper"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if r.prov.sends != 3 {
 		t.Fatalf("sends %d after the half-open probe, want 3 (one probe only)", r.prov.sends)
@@ -385,7 +393,9 @@ func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.
 	ctx := context.Background()
 	key := GateKey("fake", "a1")
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	_ = r.d.Attempt(ctx, a.ID, "stream")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
 	r.d.Gate.MaxHold = time.Second
 	// b holds for its slot (500ms); meanwhile another worker sees a 429.
 	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {

@@ -23,9 +23,18 @@ import "time"
 //   - handed to a human: listed for operators, ordered by when it arrived.
 //   - leaving a human for more work: due after delay again.
 //   - leaving a human for a terminal state: no entry (off the human list).
-//   - a retry due before the entry: the entry moves to the retry's due time
-//   - grace, so a lost retry message is recovered then, not lease + grace
-//     after intake (the one outcome that moves the index: 2 index WCU).
+//   - a retryable outcome leaves the entry where it is when it already
+//     bounds the recovery of a lost retry message: due no later than the
+//     retry's due time + delay (RetryEntryBounds). It always does when the
+//     entry was written by intake or the sweeper (both file it at most delay
+//     ahead of their clock, which is before this outcome). If the entry
+//     comes due before the retry, the sweeper finds the retry still waiting
+//     and re-files it at the retry's due time + grace (PlanRepair); if the
+//     retry happened meanwhile, the entry is dead and passed. Only an entry
+//     further out than that moves, to the retry's due time + grace.
+//     Bound: a lost retry message is re-sent by the sweeper by
+//     max(retry due + grace, entry due) <= retry due + delay (was retry due
+//   - grace, at 2 index WCU on every retried intent).
 //   - any other write: unchanged (the claim and outcomes write no index).
 func NextRepairCheck(before Status, in *Intent, now time.Time, p RepairPolicy) time.Time {
 	delay := p.Delay
@@ -43,10 +52,18 @@ func NextRepairCheck(before Status, in *Intent, now time.Time, p RepairPolicy) t
 		return now.Add(delay)
 	case in.RepairAt.IsZero() && !in.Status.Terminal():
 		return now.Add(delay)
-	case in.Status == StatusRetryableFailure && in.NextAttemptAt != nil && in.NextAttemptAt.Add(p.Grace).Before(in.RepairAt):
+	case in.Status == StatusRetryableFailure && in.NextAttemptAt != nil && !RetryEntryBounds(in.RepairAt, *in.NextAttemptAt, p):
 		return in.NextAttemptAt.Add(p.Grace)
 	}
 	return in.RepairAt
+}
+
+// RetryEntryBounds decides whether an intent's repair entry, due at
+// repairAt, already bounds the recovery of a lost message for a retry due at
+// retryAt: the sweeper reaches the entry no later than delay after the retry
+// was due. Then a retryable outcome writes no index (see NextRepairCheck).
+func RetryEntryBounds(repairAt, retryAt time.Time, p RepairPolicy) bool {
+	return !repairAt.After(retryAt.Add(p.Delay))
 }
 
 // RepairPolicy is what NextRepairCheck needs of the deployment's timing.

@@ -38,15 +38,50 @@ func TestNextRepairCheck(t *testing.T) {
 		}
 	}
 	soon, late := now.Add(10*time.Second), now.Add(time.Hour)
-	retry := &Intent{Status: StatusRetryableFailure, NextAttemptAt: &soon, RepairAt: now.Add(delay)}
-	if got := NextRepairCheck(StatusInFlight, retry, now, RepairPolicy{Delay: delay, Grace: 30 * time.Second}); !got.Equal(soon.Add(30 * time.Second)) {
-		t.Errorf("retry due before the entry: due %v, want the retry's due + grace", got)
+	pol := RepairPolicy{Delay: delay, Grace: 30 * time.Second}
+	retries := []struct {
+		name     string
+		retryAt  time.Time
+		repairAt time.Time
+		want     time.Time
+	}{
+		{"retry due before the entry intake filed: entry stays (no index write)", soon, now.Add(delay), now.Add(delay)},
+		{"retry due after the entry: entry stays (the sweeper re-files it)", late, now.Add(delay), now.Add(delay)},
+		{"entry exactly retry + delay: stays", soon, soon.Add(delay), soon.Add(delay)},
+		{"entry further out than retry + delay: moves to retry + grace", soon, soon.Add(delay + time.Second), soon.Add(30 * time.Second)},
+	}
+	for _, c := range retries {
+		retryAt := c.retryAt
+		in := &Intent{Status: StatusRetryableFailure, NextAttemptAt: &retryAt, RepairAt: c.repairAt}
+		if got := NextRepairCheck(StatusInFlight, in, now, pol); !got.Equal(c.want) {
+			t.Errorf("%s: due %v, want %v", c.name, got, c.want)
+		}
 	}
 	if got := NextRepairCheck("", &Intent{Status: StatusPending, Deadline: &soon}, now, RepairPolicy{Delay: delay}); !got.Equal(soon) {
 		t.Errorf("new intent with a near deadline: due %v, want its deadline %v", got, soon)
 	}
 	if got := NextRepairCheck("", &Intent{Status: StatusPending, Deadline: &late}, now, RepairPolicy{Delay: delay}); !got.Equal(now.Add(delay)) {
 		t.Errorf("new intent with a far deadline: due %v, want after delay", got)
+	}
+}
+
+func TestRetryEntryBounds(t *testing.T) {
+	retry := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	p := RepairPolicy{Delay: 90 * time.Second, Grace: 30 * time.Second}
+	cases := []struct {
+		name     string
+		repairAt time.Time
+		want     bool
+	}{
+		{"entry before the retry (sweeper re-files it)", retry.Add(-time.Minute), true},
+		{"entry within grace of the retry", retry.Add(20 * time.Second), true},
+		{"entry at retry + delay", retry.Add(90 * time.Second), true},
+		{"entry past retry + delay", retry.Add(91 * time.Second), false},
+	}
+	for _, c := range cases {
+		if got := RetryEntryBounds(c.repairAt, retry, p); got != c.want {
+			t.Errorf("%s: got %v want %v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/botharness/outbox/adapters/backup"
 	"github.com/botharness/outbox/core"
@@ -66,11 +67,26 @@ func (e *env) dump() []string {
 	return rows
 }
 
+// drive runs rounds of sweeps, each followed by the work it queued: the
+// next round starts once the retry queue holds no visible or in-flight
+// message (whatever the sweep sent has been handled).
 func (e *env) drive(rounds int) {
+	e.t.Helper()
 	for i := 0; i < rounds; i++ {
 		e.sweep()
-		time.Sleep(100 * time.Millisecond)
+		e.eventually(10*time.Second, "the sweep's queued work is handled", e.retryQueueIdle)
 	}
+}
+
+// retryQueueIdle: the retry queue has no message waiting or being handled
+// (delayed ones, due later, do not count).
+func (e *env) retryQueueIdle() bool {
+	out, err := e.clients.SQS.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(e.st.Queues.Retry),
+		AttributeNames: []sqsAttr{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})
+	if err != nil {
+		e.t.Fatalf("retry queue attributes: %v", err)
+	}
+	return out.Attributes["ApproximateNumberOfMessages"] == "0" && out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
 }
 
 // A provider call held open at backup time, with each provider capability.

@@ -29,48 +29,6 @@ import (
 // DynamoDB's item size limit.
 const maxItemBytes = 400 * 1024
 
-// itemBytes is an item's size by DynamoDB's rules (attribute names plus
-// values; numbers counted generously).
-func itemBytes(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + avBytes(v)
-	}
-	return n
-}
-
-func avBytes(v types.AttributeValue) int {
-	switch t := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(t.Value)
-	case *types.AttributeValueMemberN:
-		return len(t.Value) + 1
-	case *types.AttributeValueMemberB:
-		return len(t.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range t.Value {
-			n += 1 + avBytes(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range t.Value {
-			n += 1 + len(k) + avBytes(e)
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range t.Value {
-			n += len(s)
-		}
-		return n
-	}
-	return 0
-}
-
 func (e *env) intentItemBytes(id string) int {
 	e.t.Helper()
 	out, err := e.clients.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
@@ -81,7 +39,8 @@ func (e *env) intentItemBytes(id string) int {
 	if err != nil || len(out.Item) == 0 {
 		e.t.Fatalf("read item %s: %v", id, err)
 	}
-	return itemBytes(out.Item)
+	// Numbers counted generously: the bound this checks is an overestimate.
+	return dynamo.ItemSize(out.Item, dynamo.NumberBytesGenerous)
 }
 
 // largeBody is an intent request of exactly core.MaxBodyBytes bytes.

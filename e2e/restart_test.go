@@ -15,10 +15,14 @@ import (
 // emulator keeps its messages in memory: a restart loses every delayed
 // retry. The intents are still in the table (retryable-failure, due at T);
 // the sweeper of the restarted process finds them and queues their retries.
-// Without the sweeper they would stay stuck (checked first).
+// Without the sweeper they would stay stuck (checked first). The sweeper
+// finds a lost retry at the intent's repair entry, which a retryable outcome
+// leaves where intake filed it when it is due no later than the retry +
+// lease + grace (core.RetryEntryBounds): that is the recovery bound.
 func TestSweeperRecoversRetriesLostAcrossRestart(t *testing.T) {
 	backoff := &core.BackoffPolicy{Base: 2 * time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
-	before := newEnv(t, options{Backoff: backoff})
+	const lease, grace = 3 * time.Second, time.Second
+	before := newEnv(t, options{Backoff: backoff, Lease: lease, SweepGrace: grace})
 	before.faults(`{"account":"acct-restart","faults":[{"kind":"unavailable"},{"kind":"unavailable"}]}`)
 	ids := []string{
 		before.mustSubmit("restart-1", intentBody("acct-restart", "chan-1", "one")),
@@ -46,14 +50,23 @@ func TestSweeperRecoversRetriesLostAcrossRestart(t *testing.T) {
 
 	// The restarted process, first without its sweeper: the retries are due
 	// and nothing picks them up.
-	after := before.join(options{Backoff: backoff})
+	after := before.join(options{Backoff: backoff, Lease: lease, SweepGrace: grace})
 	var due time.Time
 	for _, id := range ids {
-		if in := after.intent(id); in.NextAttemptAt != nil && in.NextAttemptAt.After(due) {
-			due = *in.NextAttemptAt
+		in := after.intent(id)
+		if in.NextAttemptAt == nil || in.RepairAt.IsZero() {
+			t.Fatalf("%s: no retry time (%v) or no repair entry (%v)", id, in.NextAttemptAt, in.RepairAt)
+		}
+		if in.RepairAt.After(in.NextAttemptAt.Add(lease + grace)) {
+			t.Fatalf("%s: repair entry due %v, after the bound retry + lease + grace (%v)", id, in.RepairAt, in.NextAttemptAt.Add(lease+grace))
+		}
+		for _, at := range []time.Time{in.NextAttemptAt.Add(1500 * time.Millisecond), in.RepairAt} {
+			if at.After(due) {
+				due = at
+			}
 		}
 	}
-	for time.Now().Before(due.Add(1500 * time.Millisecond)) {
+	for time.Now().Before(due) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, id := range ids {

@@ -30,6 +30,51 @@ type leaseItem struct {
 	Until time.Time  `dynamodbav:"until"`
 }
 
+// History entries (attempts, resolutions) are stored compactly: every
+// intent write rewrites the whole item and pays a write unit per started KB,
+// so an entry repeats no long attribute names and no RFC 3339 strings.
+// Attribute names are one or two letters, times are Unix nanoseconds (zero:
+// absent) and evidence and checks are flat fields of the entry. A 1 KiB
+// intent with two attempt entries stays under 2 KB (2 WCU per write; see
+// TestTwoAttemptIntentStaysUnderTwoKB). Entries written before this format
+// (long names, nested evidence/checks maps, RFC 3339 times) are still read:
+// the legacy* fields below take them, and an entry read that way is written
+// back compactly the next time its intent is written.
+type attemptItem struct {
+	N          int               `dynamodbav:"n"`
+	Trigger    string            `dynamodbav:"t,omitempty"`
+	StartedAt  int64             `dynamodbav:"s,omitempty"`
+	EndedAt    int64             `dynamodbav:"e,omitempty"`
+	Result     string            `dynamodbav:"r,omitempty"`
+	ExternalID string            `dynamodbav:"x,omitempty"`
+	HTTPStatus int               `dynamodbav:"hs,omitempty"`
+	Code       string            `dynamodbav:"pc,omitempty"`
+	Detail     string            `dynamodbav:"dt,omitempty"`
+	RetryAfter string            `dynamodbav:"ra,omitempty"`
+	Extra      map[string]string `dynamodbav:"ex,omitempty"`
+	// Checks: c is present (the check's result) exactly when the attempt
+	// has checks.
+	CheckResult    *string `dynamodbav:"c,omitempty"`
+	CheckReason    string  `dynamodbav:"cw,omitempty"`
+	SourceRevision int64   `dynamodbav:"cs,omitempty"`
+	GrantVersion   int64   `dynamodbav:"cg,omitempty"`
+	NextDueAt      int64   `dynamodbav:"nd,omitempty"`
+
+	legacyAttempt
+}
+
+// legacyAttempt is the earlier, verbose shape of an attempt entry (read only).
+type legacyAttempt struct {
+	LTrigger    string        `dynamodbav:"trigger,omitempty"`
+	LStartedAt  *time.Time    `dynamodbav:"startedAt,omitempty"`
+	LEndedAt    *time.Time    `dynamodbav:"endedAt,omitempty"`
+	LResult     string        `dynamodbav:"result,omitempty"`
+	LExternalID string        `dynamodbav:"externalId,omitempty"`
+	LEvidence   *evidenceItem `dynamodbav:"evidence,omitempty"`
+	LChecks     *checksItem   `dynamodbav:"checks,omitempty"`
+	LNextDueAt  *time.Time    `dynamodbav:"nextDueAt,omitempty"`
+}
+
 type evidenceItem struct {
 	HTTPStatus   int               `dynamodbav:"httpStatus,omitempty"`
 	ProviderCode string            `dynamodbav:"providerCode,omitempty"`
@@ -45,27 +90,44 @@ type checksItem struct {
 	GrantVersion   int64  `dynamodbav:"grantVersion,omitempty"`
 }
 
-type attemptItem struct {
-	N          int          `dynamodbav:"n"`
-	Trigger    string       `dynamodbav:"trigger"`
-	StartedAt  time.Time    `dynamodbav:"startedAt"`
-	EndedAt    time.Time    `dynamodbav:"endedAt"`
-	Result     string       `dynamodbav:"result"`
-	ExternalID string       `dynamodbav:"externalId,omitempty"`
-	Evidence   evidenceItem `dynamodbav:"evidence"`
-	Checks     *checksItem  `dynamodbav:"checks,omitempty"`
-	NextDueAt  *time.Time   `dynamodbav:"nextDueAt,omitempty"`
+type resolutionItem struct {
+	At                    int64  `dynamodbav:"a,omitempty"`
+	By                    string `dynamodbav:"b,omitempty"`
+	ByKind                string `dynamodbav:"k,omitempty"`
+	Decision              string `dynamodbav:"d,omitempty"`
+	Reason                string `dynamodbav:"w,omitempty"`
+	Recommend             bool   `dynamodbav:"o,omitempty"`
+	Key                   string `dynamodbav:"ik,omitempty"`
+	DuplicateRiskAccepted bool   `dynamodbav:"dr,omitempty"`
+
+	legacyResolution
 }
 
-type resolutionItem struct {
-	At                    time.Time `dynamodbav:"at"`
-	By                    string    `dynamodbav:"by"`
-	ByKind                string    `dynamodbav:"byKind"`
-	Decision              string    `dynamodbav:"decision"`
-	Reason                string    `dynamodbav:"reason,omitempty"`
-	Recommend             bool      `dynamodbav:"recommendationOnly,omitempty"`
-	Key                   string    `dynamodbav:"key,omitempty"`
-	DuplicateRiskAccepted bool      `dynamodbav:"duplicateRiskAccepted,omitempty"`
+// legacyResolution is the earlier, verbose shape of a resolution entry (read only).
+type legacyResolution struct {
+	LAt                    *time.Time `dynamodbav:"at,omitempty"`
+	LBy                    string     `dynamodbav:"by,omitempty"`
+	LByKind                string     `dynamodbav:"byKind,omitempty"`
+	LDecision              string     `dynamodbav:"decision,omitempty"`
+	LReason                string     `dynamodbav:"reason,omitempty"`
+	LRecommend             bool       `dynamodbav:"recommendationOnly,omitempty"`
+	LKey                   string     `dynamodbav:"key,omitempty"`
+	LDuplicateRiskAccepted bool       `dynamodbav:"duplicateRiskAccepted,omitempty"`
+}
+
+// nanos is t as stored in a history entry: Unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
 }
 
 // intentItem is the stored shape of an intent (keys and index attributes are
@@ -124,30 +186,72 @@ type historyPageItem struct {
 }
 
 func attemptToItem(a core.Attempt) attemptItem {
-	ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: string(a.Result),
-		ExternalID: a.ExternalID, Evidence: evidenceToItem(a.Evidence), NextDueAt: a.NextDueAt}
+	e := a.Evidence
+	ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: nanos(a.StartedAt), EndedAt: nanos(a.EndedAt), Result: string(a.Result),
+		ExternalID: a.ExternalID, HTTPStatus: e.HTTPStatus, Code: e.ProviderCode, Detail: e.Detail, RetryAfter: e.RetryAfter}
+	if len(e.Extra) > 0 {
+		// An empty map is not written: DynamoDB Local's stream images
+		// garble empty maps, and no entry means the same.
+		ai.Extra = e.Extra
+	}
 	if c := a.Checks; c != nil {
-		ai.Checks = &checksItem{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
+		r := c.Result
+		ai.CheckResult, ai.CheckReason, ai.SourceRevision, ai.GrantVersion = &r, c.Reason, c.SourceRevision, c.GrantVersion
+	}
+	if a.NextDueAt != nil {
+		ai.NextDueAt = nanos(*a.NextDueAt)
 	}
 	return ai
 }
 
 func attemptFromItem(a attemptItem) core.Attempt {
-	ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Result: core.AttemptResult(a.Result),
-		ExternalID: a.ExternalID, Evidence: evidenceFromItem(a.Evidence), NextDueAt: a.NextDueAt}
-	if c := a.Checks; c != nil {
+	if l := a.legacyAttempt; l.LTrigger != "" || l.LResult != "" || l.LStartedAt != nil {
+		return legacyAttemptFromItem(a.N, l)
+	}
+	ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: fromNanos(a.StartedAt), EndedAt: fromNanos(a.EndedAt), Result: core.AttemptResult(a.Result),
+		ExternalID: a.ExternalID, Evidence: core.Evidence{HTTPStatus: a.HTTPStatus, ProviderCode: a.Code, Detail: a.Detail, RetryAfter: a.RetryAfter, Extra: a.Extra}}
+	if a.CheckResult != nil {
+		ca.Checks = &core.Checks{Result: *a.CheckResult, Reason: a.CheckReason, SourceRevision: a.SourceRevision, GrantVersion: a.GrantVersion}
+	}
+	if a.NextDueAt != 0 {
+		t := fromNanos(a.NextDueAt)
+		ca.NextDueAt = &t
+	}
+	return ca
+}
+
+func legacyAttemptFromItem(n int, l legacyAttempt) core.Attempt {
+	ca := core.Attempt{N: n, Trigger: l.LTrigger, Result: core.AttemptResult(l.LResult), ExternalID: l.LExternalID, NextDueAt: l.LNextDueAt}
+	if l.LStartedAt != nil {
+		ca.StartedAt = *l.LStartedAt
+	}
+	if l.LEndedAt != nil {
+		ca.EndedAt = *l.LEndedAt
+	}
+	if e := l.LEvidence; e != nil {
+		ca.Evidence = core.Evidence{HTTPStatus: e.HTTPStatus, ProviderCode: e.ProviderCode, Detail: e.Detail, RetryAfter: e.RetryAfter, Extra: e.Extra}
+	}
+	if c := l.LChecks; c != nil {
 		ca.Checks = &core.Checks{Result: c.Result, Reason: c.Reason, SourceRevision: c.SourceRevision, GrantVersion: c.GrantVersion}
 	}
 	return ca
 }
 
 func resolutionToItem(r core.Resolution) resolutionItem {
-	return resolutionItem{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
+	return resolutionItem{At: nanos(r.At), By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
 		Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
 }
 
 func resolutionFromItem(r resolutionItem) core.Resolution {
-	return core.Resolution{At: r.At, By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
+	if l := r.legacyResolution; l.LAt != nil || l.LDecision != "" {
+		cr := core.Resolution{By: l.LBy, ByKind: l.LByKind, Decision: l.LDecision, Reason: l.LReason,
+			Recommend: l.LRecommend, Key: l.LKey, DuplicateRiskAccepted: l.LDuplicateRiskAccepted}
+		if l.LAt != nil {
+			cr.At = *l.LAt
+		}
+		return cr
+	}
+	return core.Resolution{At: fromNanos(r.At), By: r.By, ByKind: r.ByKind, Decision: r.Decision, Reason: r.Reason,
 		Recommend: r.Recommend, Key: r.Key, DuplicateRiskAccepted: r.DuplicateRiskAccepted}
 }
 
@@ -205,14 +309,6 @@ func historyPageFromItem(it historyPageItem) core.HistoryPage {
 		p.Resolutions = append(p.Resolutions, resolutionFromItem(r))
 	}
 	return p
-}
-
-func evidenceToItem(e core.Evidence) evidenceItem {
-	return evidenceItem{HTTPStatus: e.HTTPStatus, ProviderCode: e.ProviderCode, Detail: e.Detail, RetryAfter: e.RetryAfter, Extra: e.Extra}
-}
-
-func evidenceFromItem(e evidenceItem) core.Evidence {
-	return core.Evidence{HTTPStatus: e.HTTPStatus, ProviderCode: e.ProviderCode, Detail: e.Detail, RetryAfter: e.RetryAfter, Extra: e.Extra}
 }
 
 func intentToItem(in *core.Intent) intentItem {

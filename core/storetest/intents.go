@@ -319,6 +319,17 @@ func RunIntentStore(t *testing.T, f IntentFixture) {
 		if got := get(t, s, "it_r").RepairAt; !got.Equal(due) {
 			t.Fatalf("the claim moved the repair entry: %v -> %v", due, got)
 		}
+		// A retry due before the entry: the entry already bounds the
+		// recovery of a lost retry message (core.RetryEntryBounds).
+		if _, err := s.Update(ctx, "it_r", func(in *core.Intent) error {
+			in.Status, in.Lease, in.UpdatedAt, in.NextAttemptAt = core.StatusRetryableFailure, nil, T0.Add(time.Second), tp(2*time.Second)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "it_r").RepairAt; !got.Equal(due) {
+			t.Fatalf("a retryable outcome moved the repair entry: %v -> %v", due, got)
+		}
 		if _, err := s.Update(ctx, "it_r", func(in *core.Intent) error {
 			in.Status, in.Lease, in.UpdatedAt = core.StatusNeedsHuman, nil, T0.Add(time.Minute)
 			return nil

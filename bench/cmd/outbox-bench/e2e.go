@@ -10,6 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
@@ -284,6 +289,19 @@ func (r *runner) retried() error {
 	r.set("capacity_units_per_retried_intent", perNf(cn.CU, n))
 	r.set("gsi_capacity_units_per_retried_intent", perNf(cn.GSI, n))
 	r.set("retried_e2e_p50_ms", pct(lat, 50))
+	// The stored size of a delivered intent after its two attempts (one
+	// 503, one success): past 2 KB its last write costs 3 WCU, not 2.
+	item, err := r.clients.DynamoDB.GetItem(uncounted(r.ctx), &dynamodb.GetItemInput{
+		TableName: aws.String(st.App.Store.Table()), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: dynamo.IntentPK(ids[0])},
+			"sk": &types.AttributeValueMemberS{Value: "INTENT"},
+		},
+	})
+	if err != nil || len(item.Item) == 0 {
+		return fmt.Errorf("read retried intent %s: %v", ids[0], err)
+	}
+	r.set("retried_intent_item_bytes", dynamo.ItemSize(item.Item, dynamo.NumberBytesDynamoDB))
 	return nil
 }
 

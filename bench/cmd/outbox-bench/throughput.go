@@ -102,7 +102,7 @@ func (r *runner) throughput() error {
 	if s, ok := tmpl["gsi1sk"].(*types.AttributeValueMemberS); ok {
 		gsiPrefix, _, _ = strings.Cut(s.Value, "#")
 	}
-	r.set("intent_item_bytes", itemSize(tmpl))
+	r.set("intent_item_bytes", dynamo.ItemSize(tmpl, dynamo.NumberBytesDynamoDB))
 	rawItem := func(n int64) map[string]types.AttributeValue {
 		id := "it_raw" + strconv.FormatInt(n, 36) + randName("")
 		it := maps.Clone(tmpl)
@@ -333,47 +333,6 @@ func reversed[T any](s []T) []T {
 		out[len(s)-1-i] = v
 	}
 	return out
-}
-
-// itemSize approximates DynamoDB's item size: attribute names plus values.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + avSize(v)
-	}
-	return n
-}
-
-func avSize(v types.AttributeValue) int {
-	switch t := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(t.Value)
-	case *types.AttributeValueMemberN:
-		return (len(t.Value)+1)/2 + 1
-	case *types.AttributeValueMemberB:
-		return len(t.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range t.Value {
-			n += len(k) + avSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range t.Value {
-			n += avSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)
-		}
-		return n
-	}
-	return 0
 }
 
 func median(v []float64) float64 {
