@@ -91,6 +91,7 @@ func (e *env) retryQueueIdle() bool {
 
 // A provider call held open at backup time, with each provider capability.
 func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, caps string
 		want       core.Status
@@ -109,7 +110,7 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 			if len(m.InFlightAtCutoff) != 1 || m.InFlightAtCutoff[0] != id {
 				t.Fatalf("manifest in-flight-at-cutoff = %v, want [%s]", m.InFlightAtCutoff, id)
 			}
-			if took > 3*time.Second {
+			if took > 10*time.Second { // the provider holds the call for 20 s
 				t.Fatalf("backup took %v: it waited for the provider", took)
 			}
 			// The held request now completes at the provider: one effect, after the cutoff.
@@ -149,6 +150,7 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 }
 
 func TestRestoreIsIdempotentAndRefusesCorruptSnapshots(t *testing.T) {
+	t.Parallel()
 	src := newEnv(t, options{})
 	src.faults(`{"account":"acct-bk2","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}]}`)
 	a := src.mustSubmit("bk2-a", intentBody("acct-bk2", "chan-1", "one"))
@@ -196,6 +198,7 @@ func TestRestoreIsIdempotentAndRefusesCorruptSnapshots(t *testing.T) {
 }
 
 func TestRestoredPendingRule(t *testing.T) {
+	t.Parallel()
 	// A pending intent is snapshotted, then the original system sends it after the cutoff.
 	for _, c := range []struct {
 		name, caps string
@@ -246,6 +249,7 @@ func equal(a, b []string) bool {
 }
 
 func TestBackupCarriesTheProfilesSourceRevisions(t *testing.T) {
+	t.Parallel()
 	src := newEnv(t, options{DisableStream: true})
 	if r := src.do("PUT", "/v1/sources/msg-7", botToken, nil, `{"revision":3}`); r.status != 200 {
 		t.Fatalf("source: %d %s", r.status, r.body)

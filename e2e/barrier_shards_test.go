@@ -16,6 +16,7 @@ import (
 // must stop the claims on every shard of that profile (nothing reaches the
 // provider) and none of another profile's.
 func TestRaisedBarrierStopsClaimsOnEveryShardOfItsProfileOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	ctx := context.Background()
 	t.Cleanup(func() { _ = e.st.App.Store.LiftBarrier(context.Background(), testBot, "bk_e2e") })

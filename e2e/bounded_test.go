@@ -65,6 +65,7 @@ func (e *env) payloadObject(ref string) []byte {
 // item keeps the reference, stays small, and the provider receives exactly
 // the accepted bytes.
 func TestLargePayloadGoesThroughTheClaimCheck(t *testing.T) {
+	t.Parallel()
 	sbox := sandbox.New(time.Now)
 	rec := &bodyRecorder{h: sbox, bodies: map[string][]byte{}}
 	ts := httptest.NewServer(rec)
@@ -137,6 +138,7 @@ func (b *bodyRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // A payload object changed after intake is never sent: the intent goes to
 // a human with the mismatch as evidence.
 func TestTamperedPayloadIsNeverSent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	id := e.mustSubmit("tamper-1", largeBody("acct-tamper", "chan-1"))
 	in := e.intent(id)
@@ -164,6 +166,7 @@ func TestTamperedPayloadIsNeverSent(t *testing.T) {
 // takes, then provider webhook entries: every write succeeds, the item stays
 // under DynamoDB's limit, and the whole history reads back in order.
 func TestItemStaysBoundedUnderMaximalHistory(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	const acct = "acct-bounded"
 	e.faults(fmt.Sprintf(`{"account":%q,"capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}]}`, acct))
@@ -237,6 +240,7 @@ func TestItemStaysBoundedUnderMaximalHistory(t *testing.T) {
 
 // An over-long reason is refused with 400 naming the field; nothing changes.
 func TestOverLongReasonIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	id := needsHuman(t, e, "acct-long", "long-1")
 	before := e.intent(id)

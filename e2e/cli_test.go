@@ -12,6 +12,7 @@ import (
 
 // The operator CLI, built and run as an operator would, against the local API.
 func TestOperatorCLI(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "outboxctl")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/outboxctl")
 	if out, err := build.CombinedOutput(); err != nil {

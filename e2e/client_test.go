@@ -159,6 +159,7 @@ func fastRetry() client.RetryPolicy {
 // with the key it generated once and the same bytes — and the server holds
 // one intent, delivered once.
 func TestClientRetriesThroughDroppedConnectionOneIntent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	p := newFaultProxy(t, e.api.URL, "drop", "hang", "503", "429")
 	policy := fastRetry()
@@ -198,6 +199,7 @@ func TestClientRetriesThroughDroppedConnectionOneIntent(t *testing.T) {
 // A key reused with a different body is its own typed error, not a
 // validation error, and is not retried; a validation error is typed too.
 func TestClientKeyReuseWithDifferentBodyIsTypedError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	p := newFaultProxy(t, e.api.URL)
 	c := client.New(p.srv.URL, botToken, client.WithRetry(fastRetry()))
@@ -253,6 +255,7 @@ func TestClientKeyReuseWithDifferentBodyIsTypedError(t *testing.T) {
 // abandoned (after an operator's decision through the admin sub-client),
 // source-revised and grant-revoked; expired in the next test.
 func TestClientWaitReturnsForEachEndState(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -348,6 +351,7 @@ func listed(p *client.IntentPage, id string) bool {
 // caller's deadline error with the last intent seen, and leaves no
 // goroutine of the client behind.
 func TestClientWaitExpiredAndDeadline(t *testing.T) {
+	// Not parallel: it counts the client package's goroutines process-wide.
 	e := newEnv(t, options{DisableStream: true})
 	c := client.New(e.api.URL, botToken, client.WithRetry(fastRetry()))
 	ctx := context.Background()
@@ -410,6 +414,7 @@ func clientGoroutines() int {
 // replies delivered; run again, it submits the same logical attempts and
 // nothing is sent twice.
 func TestExampleBot(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "bot")
 	if out, err := exec.Command("go", "build", "-o", bin, "../examples/bot").CombinedOutput(); err != nil {
 		t.Fatalf("build examples/bot: %v\n%s", err, out)

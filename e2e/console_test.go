@@ -326,6 +326,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 // TestConsoleHeaders: the console is served with a strict CSP and no data.
 func TestConsoleHeaders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	for _, path := range []string{"/console", "/console/index.html", "/console/console.js", "/console/console.css"} {
 		r := e.do("GET", path, "", nil, "")
@@ -352,6 +353,7 @@ func TestConsoleHeaders(t *testing.T) {
 // is in the operators' queue (the list the console shows) right after one
 // sweeper tick, at a provider that can neither deduplicate nor look up.
 func TestNeedsHumanInQueueAfterOneSweep(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	e.faults(`{"account":"acct-tick","capabilities":{"idempotencyKeys":false,"lookup":false}}`)
 	id := e.mustSubmit("tick-1", intentBody("acct-tick", "chan-1", "hi"))

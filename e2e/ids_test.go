@@ -19,6 +19,7 @@ import (
 // 4xx naming it, never a 5xx, and nothing is stored (the table holds the same
 // items before and after).
 func TestEveryRouteRefusesMalformedIDs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	// One real intent, so routes that would find it get past "not found".
 	good := e.mustSubmit("ids-1", intentBody("acct-1", "chan-1", "hi"))

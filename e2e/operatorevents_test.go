@@ -160,6 +160,7 @@ func (crashingPublisher) PublishOperatorEvent(context.Context, core.OperatorNoti
 // signed POST per needs-human episode at the subscriber, with a stable id
 // per episode and a new one for the next episode.
 func TestOperatorEventOncePerEpisode(t *testing.T) {
+	t.Parallel()
 	rcv := newOpReceiver(t)
 	e := newEnv(t, options{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret,
 		ConsoleURL: "http://console.test/console/", DisableNotifier: true})
@@ -254,6 +255,7 @@ func TestOperatorEventOncePerEpisode(t *testing.T) {
 // running (as under make run), an intent that ends failed produces exactly
 // one signed event.
 func TestOperatorEventFromRunningNotifier(t *testing.T) {
+	t.Parallel()
 	rcv := newOpReceiver(t)
 	e := newEnv(t, options{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
 	e.faults(`{"account":"acct-rej","faults":[{"kind":"reject"}]}`)
@@ -270,6 +272,7 @@ func TestOperatorEventFromRunningNotifier(t *testing.T) {
 // account's circuit breaker and recovery closes it (issue 15); each of those
 // operator events reaches the signed-webhook subscriber exactly once.
 func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
+	t.Parallel()
 	rcv := newOpReceiver(t)
 	acct := randName("acct-brk-")
 	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":2,"cooldownMs":500,"maxCooldownMs":1000,"probeLeaseMs":1000}}`, acct)

@@ -63,6 +63,7 @@ func submitMany(t *testing.T, workers []*env, account string, n int) []string {
 // One 429 with Retry-After 5 s pauses the account for every worker: the
 // sandbox receives no request for that account from any of them for 5 s.
 func TestProviderRateLimitPausesTheAccountForEveryWorker(t *testing.T) {
+	t.Parallel()
 	acct := randName("acct-429-")
 	// Paced at 1/s: a send already past its last check when the 429 arrives
 	// (within one DynamoDB write of it) cannot be called back; the next one
@@ -108,20 +109,28 @@ func TestProviderRateLimitPausesTheAccountForEveryWorker(t *testing.T) {
 // The outage and the cooldowns are scaled down (6 s, 1 s growing to 2 s)
 // so the test proves the property in a fraction of a 60 s outage.
 func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *testing.T) {
+	t.Parallel()
 	acct := randName("acct-outage-")
-	const n = 3
-	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":%d,"cooldownMs":1000,"maxCooldownMs":2000,"probeLeaseMs":1000}}`, acct, n)
+	// The issue's scenario at full length: a 60 s outage. Cooldowns 5 s
+	// doubling to 20 s put the half-open probes at about +5, +15, +35 and
+	// +55 s from the open, and the first one after recovery at about +75 s.
+	const outage = 60 * time.Second
+	policy := core.BreakerPolicy{Failures: 3, Cooldown: 5 * time.Second, MaxCooldown: 20 * time.Second, ProbeLease: 2 * time.Second}
+	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":%d,"cooldownMs":%d,"maxCooldownMs":%d,"probeLeaseMs":%d}}`,
+		acct, policy.Failures, policy.Cooldown.Milliseconds(), policy.MaxCooldown.Milliseconds(), policy.ProbeLease.Milliseconds())
 	backoff := &core.BackoffPolicy{Base: 500 * time.Millisecond, Cap: time.Second, MaxAttempts: 50, MaxAge: time.Hour}
 	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff})
 	workers := []*env{e, e.join(options{ProviderConfig: cfg, Backoff: backoff})}
-	const outage = 6 * time.Second
 	outageStart := time.Now()
 	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":%d}}`, acct, outage.Milliseconds()))
 	outageEnd := outageStart.Add(outage)
 
 	ids := submitMany(t, workers, acct, 10)
+	// Recovery waits for the first probe after the outage: at most the
+	// longest cooldown (plus a probe lease for a probe that was cut short).
+	recovery := time.Until(outageEnd) + policy.MaxCooldown + policy.ProbeLease + 20*time.Second
 	for _, id := range ids {
-		e.waitStatus(id, 40*time.Second, core.StatusSucceeded)
+		e.waitStatus(id, recovery, core.StatusSucceeded)
 	}
 	var during []sandbox.RequestRecord
 	for _, r := range e.requests(acct) {
@@ -129,10 +138,14 @@ func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *test
 			during = append(during, r)
 		}
 	}
-	// Cooldowns 1 s, 2 s, 2 s, ... from the open: at most 3 probes fit in 6 s.
-	const maxProbes = 3
-	if len(during) < n || len(during) > n+maxProbes {
-		t.Fatalf("%d requests during the outage, want between N=%d and N+probes=%d: %+v", len(during), n, n+maxProbes, during)
+	// The breaker cannot open before the outage starts, so the k-th probe
+	// comes no earlier than the sum of the first k cooldowns after it.
+	maxProbes := probesWithin(policy, outage)
+	if maxProbes != 4 {
+		t.Fatalf("policy allows %d probes in %v; the test is written for 4", maxProbes, outage)
+	}
+	if len(during) < policy.Failures || len(during) > policy.Failures+maxProbes {
+		t.Fatalf("%d requests during the outage, want between N=%d and N+probes=%d: %+v", len(during), policy.Failures, policy.Failures+maxProbes, during)
 	}
 	for _, r := range during {
 		if r.Status != http.StatusServiceUnavailable {
@@ -165,6 +178,16 @@ func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *test
 	if opened != 1 || closed != 1 || doc.Pacing.Breaker.Open || doc.Pacing.Effective == nil || doc.Pacing.Effective.Rate != 5 {
 		t.Fatalf("pacing %+v: %d opened, %d closed events, want 1 and 1", doc.Pacing, opened, closed)
 	}
+}
+
+// probesWithin counts the half-open probes a breaker opened at the start
+// of a span can make inside it: one after each cooldown.
+func probesWithin(b core.BreakerPolicy, span time.Duration) int {
+	n := 0
+	for at := b.CooldownAfter(1); at < span; at += b.CooldownAfter(n + 1) {
+		n++
+	}
+	return n
 }
 
 // Operators adjust an account's pace through the capabilities endpoint,

@@ -20,6 +20,7 @@ import (
 // leaves where intake filed it when it is due no later than the retry +
 // lease + grace (core.RetryEntryBounds): that is the recovery bound.
 func TestSweeperRecoversRetriesLostAcrossRestart(t *testing.T) {
+	t.Parallel()
 	backoff := &core.BackoffPolicy{Base: 2 * time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
 	const lease, grace = 3 * time.Second, time.Second
 	before := newEnv(t, options{Backoff: backoff, Lease: lease, SweepGrace: grace})

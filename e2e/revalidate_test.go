@@ -85,6 +85,7 @@ func lastChecks(t *testing.T, in *core.Intent) *core.Checks {
 }
 
 func TestRevalidateGrantRevokedBetweenIntakeAndDispatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	g := e.rvPutGrant("g-rev", rvGrant(testBot, "acct-rev", "chan-*"), http.StatusCreated)
 	if g.Version != 1 {
@@ -165,6 +166,7 @@ func TestRevalidateGrantRevokedBetweenIntakeAndDispatch(t *testing.T) {
 }
 
 func TestRevalidateGrantIntakeRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	in1h := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	ago := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
@@ -225,6 +227,7 @@ func TestRevalidateGrantIntakeRefusals(t *testing.T) {
 }
 
 func TestRevalidateNewerGrantVersionThatStillCoversDoesNotRevoke(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	e.rvPutGrant("g-nv", rvGrant(testBot, "acct-nv", "chan-1"), http.StatusCreated)
 	keep := e.mustSubmit("nv-1", rvIntent("acct-nv", "chan-1", "g-nv", 1, ""))
@@ -255,6 +258,7 @@ func TestRevalidateNewerGrantVersionThatStillCoversDoesNotRevoke(t *testing.T) {
 }
 
 func TestRevalidateSourceRevisedBetweenFailedAttemptAndRetry(t *testing.T) {
+	t.Parallel()
 	// A 3 s backoff leaves room to revise the source between the attempts.
 	e := newEnv(t, options{Backoff: &core.BackoffPolicy{Base: 3 * time.Second, Cap: 3 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}})
 	e.faults(`{"account":"acct-src","faults":[{"kind":"unavailable"}]}`)
@@ -285,6 +289,7 @@ func TestRevalidateSourceRevisedBetweenFailedAttemptAndRetry(t *testing.T) {
 }
 
 func TestRevalidateHumanRetryRefusedAfterGrantExpired(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	expiresAt := time.Now().Add(3 * time.Second)
 	g := rvGrant(testBot, "acct-nh", "*")
@@ -317,6 +322,7 @@ func TestRevalidateHumanRetryRefusedAfterGrantExpired(t *testing.T) {
 }
 
 func TestRevalidateCapabilityWithdrawnThenRestored(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	capPath := "/v1/admin/capabilities/sandbox/acct-cap"
 	if r := e.do("PUT", capPath, orchToken, nil, `{"withdrawn":true,"reason":"x"}`); r.status != http.StatusForbidden {
@@ -371,6 +377,7 @@ func TestRevalidateCapabilityWithdrawnThenRestored(t *testing.T) {
 }
 
 func TestRevalidateOutOfOrderSourceUpdatesLeaveTheHighestRevision(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	if st, res := e.rvPutSource(botToken, "thread-9", `{"revision":5}`); st != 200 || !res.Applied || res.Revision != 5 {
 		t.Fatalf("rev 5: %d %+v", st, res)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestHappyPathDeliversOnceInThreeWrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	id := e.mustSubmit("happy-1", intentBody("acct-h", "chan-1", "hello"))
 	in := e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
@@ -35,6 +36,7 @@ func TestHappyPathDeliversOnceInThreeWrites(t *testing.T) {
 }
 
 func TestFiftyConcurrentSubmissionsOneIntentOneEffect(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	body := intentBody("acct-c", "chan-1", "once")
 	var wg sync.WaitGroup
@@ -79,6 +81,7 @@ func TestFiftyConcurrentSubmissionsOneIntentOneEffect(t *testing.T) {
 }
 
 func TestReplayIgnoresKeyOrderAndWhitespaceAndRefusesChangedBody(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	first := e.submit(botToken, "k-replay", intentBody("acct-r", "chan-1", "hi"))
 	if first.status != 201 || first.headers.Get("Location") == "" {
@@ -116,6 +119,7 @@ func TestReplayIgnoresKeyOrderAndWhitespaceAndRefusesChangedBody(t *testing.T) {
 }
 
 func TestBadInputGetsClearErrorAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	good := intentBody("acct-b", "chan-1", "hi")
 	cases := []struct {
@@ -160,6 +164,7 @@ func TestBadInputGetsClearErrorAndWritesNothing(t *testing.T) {
 }
 
 func TestDuplicateStreamRecordsCauseOneEffect(t *testing.T) {
+	t.Parallel()
 	// Deliver every stream record three times, twice concurrently, to the real dispatcher.
 	e := newEnv(t, options{DisableStream: true})
 	id := e.mustSubmit("dup-stream", intentBody("acct-d", "chan-1", "hi"))
@@ -184,6 +189,7 @@ func TestDuplicateStreamRecordsCauseOneEffect(t *testing.T) {
 }
 
 func TestUnavailableBeforeCommitIsRetriedThroughSQS(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	e.faults(`{"account":"acct-503","faults":[{"kind":"unavailable"}]}`)
 	id := e.mustSubmit("retry-503", intentBody("acct-503", "chan-1", "hi"))
@@ -198,6 +204,7 @@ func TestUnavailableBeforeCommitIsRetriedThroughSQS(t *testing.T) {
 }
 
 func TestRetryCapEndsFailedWithEveryAttempt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	e.faults(`{"account":"acct-cap","faults":[{"kind":"unavailable"},{"kind":"rate_limit","retryAfterSeconds":1},{"kind":"unavailable"},{"kind":"unavailable"}]}`)
 	id := e.mustSubmit("retry-cap", intentBody("acct-cap", "chan-1", "hi"))

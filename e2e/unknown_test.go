@@ -25,6 +25,7 @@ func trail(in *core.Intent) string {
 // The 004 scenario, per capability: the provider commits, the response is
 // dropped, the worker process restarts.
 func TestDroppedResponseThenRestart(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		caps   string
@@ -72,6 +73,7 @@ func TestDroppedResponseThenRestart(t *testing.T) {
 }
 
 func TestTwoDispatchersRacingMakeOneEffect(t *testing.T) {
+	t.Parallel()
 	w1 := newEnv(t, options{})
 	w2 := w1.join(options{})
 	// A slow provider widens the window in which both could think they own it.
@@ -101,6 +103,7 @@ func TestTwoDispatchersRacingMakeOneEffect(t *testing.T) {
 }
 
 func TestCrashAfterClaimBeforeSendGoesToHumanNotRetry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	id := e.mustSubmit("crash-1", intentBody("acct-crash", "chan-1", "hi"))
 	// A worker claims it and dies before calling the provider.
@@ -130,6 +133,7 @@ func TestCrashAfterClaimBeforeSendGoesToHumanNotRetry(t *testing.T) {
 }
 
 func TestKeyPastRetentionIsNotRetried(t *testing.T) {
+	t.Parallel()
 	// The provider forgets keys after 1s; the first retry could only come after that.
 	e := newEnv(t, options{SweepInterval: 200 * time.Millisecond})
 	e.faults(`{"account":"acct-k7","capabilities":{"idempotencyKeys":true,"keyRetentionSeconds":1},"faults":[{"kind":"drop_after_commit"}]}`)
@@ -142,6 +146,7 @@ func TestKeyPastRetentionIsNotRetried(t *testing.T) {
 }
 
 func TestDeadlinePassedBeforeFirstAttemptExpires(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{DisableStream: true})
 	deadlineAt := time.Now().UTC().Add(1500 * time.Millisecond)
 	deadline := deadlineAt.Format(time.RFC3339Nano)
@@ -183,6 +188,7 @@ func (e *env) resolve(token, id, key, body string) response {
 }
 
 func TestHumanDecisionsEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 
 	t.Run("accept-success", func(t *testing.T) {
@@ -301,6 +307,7 @@ func TestHumanDecisionsEndToEnd(t *testing.T) {
 }
 
 func TestAdminListPaginates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	for i := 0; i < 3; i++ {
 		needsHuman(t, e, fmt.Sprintf("acct-p%d", i), fmt.Sprintf("p%d", i))

@@ -26,7 +26,7 @@ heavy='/(e2e|chaos)$'
 set +e
 go test -count=1 -timeout 20m ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -Ev "$heavy") 2>&1 | tee "$log"
 rc1=${PIPESTATUS[0]}
-go test -count=1 -timeout 20m -p 1 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
+go test -count=1 -timeout 20m -p 1 -parallel 4 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
 rc2=${PIPESTATUS[0]}
 set -e
 echo "make test: $(( $(date +%s) - start ))s"
