@@ -270,6 +270,14 @@ func ReservationUsable(resv time.Time, p Pace, now time.Time) bool {
 	return !now.After(resv.Add(p.Interval()))
 }
 
+// SendTooLate reports whether a held send reaches its slot so late (the
+// claim and the checks outlasted the lead) that sending now would crowd the
+// slot reserved after it: more than half an interval past it. Then it takes
+// a fresh slot. Consecutive sends stay at least half an interval apart. Pure.
+func SendTooLate(slot time.Time, p Pace, now time.Time) bool {
+	return now.After(slot.Add(p.Interval() / 2))
+}
+
 // GateResult classifies a send's result for the gate. Pure.
 type GateResult int
 
@@ -546,6 +554,24 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		return true, err // the lease expires; the sweeper takes it (nothing was sent)
 	}
 	now := d.Clock.Now()
+	if pace, paced := g.paceFor(claimed.Provider, claimed.Account, t.key); paced && SendTooLate(t.sendAt, pace, now) {
+		// The claim and the checks outlasted the lead: sent now, this attempt
+		// would crowd the slots reserved after its own (several late workers
+		// would send at once). It takes a fresh slot instead: one more small
+		// write, only when late.
+		slot, _, err := d.reserve(ctx, t.key, pace, now)
+		if err != nil {
+			slot = now.Add(time.Second) // cannot take a slot: do not send blind
+		}
+		t.sendAt = slot
+		if wait := slot.Sub(now); wait <= g.maxHold() {
+			if err := g.sleep(ctx, wait); err != nil {
+				return true, err
+			}
+			now = d.Clock.Now()
+		}
+		d.metrics().Count("GateLateSlotRetaken", 1)
+	}
 	st, err := g.Store.State(ctx, t.key)
 	if err != nil {
 		// Cannot see the account: do not send blind; release and retry soon.

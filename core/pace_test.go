@@ -86,6 +86,14 @@ func TestCatchUpNeededAndReservationUsable(t *testing.T) {
 			t.Fatalf("ReservationUsable(%v) = %v", c.resv, got)
 		}
 	}
+	for _, c := range []struct {
+		slot time.Duration
+		want bool
+	}{{time.Second, false}, {0, false}, {-25 * time.Millisecond, false}, {-26 * time.Millisecond, true}, {-time.Hour, true}} {
+		if got := SendTooLate(t0.Add(c.slot), p, t0); got != c.want {
+			t.Fatalf("SendTooLate(%v) = %v", c.slot, got)
+		}
+	}
 }
 
 func TestClassifyForGate(t *testing.T) {
@@ -417,5 +425,44 @@ func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.
 	r.drain(t)
 	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 2 || r.prov.sends != 2 || MayHaveTakenEffect(got) {
 		t.Fatalf("after the pause: %s attempts %d sends %d", got.Status, got.AttemptCount, r.prov.sends)
+	}
+}
+
+// A paced attempt whose claim and checks outlast the lead reaches its send
+// more than one interval after its slot. Sent then, it would crowd the slots
+// reserved after its own (several late workers would send at once); it
+// takes a fresh slot instead, so the next free slot is at least one
+// interval after its send.
+func TestLateHoldTakesAFreshSlotInsteadOfCrowdingTheNextOnes(t *testing.T) {
+	pace := Pace{Rate: 5, Per: time.Second, Burst: 1}
+	r, gates, _ := gateRig(&pace)
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	late := true
+	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+		r.clock.Advance(d)
+		if late { // the first wait of b overruns by a second (a slow claim)
+			late = false
+			r.clock.Advance(time.Second)
+		}
+		return nil
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	sentAt := r.clock.Now()
+	if r.prov.sends != 2 {
+		t.Fatalf("sends %d, want 2", r.prov.sends)
+	}
+	next, _, err := gates.Reserve(ctx, key, pace.Interval())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Before(sentAt.Add(pace.Interval())) {
+		t.Fatalf("late send at %v left the next free slot at %v: the next attempt would go out within one interval of it", sentAt.Sub(t0), next.Sub(t0))
 	}
 }
