@@ -56,6 +56,12 @@ func (a *Admin) Show(ctx context.Context, id string) (*Intent, error) {
 	return &in, nil
 }
 
+// History reads one slice of an intent's whole attempt and resolution
+// history, oldest first (see Client.History).
+func (a *Admin) History(ctx context.Context, id, cursor string) (*HistorySlice, error) {
+	return history(ctx, a.c, "/v1/admin/intents/"+url.PathEscape(id)+"/history", cursor)
+}
+
 // Decisions a human may take on a needs-human intent.
 const (
 	DecisionReconcile     = "reconcile"

@@ -296,6 +296,25 @@ func (c *Client) Get(ctx context.Context, id string) (*Intent, error) {
 	return &in, nil
 }
 
+// History reads one slice of one of this bot's intents' whole attempt and
+// resolution history, oldest first: cursor "" for the first, then each
+// slice's NextCursor until it is "". Entries older than the intent's inline
+// ones (Intent.History) are only served here.
+func (c *Client) History(ctx context.Context, id, cursor string) (*HistorySlice, error) {
+	return history(ctx, c, "/v1/intents/"+url.PathEscape(id)+"/history", cursor)
+}
+
+func history(ctx context.Context, c *Client, path, cursor string) (*HistorySlice, error) {
+	if cursor != "" {
+		path += "?" + url.Values{"cursor": {cursor}}.Encode()
+	}
+	var s HistorySlice
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // WaitOptions are the options of Wait.
 type WaitOptions struct {
 	// Interval between polls (default 500ms), growing by half up to

@@ -92,6 +92,16 @@ type HistorySummary struct {
 	LastDecision       *Resolution `json:"lastDecision,omitempty"`
 }
 
+// HistorySlice is one slice of an intent's whole history, oldest first
+// (History, Admin.History).
+type HistorySlice struct {
+	IntentID    string       `json:"intentId"`
+	Attempts    []Attempt    `json:"attempts"`
+	Resolutions []Resolution `json:"resolutions"`
+	// NextCursor continues the read; "" after the last slice.
+	NextCursor string `json:"nextCursor"`
+}
+
 // Attempt is one entry of an intent's append-only attempt history.
 type Attempt struct {
 	N          int        `json:"n"`

@@ -87,6 +87,19 @@ func (m *memStore) putIfVersion(cur *Intent) bool {
 	return true
 }
 
+// HistoryPages returns the moved pages from..to, as written.
+func (m *memStore) HistoryPages(_ context.Context, id string, from, to int) ([]HistoryPage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []HistoryPage
+	for _, p := range m.pages[id] {
+		if p.Seq >= from && p.Seq <= to {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // Claim is Update: the in-memory store has no backup barrier.
 func (m *memStore) Claim(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error) {
 	return m.Update(ctx, id, mutate)

@@ -1,5 +1,11 @@
 package core
 
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
 // History bounds. Attempt and resolution history is append-only, but only the
 // newest entries stay inside the intent item: when a list passes its inline
 // cap, its oldest entries move, in the same conditional write, to a history
@@ -140,4 +146,85 @@ func FullHistory(in *Intent, pages []HistoryPage) ([]Attempt, []Resolution) {
 		}
 	}
 	return append(as, in.Attempts...), append(rs, in.Resolutions...)
+}
+
+// spilledPages is how many history pages an intent has.
+func spilledPages(in *Intent) int {
+	if in.History == nil {
+		return 0
+	}
+	return in.History.Pages
+}
+
+// KeyRecorded decides whether a decision under the Idempotency-Key key is
+// already part of an intent's history: among its inline resolutions, or
+// among those moved to pages (pass every page: a moved decision replayed
+// must be recognised as a replay, not decided again).
+func KeyRecorded(in *Intent, pages []HistoryPage, key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, r := range in.Resolutions {
+		if r.Key == key {
+			return true
+		}
+	}
+	for _, p := range pages {
+		for _, r := range p.Resolutions {
+			if r.Key == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// HistorySlice is one page of an intent's whole history, oldest first:
+// each moved page in turn, then the entries inside the intent. Next is the
+// cursor of the following slice ("" after the last).
+type HistorySlice struct {
+	Attempts    []Attempt
+	Resolutions []Resolution
+	Next        string
+}
+
+// HistoryCursor decides which slice a cursor names: page seq (1-based) of
+// the moved history, or inline (the entries inside the intent) once seq is
+// past the last page. "" is the first slice. A cursor is the decimal page
+// number, opaque to clients; pages never change and only ever get added
+// after the last one, so following Next never repeats or skips an entry,
+// whatever moves meanwhile.
+func HistoryCursor(cursor string, pages int) (seq int, inline bool, err error) {
+	seq = 1
+	if cursor != "" {
+		n, convErr := strconv.Atoi(cursor)
+		if convErr != nil || n < 1 || n > pages+1 || strconv.Itoa(n) != cursor {
+			return 0, false, &ValidationError{Code: CodeInvalidField, Field: "cursor", Message: "cursor is not one this intent's history handed out"}
+		}
+		seq = n
+	}
+	return seq, seq > pages, nil
+}
+
+// ReadHistory returns the slice of in's history that cursor names.
+func ReadHistory(ctx context.Context, pages HistoryPages, in *Intent, cursor string) (HistorySlice, error) {
+	n := spilledPages(in)
+	seq, inline, err := HistoryCursor(cursor, n)
+	if err != nil {
+		return HistorySlice{}, err
+	}
+	if inline {
+		return HistorySlice{Attempts: in.Attempts, Resolutions: in.Resolutions}, nil
+	}
+	if pages == nil {
+		return HistorySlice{}, fmt.Errorf("history of %s: %d pages and no page reader", in.ID, n)
+	}
+	got, err := pages.HistoryPages(ctx, in.ID, seq, seq)
+	if err != nil {
+		return HistorySlice{}, err
+	}
+	if len(got) != 1 || got[0].Seq != seq {
+		return HistorySlice{}, fmt.Errorf("history page %d of %s is missing", seq, in.ID)
+	}
+	return HistorySlice{Attempts: got[0].Attempts, Resolutions: got[0].Resolutions, Next: strconv.Itoa(seq + 1)}, nil
 }

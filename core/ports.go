@@ -223,3 +223,12 @@ type WebhookStore interface {
 type Inbox interface {
 	Forward(ctx context.Context, msg InboxMessage) error
 }
+
+// HistoryPages reads the pages an intent's history was moved to
+// (SpillHistory): written once with the intent write that moved them, never
+// changed afterwards.
+type HistoryPages interface {
+	// HistoryPages returns pages from..to (1-based, inclusive) of intent id
+	// in order; a page that does not exist is left out.
+	HistoryPages(ctx context.Context, id string, from, to int) ([]HistoryPage, error)
+}

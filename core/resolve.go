@@ -60,7 +60,10 @@ type Resolver struct {
 	// Gate refuses a human-authorised retry that revalidation would block
 	// (grant expired or revoked, source revised). Nil means no gate.
 	Gate Revalidator
-	Log  *slog.Logger
+	// Pages reads moved history: a decision's Idempotency-Key is checked
+	// against the resolutions moved to pages too.
+	Pages HistoryPages
+	Log   *slog.Logger
 }
 
 func (r *Resolver) log() *slog.Logger {
@@ -101,13 +104,32 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 	if req.ExternalID != "" && req.Decision != DecisionAcceptSuccess {
 		return nil, &ValidationError{Code: CodeInvalidField, Field: "externalId", Message: "externalId only goes with accept-success"}
 	}
+	for tries := 1; ; tries++ {
+		in, err := r.resolve(ctx, p, id, key, req)
+		if errors.Is(err, errHistoryMoved) {
+			if tries < 3 {
+				continue // read the pages the decision's key may have moved to
+			}
+			return nil, fmt.Errorf("%w: %v", ErrConflict, err)
+		}
+		return in, err
+	}
+}
+
+// resolve is one try of Resolve, after its checks of the request.
+func (r *Resolver) resolve(ctx context.Context, p Principal, id, key string, req Ruling) (*Intent, error) {
 	cur, err := r.Store.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if key != "" && hasKey(cur, key) {
+	seen, err := r.replayed(ctx, cur, key)
+	if err != nil {
+		return nil, err
+	}
+	if seen {
 		return cur, nil
 	}
+	checkedPages := spilledPages(cur)
 	if cur.Status != StatusNeedsHuman {
 		return nil, fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, cur.Status)
 	}
@@ -126,8 +148,13 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 	}
 	now := r.Clock.Now()
 	stored, err := r.Store.Update(ctx, id, func(in *Intent) error {
-		if key != "" && hasKey(in, key) {
+		if KeyRecorded(in, nil, key) {
 			return errReplayed
+		}
+		if key != "" && spilledPages(in) != checkedPages {
+			// Resolutions moved to a page not checked above since the read:
+			// the key may be among them.
+			return errHistoryMoved
 		}
 		if in.Status != StatusNeedsHuman {
 			return fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, in.Status)
@@ -185,7 +212,29 @@ func (r *Resolver) Resolve(ctx context.Context, p Principal, id, key string, req
 	return stored, nil
 }
 
-var errReplayed = errors.New("resolution already recorded under this key")
+var (
+	errReplayed     = errors.New("resolution already recorded under this key")
+	errHistoryMoved = errors.New("resolutions moved to a history page while deciding")
+)
+
+// replayed reports whether a decision under key is already recorded on in,
+// inline or on the history pages its older resolutions moved to.
+func (r *Resolver) replayed(ctx context.Context, in *Intent, key string) (bool, error) {
+	if key == "" || KeyRecorded(in, nil, key) {
+		return key != "", nil
+	}
+	if in.History == nil || in.History.SpilledResolutions == 0 {
+		return false, nil
+	}
+	if r.Pages == nil {
+		return false, fmt.Errorf("intent %s: its older resolutions are on history pages and the resolver has no page reader", in.ID)
+	}
+	pages, err := r.Pages.HistoryPages(ctx, in.ID, 1, in.History.Pages)
+	if err != nil {
+		return false, fmt.Errorf("read the moved resolutions of %s: %w", in.ID, err)
+	}
+	return KeyRecorded(in, pages, key), nil
+}
 
 // ErrDuplicateRiskNotAccepted: a retry the provider cannot deduplicate, sent
 // with acceptDuplicateRisk=false. Nothing was changed.
@@ -218,15 +267,6 @@ func (r *Resolver) RetryRisk(ctx context.Context, id string) (*Intent, RetryRisk
 		risk.Why = v.Reason()
 	}
 	return in, risk, nil
-}
-
-func hasKey(in *Intent, key string) bool {
-	for _, r := range in.Resolutions {
-		if r.Key == key {
-			return true
-		}
-	}
-	return false
 }
 
 // Recommend attaches an orchestrator's (or operator's) recommendation. It

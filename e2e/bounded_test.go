@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -198,6 +199,16 @@ func TestItemStaysBoundedUnderMaximalHistory(t *testing.T) {
 		check(fmt.Sprintf("decision %d", i), e.resolve(opToken, id, fmt.Sprintf("dec-%d", i), fmt.Sprintf(`{"decision":"reconcile","reason":%q}`, reason)))
 		e.waitStatus(id, 5*time.Second, core.StatusNeedsHuman)
 	}
+	// The first decision's resolution has moved to a history page; a replay
+	// of its request is still recognised (200, nothing decided again).
+	moved := e.intent(id)
+	if moved.History == nil || moved.History.SpilledResolutions == 0 || moved.Resolutions[0].Key == "dec-0" {
+		t.Fatalf("the first decision is still inline (history %+v)", moved.History)
+	}
+	check("replay of a moved decision", e.resolve(opToken, id, "dec-0", fmt.Sprintf(`{"decision":"reconcile","reason":%q}`, reason)))
+	if again := e.intent(id); again.Version != moved.Version || len(again.Resolutions) != len(moved.Resolutions) || again.AttemptCount != moved.AttemptCount {
+		t.Fatalf("the replay of a moved decision decided again: v%d -> v%d, %d -> %d attempts", moved.Version, again.Version, moved.AttemptCount, again.AttemptCount)
+	}
 	// Provider webhook entries: an acknowledgement, then statuses about other
 	// message ids (each one is recorded as a mismatch).
 	wh := &core.Webhooks{Store: dynamo.NewWebhooks(e.clients.DynamoDB, e.table), Intents: e.st.App.Store, Clock: core.SystemClock, Log: slog.New(slog.DiscardHandler)}
@@ -234,6 +245,51 @@ func TestItemStaysBoundedUnderMaximalHistory(t *testing.T) {
 	}
 	if in.Status != core.StatusSucceeded {
 		t.Fatalf("the acknowledgement did not resolve it: %s", in.Status)
+	}
+	// The API serves the same whole history, in order, slice by slice (read
+	// with the Go client): to the intent's bot and to operators; another bot
+	// sees no such intent.
+	reads := map[string]func(cursor string) (*client.HistorySlice, error){
+		"bot": func(c string) (*client.HistorySlice, error) {
+			return client.New(e.api.URL, botToken).History(context.Background(), id, c)
+		},
+		"operator": func(c string) (*client.HistorySlice, error) {
+			return client.New(e.api.URL, opToken).Admin().History(context.Background(), id, c)
+		},
+	}
+	for who, read := range reads {
+		var as []client.Attempt
+		var rs []client.Resolution
+		cursor, slices := "", 0
+		for {
+			s, err := read(cursor)
+			if err != nil || s.IntentID != id {
+				t.Fatalf("%s: history slice %d: %+v %v", who, slices+1, s, err)
+			}
+			as, rs, slices = append(as, s.Attempts...), append(rs, s.Resolutions...), slices+1
+			if cursor = s.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if slices != in.History.Pages+1 || len(as) != len(attempts) || len(rs) != len(resolutions) {
+			t.Fatalf("%s: %d slices, %d attempts, %d resolutions; want %d, %d, %d", who, slices, len(as), len(rs), in.History.Pages+1, len(attempts), len(resolutions))
+		}
+		for i := range rs {
+			if !rs[i].At.Equal(resolutions[i].At) || rs[i].Decision != resolutions[i].Decision || rs[i].Reason != resolutions[i].Reason {
+				t.Fatalf("%s: resolution %d differs from the stored history", who, i)
+			}
+		}
+		for i := range as {
+			if as[i].N != attempts[i].N || as[i].Result != string(attempts[i].Result) || !as[i].EndedAt.Equal(attempts[i].EndedAt) {
+				t.Fatalf("%s: attempt entry %d differs from the stored history", who, i)
+			}
+		}
+	}
+	if r := e.do("GET", "/v1/intents/"+id+"/history", bot2Token, nil, ""); r.status != http.StatusNotFound {
+		t.Fatalf("another bot reads the history: %d %s", r.status, r.body)
+	}
+	if r := e.do("GET", "/v1/intents/"+id+"/history?cursor=99", botToken, nil, ""); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"cursor"`) {
+		t.Fatalf("a cursor never handed out: %d %s", r.status, r.body)
 	}
 	t.Logf("largest item seen: %d bytes; %d attempt entries, %d resolutions, %d pages", maxSeen, len(attempts), len(resolutions), in.History.Pages)
 }

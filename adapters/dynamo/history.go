@@ -77,6 +77,8 @@ func (s *Store) writeWithHistory(ctx context.Context, put *types.Put, in *core.I
 	return false, fmt.Errorf("write intent %s with history: %w", in.ID, err)
 }
 
+var _ core.HistoryPages = (*Store)(nil)
+
 // History returns an intent's whole attempt and resolution history, oldest
 // first: its pages in order, then the entries inside the item.
 func (s *Store) History(ctx context.Context, id string) (*core.Intent, []core.Attempt, []core.Resolution, error) {
@@ -86,36 +88,50 @@ func (s *Store) History(ctx context.Context, id string) (*core.Intent, []core.At
 	}
 	var pages []core.HistoryPage
 	if in.History != nil && in.History.Pages > 0 {
-		var start map[string]types.AttributeValue
-		for {
-			out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:              aws.String(s.table),
-				KeyConditionExpression: aws.String("pk = :p AND begins_with(sk, :h)"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":p": &types.AttributeValueMemberS{Value: IntentPK(id)},
-					":h": &types.AttributeValueMemberS{Value: histPfx},
-				},
-				ConsistentRead:    aws.Bool(true),
-				ExclusiveStartKey: start,
-			})
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("read history of %s: %w", id, err)
-			}
-			for _, item := range out.Items {
-				var p historyPageItem
-				if err := attributevalue.UnmarshalMap(item, &p); err != nil {
-					return nil, nil, nil, fmt.Errorf("unmarshal history of %s: %w", id, err)
-				}
-				pages = append(pages, historyPageFromItem(p))
-			}
-			if len(out.LastEvaluatedKey) == 0 {
-				break
-			}
-			start = out.LastEvaluatedKey
+		if pages, err = s.HistoryPages(ctx, id, 1, in.History.Pages); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	as, rs := core.FullHistory(in, pages)
 	return in, as, rs, nil
+}
+
+// HistoryPages reads pages from..to of an intent's moved history in order:
+// one strongly consistent query of the intent's partition (pages sort by
+// their zero-padded number).
+func (s *Store) HistoryPages(ctx context.Context, id string, from, to int) ([]core.HistoryPage, error) {
+	if from < 1 || to < from {
+		return nil, nil
+	}
+	var pages []core.HistoryPage
+	var start map[string]types.AttributeValue
+	for {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:              aws.String(s.table),
+			KeyConditionExpression: aws.String("pk = :p AND sk BETWEEN :from AND :to"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":p":    &types.AttributeValueMemberS{Value: IntentPK(id)},
+				":from": &types.AttributeValueMemberS{Value: HistorySK(from)},
+				":to":   &types.AttributeValueMemberS{Value: HistorySK(to)},
+			},
+			ConsistentRead:    aws.Bool(true),
+			ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read history of %s: %w", id, err)
+		}
+		for _, item := range out.Items {
+			var p historyPageItem
+			if err := attributevalue.UnmarshalMap(item, &p); err != nil {
+				return nil, fmt.Errorf("unmarshal history of %s: %w", id, err)
+			}
+			pages = append(pages, historyPageFromItem(p))
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return pages, nil
+		}
+		start = out.LastEvaluatedKey
+	}
 }
 
 // PutIntentIfAbsent writes a restored intent item only if the table has no

@@ -7,6 +7,7 @@ package routes
 var Intake = []string{
 	"POST /v1/intents",
 	"GET /v1/intents/{id}",
+	"GET /v1/intents/{id}/history",
 	"PUT /v1/sources/{sourceId}",
 }
 
@@ -30,6 +31,7 @@ var Admin = []string{
 	"GET /v1/admin/webhooks/unresolved",
 	"GET /v1/admin/whoami",
 	"GET /v1/admin/intents/{id}/retry-risk",
+	"GET /v1/admin/intents/{id}/history",
 }
 
 // Console is the operators' web console: static files the admin function

@@ -16,12 +16,12 @@ import (
 
 // IntakeHandler serves the bot API.
 func (a *App) IntakeHandler() *intake.Handler {
-	return &intake.Handler{Intake: a.Intake, Store: a.Store, Sources: a.Sources, Log: a.Log}
+	return &intake.Handler{Intake: a.Intake, Store: a.Store, History: a.Store, Sources: a.Sources, Log: a.Log}
 }
 
 // AdminHandler serves the operators' API, with every extra admin route.
 func (a *App) AdminHandler() *admin.Handler {
-	return &admin.Handler{Store: a.Store, List: a.Store, Resolver: a.Resolver, Extra: a.AdminExtra, Log: a.Log}
+	return &admin.Handler{Store: a.Store, List: a.Store, Resolver: a.Resolver, History: a.Store, Extra: a.AdminExtra, Log: a.Log}
 }
 
 // AuthorizerHandler is the API's Lambda authorizer.

@@ -193,7 +193,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
 		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: queue, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
-		Resolver:   &core.Resolver{Store: d.Store, Reconcile: d, Clock: d.Clock, Log: d.Log},
+		Resolver:   &core.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
 		Metrics:    metrics,
 		Log:        cfg.Log,
 		Clients:    clients,

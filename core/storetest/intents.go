@@ -350,6 +350,46 @@ func RunIntentStore(t *testing.T, f IntentFixture) {
 		}
 	})
 
+	t.Run("moved history pages are written with the intent and read back by number, in order", func(t *testing.T) {
+		s := f.New(t)
+		hp, ok := s.(core.HistoryPages)
+		if !ok {
+			t.Skip("store reads no history pages")
+		}
+		create(t, s, PendingIntent("it_h", "bot-a"))
+		for round := 0; round < 2; round++ {
+			if _, err := s.Update(ctx, "it_h", func(in *core.Intent) error {
+				n := core.MaxInlineResolutions - len(in.Resolutions) + 1 // one past the inline cap: a move
+				for i := 0; i < n; i++ {
+					in.Resolutions = append(in.Resolutions, core.Resolution{At: T0, By: "op", ByKind: "operator", Decision: "abandon",
+						Reason: fmt.Sprint(round, "-", i), Recommend: true, Key: fmt.Sprint("k", round, "-", i)})
+				}
+				core.SpillHistory(in)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in := get(t, s, "it_h")
+		if in.History == nil || in.History.Pages != 2 {
+			t.Fatalf("history %+v, want 2 pages", in.History)
+		}
+		all, err := hp.HistoryPages(ctx, "it_h", 1, 2)
+		if err != nil || len(all) != 2 || all[0].Seq != 1 || all[1].Seq != 2 {
+			t.Fatalf("pages 1..2: %+v %v", all, err)
+		}
+		if all[0].Resolutions[0].Key != "k0-0" || all[0].Resolutions[0].Reason != "0-0" {
+			t.Fatalf("page 1 starts with %+v, want the first resolution with its key", all[0].Resolutions[0])
+		}
+		second, err := hp.HistoryPages(ctx, "it_h", 2, 2)
+		if err != nil || len(second) != 1 || second[0].Seq != 2 || !reflect.DeepEqual(second[0], all[1]) {
+			t.Fatalf("page 2 alone: %+v %v", second, err)
+		}
+		if none, err := hp.HistoryPages(ctx, "it_h", 3, 9); err != nil || len(none) != 0 {
+			t.Fatalf("pages past the last: %+v %v", none, err)
+		}
+	})
+
 	t.Run("needs-human intents list in due order across shards, ≥ 3 pages, stable cursor", func(t *testing.T) {
 		s := f.New(t)
 		l, ok := s.(NeedsHumanLister)

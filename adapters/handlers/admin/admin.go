@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/core"
 )
 
@@ -27,6 +28,8 @@ type Handler struct {
 	Store    core.IntentStore
 	List     Lister
 	Resolver *core.Resolver
+	// History reads moved history pages (GET /v1/admin/intents/{id}/history).
+	History core.HistoryPages
 	// Extra routes (grants, backups, ...) keyed by route key.
 	Extra map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse
 	Log   *slog.Logger
@@ -87,6 +90,16 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return h.fail(ctx, err), nil
 		}
 		return httpjson.JSON(http.StatusOK, in, nil), nil
+	case "GET /v1/admin/intents/{id}/history":
+		in, err := h.Store.Get(ctx, id)
+		if err != nil {
+			return h.fail(ctx, err), nil
+		}
+		s, err := core.ReadHistory(ctx, h.History, in, req.QueryStringParameters["cursor"])
+		if err != nil {
+			return h.fail(ctx, err), nil
+		}
+		return httpjson.JSON(http.StatusOK, intake.HistoryView(in.ID, s), nil), nil
 	case "POST /v1/admin/intents/{id}/resolution":
 		var body ResolutionBody
 		if resp, ok := DecodeBody(req, &body); !ok {

@@ -1,4 +1,5 @@
-// Package intake is the bot API: POST /v1/intents and GET /v1/intents/{id}.
+// Package intake is the bot API: POST /v1/intents, GET /v1/intents/{id} and
+// its history, PUT /v1/sources/{sourceId}.
 package intake
 
 import (
@@ -19,6 +20,9 @@ import (
 type Handler struct {
 	Intake *core.Intake
 	Store  core.IntentStore
+	// History reads the pages an intent's older history moved to
+	// (GET /v1/intents/{id}/history).
+	History core.HistoryPages
 	// Sources, when set, serves PUT /v1/sources/{sourceId}.
 	Sources SourceUpdater
 	Log     *slog.Logger
@@ -48,6 +52,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.submit(ctx, p, req), nil
 	case "GET /v1/intents/{id}":
 		return h.get(ctx, p, req.PathParameters["id"]), nil
+	case "GET /v1/intents/{id}/history":
+		return h.history(ctx, p, req), nil
 	case "PUT /v1/sources/{sourceId}":
 		if h.Sources == nil {
 			break
@@ -87,18 +93,62 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 }
 
 func (h *Handler) get(ctx context.Context, p core.Principal, id string) events.APIGatewayV2HTTPResponse {
+	in, resp, ok := h.own(ctx, p, id)
+	if !ok {
+		return resp
+	}
+	return httpjson.JSON(http.StatusOK, View(in), nil)
+}
+
+// own reads one of the calling bot's intents; otherwise the answer to give.
+func (h *Handler) own(ctx context.Context, p core.Principal, id string) (*core.Intent, events.APIGatewayV2HTTPResponse, bool) {
 	if p.Kind != core.PrincipalBot {
-		return httpjson.Error(http.StatusForbidden, "forbidden", "this is the bot API; operators use /v1/admin", "")
+		return nil, httpjson.Error(http.StatusForbidden, "forbidden", "this is the bot API; operators use /v1/admin", ""), false
 	}
 	in, err := h.Store.Get(ctx, id)
 	if errors.Is(err, core.ErrNotFound) || (err == nil && in.Bot != p.Name) {
 		// Another bot's intent is indistinguishable from a missing one.
-		return httpjson.Error(http.StatusNotFound, "not_found", "no intent with that id", "")
+		return nil, httpjson.Error(http.StatusNotFound, "not_found", "no intent with that id", ""), false
 	}
+	if err != nil {
+		return nil, h.fail(ctx, err), false
+	}
+	return in, events.APIGatewayV2HTTPResponse{}, true
+}
+
+// history serves one slice of the bot's intent's whole history.
+func (h *Handler) history(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	in, resp, ok := h.own(ctx, p, req.PathParameters["id"])
+	if !ok {
+		return resp
+	}
+	s, err := core.ReadHistory(ctx, h.History, in, req.QueryStringParameters["cursor"])
 	if err != nil {
 		return h.fail(ctx, err)
 	}
-	return httpjson.JSON(http.StatusOK, View(in), nil)
+	return httpjson.JSON(http.StatusOK, HistoryView(in.ID, s), nil)
+}
+
+// HistoryBody is one slice of an intent's history as the API shows it
+// (bot and admin routes alike).
+type HistoryBody struct {
+	IntentID    string            `json:"intentId"`
+	Attempts    []core.Attempt    `json:"attempts"`
+	Resolutions []core.Resolution `json:"resolutions"`
+	// NextCursor is opaque; "" after the last slice.
+	NextCursor string `json:"nextCursor"`
+}
+
+// HistoryView renders a history slice (empty lists, never null).
+func HistoryView(id string, s core.HistorySlice) HistoryBody {
+	b := HistoryBody{IntentID: id, Attempts: s.Attempts, Resolutions: s.Resolutions, NextCursor: s.Next}
+	if b.Attempts == nil {
+		b.Attempts = []core.Attempt{}
+	}
+	if b.Resolutions == nil {
+		b.Resolutions = []core.Resolution{}
+	}
+	return b
 }
 
 func (h *Handler) log() *slog.Logger {
