@@ -40,6 +40,14 @@ type SQSPollerConfig struct {
 	VisibilityTimeout time.Duration
 	// Concurrency is the number of receive loops (default 1).
 	Concurrency int
+	// MaxConcurrency bounds the invocations in flight across all receive
+	// loops: the mapping's maximum concurrency. Above Concurrency, a loop
+	// hands each batch to an invocation of its own and receives again, so
+	// a slow batch holds one invocation, not a receive loop — as Lambda
+	// scales its SQS pollers with the backlog up to the maximum
+	// concurrency. 0 (or at most Concurrency): one invocation per loop, the
+	// loop waits for it.
+	MaxConcurrency int
 	// ErrorBackoff is the pause after a failed receive (default 1s).
 	ErrorBackoff time.Duration
 
@@ -60,6 +68,8 @@ type SQSPollerConfig struct {
 type SQSPoller struct {
 	cfg SQSPollerConfig
 	log *slog.Logger
+
+	slots chan struct{} // invocations in flight (MaxConcurrency), nil: one per loop
 
 	mu       sync.Mutex
 	queueArn string
@@ -92,7 +102,11 @@ func NewSQSPoller(cfg SQSPollerConfig) (*SQSPoller, error) {
 	cfg.ErrorBackoff = orDefault(cfg.ErrorBackoff, time.Second)
 	cfg.Region = orDefault(cfg.Region, DefaultRegion)
 	cfg.AccountID = orDefault(cfg.AccountID, DefaultAccountID)
-	return &SQSPoller{cfg: cfg, log: loggerOr(cfg.Logger).With("component", "sqs-poller", "queue", cfg.QueueURL)}, nil
+	p := &SQSPoller{cfg: cfg, log: loggerOr(cfg.Logger).With("component", "sqs-poller", "queue", cfg.QueueURL)}
+	if cfg.MaxConcurrency > cfg.Concurrency {
+		p.slots = make(chan struct{}, cfg.MaxConcurrency)
+	}
+	return p, nil
 }
 
 // QueueArn returns the queue's ARN (known after Start or PollOnce).
@@ -150,7 +164,7 @@ func (p *SQSPoller) Start(ctx context.Context) error {
 			p.loop(runCtx)
 		}()
 	}
-	p.log.Info("sqs poller started", "concurrency", p.cfg.Concurrency, "batch_size", p.cfg.BatchSize)
+	p.log.Info("sqs poller started", "concurrency", p.cfg.Concurrency, "max_concurrency", max(p.cfg.MaxConcurrency, p.cfg.Concurrency), "batch_size", p.cfg.BatchSize)
 	return nil
 }
 
@@ -171,7 +185,32 @@ func (p *SQSPoller) Stop() {
 
 func (p *SQSPoller) loop(ctx context.Context) {
 	for ctx.Err() == nil {
-		n, err := p.poll(ctx)
+		var n int
+		var err error
+		if p.slots != nil {
+			// A free invocation first, then the receive: never more
+			// batches held than invocations to run them.
+			select {
+			case p.slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			handed := false
+			n, err = p.receive(ctx, func(msgs []sqstypes.Message) {
+				handed = true
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					defer func() { <-p.slots }()
+					p.handle(ctx, msgs)
+				}()
+			})
+			if !handed {
+				<-p.slots
+			}
+		} else {
+			n, err = p.poll(ctx)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			p.log.Warn("sqs receive failed", "error", err)
@@ -192,6 +231,11 @@ func (p *SQSPoller) PollOnce(ctx context.Context) (int, error) {
 }
 
 func (p *SQSPoller) poll(ctx context.Context) (int, error) {
+	return p.receive(ctx, func(msgs []sqstypes.Message) { p.handle(ctx, msgs) })
+}
+
+// receive receives one batch and passes it to handle (none: no call).
+func (p *SQSPoller) receive(ctx context.Context, handle func([]sqstypes.Message)) (int, error) {
 	wait := int32(0)
 	if p.cfg.WaitTime > 0 {
 		wait = int32(math.Ceil(p.cfg.WaitTime.Seconds()))
@@ -222,7 +266,7 @@ func (p *SQSPoller) poll(ctx context.Context) (int, error) {
 		p.release(out.Messages)
 		return len(out.Messages), nil
 	}
-	p.handle(ctx, out.Messages)
+	handle(out.Messages)
 	return len(out.Messages), nil
 }
 

@@ -3,9 +3,11 @@ package lambdahost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,6 +188,46 @@ func TestSQSPollerBackgroundConcurrency(t *testing.T) {
 		if in.MaxNumberOfMessages != 4 {
 			t.Fatalf("batch size %d", in.MaxNumberOfMessages)
 		}
+	}
+}
+
+// MaxConcurrency: a batch that hangs holds an invocation, not the receive
+// loop, so the other messages are received and handled meanwhile (up to the
+// bound); without it a loop waits for its batch.
+func TestSQSPollerMaxConcurrencyKeepsReceivingBesideASlowBatch(t *testing.T) {
+	for _, c := range []struct {
+		max, want int
+	}{{0, 1}, {3, 3}} {
+		f := &fakeSQS{}
+		f.add(6)
+		release := make(chan struct{})
+		var inFlight, peak atomic.Int64
+		p := newFakeSQSPoller(t, f, func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for {
+				old := peak.Load()
+				if n <= old || peak.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			<-release
+			return events.SQSEventResponse{}, nil
+		}, func(cfg *SQSPollerConfig) { cfg.Concurrency, cfg.MaxConcurrency, cfg.BatchSize = 1, c.max, 1 })
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("max %d: %d invocations in flight", c.max, c.want), func() bool { return peak.Load() == int64(c.want) })
+		// No more than the bound, however long the batches hang.
+		for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+			if got := peak.Load(); got != int64(c.want) {
+				t.Fatalf("max %d: %d invocations at once, want %d", c.max, got, c.want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(release)
+		waitFor(t, "all deleted", func() bool { return len(f.deletedSorted()) == 6 })
+		p.Stop()
 	}
 }
 

@@ -53,9 +53,16 @@ type Options struct {
 	PollInterval time.Duration
 	// SweepInterval runs the sweeper on a schedule; 0 disables the ticker.
 	SweepInterval time.Duration
-	// WorkerConcurrency is the retrier mapping's receive loops (default 8):
-	// the local stand-in for the queue mapping's maximum concurrency.
+	// WorkerConcurrency is the retrier mapping's receive loops (default 8).
 	WorkerConcurrency int
+	// RetrierMaxConcurrency is the retrier mapping's maximum concurrency
+	// (the CDK's RetrierMaxConcurrency, 200 in AWS): the invocations in
+	// flight across the receive loops. 0 keeps one invocation per loop (a
+	// loop waits for its batch), the conservative default for tests on a
+	// shared machine; a value above WorkerConcurrency lets a batch that
+	// waits on a slow provider hold an invocation, not a receive loop, as
+	// Lambda's pollers scale with the backlog.
+	RetrierMaxConcurrency int
 	// DisableStream / DisableQueue leave a mapping off (tests drive it by hand).
 	DisableStream bool
 	DisableQueue  bool
@@ -236,7 +243,8 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		s.SQS, err = lambdahost.NewSQSPoller(lambdahost.SQSPollerConfig{
 			Client: clients.SQS, QueueURL: queues.Retry, BatchSize: 10, WaitTime: time.Second,
 			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: orInt(max(o.QueueConcurrency, o.WorkerConcurrency), 8),
-			Handler: s.Retrier.Handle, FunctionName: "retrier", Logger: app.Log,
+			MaxConcurrency: o.RetrierMaxConcurrency,
+			Handler:        s.Retrier.Handle, FunctionName: "retrier", Logger: app.Log,
 		})
 		if err == nil {
 			err = s.SQS.Start(runCtx)

@@ -44,6 +44,8 @@ const (
 	hotBotRate  = 2000.0  // intents/s, one bot
 	scaleGrant  = "g-"
 	scaleTokPfx = "tok-"
+	// retrierMaxConcurrency is infra's default RetrierMaxConcurrency.
+	retrierMaxConcurrency = 200
 )
 
 func scaleBot(i int) string {
@@ -306,6 +308,25 @@ func (r *runner) keySpread() error {
 		}
 		return round(float64(top)/float64(len(hot)), 4), key
 	}
+	// The hot bot's five busiest claim-path items (all classes), to show
+	// what else each attempt touches.
+	all := map[string]int64{}
+	for k, v := range hotItems {
+		all[k] += v
+	}
+	for k, v := range hotReval {
+		all[k] += v
+	}
+	type itemShare struct {
+		Item  string  `json:"item"`
+		Share float64 `json:"share"`
+	}
+	var tops []itemShare
+	for k, v := range all {
+		tops = append(tops, itemShare{k, round(float64(v)/float64(len(hot)), 4)})
+	}
+	sort.Slice(tops, func(i, j int) bool { return tops[i].Share > tops[j].Share || tops[i].Share == tops[j].Share && tops[i].Item < tops[j].Item })
+	r.set("hot_bot_top_items", tops[:min(len(tops), 5)])
 	s, k := maxShare(hotItems)
 	r.set("hot_bot_max_item_share", s)
 	r.set("hot_bot_max_item", k)
@@ -564,7 +585,11 @@ loop:
 // isolation: the healthy account's e2e p99 with and without another account
 // whose provider hangs every request to its timeout, slices interleaved.
 func (r *runner) isolation() error {
-	st, api, stop, err := r.startStack(r.scaleOptions(system.Options{PollInterval: 50 * time.Millisecond, WorkerConcurrency: 16}))
+	// The work queue's mapping as deployed: Lambda runs up to
+	// RetrierMaxConcurrency (infra default 200) invocations, so a batch
+	// waiting on a hanging provider holds one invocation, not a poller.
+	st, api, stop, err := r.startStack(r.scaleOptions(system.Options{PollInterval: 50 * time.Millisecond, WorkerConcurrency: 5,
+		RetrierMaxConcurrency: retrierMaxConcurrency}))
 	if err != nil {
 		return err
 	}
