@@ -83,6 +83,23 @@ type RepairPlan struct {
 	RecheckAt time.Time
 }
 
+// MaxRepairBackoff caps how far RepairBackoff moves a re-sent intent's next
+// check out.
+const MaxRepairBackoff = 15 * time.Minute
+
+// RepairBackoff is how long the sweeper waits before it looks again at an
+// intent it has just handed to the queue because its work (a dispatch, a
+// retry, a reconciliation) was due since `since` and did not happen: delay
+// (lease + grace), or as long as the intent has already waited if that is
+// longer, capped at MaxRepairBackoff. A lost message is re-sent within
+// about twice the time already waited; a backlog that takes longer than
+// lease + grace to drain through the queue (a stream outage's orphans) is
+// not handed out again on every pass, which would duplicate every message
+// still queued each time and slow the drain it waits for.
+func RepairBackoff(since, now time.Time, delay time.Duration) time.Duration {
+	return max(delay, min(now.Sub(since), MaxRepairBackoff))
+}
+
 // PlanRepair decides, purely, what the sweeper does with a due intent.
 // Everything it leaves waiting is re-filed at a later due time, so the
 // sweeper's checkpoint can move past the entry it read.
@@ -100,7 +117,7 @@ func PlanRepair(in *Intent, now time.Time, grace, delay time.Duration) RepairPla
 		if now.Before(in.UpdatedAt.Add(grace)) {
 			return waitUntil(in.UpdatedAt)
 		}
-		return RepairPlan{Op: OpDispatch, RecheckAt: again}
+		return RepairPlan{Op: OpDispatch, RecheckAt: now.Add(RepairBackoff(in.UpdatedAt, now, delay))}
 	case StatusRetryableFailure:
 		due := in.UpdatedAt
 		if in.NextAttemptAt != nil {
@@ -109,12 +126,12 @@ func PlanRepair(in *Intent, now time.Time, grace, delay time.Duration) RepairPla
 		if now.Before(due.Add(grace)) {
 			return waitUntil(due)
 		}
-		return RepairPlan{Op: OpAttempt, RecheckAt: again}
+		return RepairPlan{Op: OpAttempt, RecheckAt: now.Add(RepairBackoff(due, now, delay))}
 	case StatusUnknownOutcome:
 		if now.Before(in.UpdatedAt.Add(grace)) {
 			return waitUntil(in.UpdatedAt)
 		}
-		return RepairPlan{Op: OpReconcile, RecheckAt: again}
+		return RepairPlan{Op: OpReconcile, RecheckAt: now.Add(RepairBackoff(in.UpdatedAt, now, delay))}
 	}
 	// Terminal, or waiting for a human (listed elsewhere): nothing to do.
 	return RepairPlan{}

@@ -85,6 +85,26 @@ func TestRetryEntryBounds(t *testing.T) {
 	}
 }
 
+func TestRepairBackoff(t *testing.T) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	const delay = 90 * time.Second
+	for _, c := range []struct {
+		name   string
+		waited time.Duration
+		want   time.Duration
+	}{
+		{"waited less than lease + grace: lease + grace", 10 * time.Second, delay},
+		{"waited exactly lease + grace", delay, delay},
+		{"waited 7 minutes: as long again", 7 * time.Minute, 7 * time.Minute},
+		{"waited a day: the cap", 24 * time.Hour, MaxRepairBackoff},
+		{"clock skew (since in the future): lease + grace", -time.Minute, delay},
+	} {
+		if got := RepairBackoff(now.Add(-c.waited), now, delay); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestPlanRepair(t *testing.T) {
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	const grace, delay = 30 * time.Second, 90 * time.Second
@@ -103,6 +123,9 @@ func TestPlanRepair(t *testing.T) {
 		{"retry overdue: re-enqueue", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(-time.Minute)}, RepairPlan{Op: OpAttempt, RecheckAt: now.Add(delay)}},
 		{"retry later: look after it is due", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(10 * time.Minute)}, RepairPlan{RecheckAt: now.Add(10*time.Minute + grace)}},
 		{"unknown outcome quiet: reconcile", Intent{Status: StatusUnknownOutcome, UpdatedAt: now.Add(-time.Minute)}, RepairPlan{Op: OpReconcile, RecheckAt: now.Add(delay)}},
+		{"pending for 10 minutes: dispatch, look again after as long", Intent{Status: StatusPending, UpdatedAt: now.Add(-10 * time.Minute)}, RepairPlan{Op: OpDispatch, RecheckAt: now.Add(10 * time.Minute)}},
+		{"retry overdue by 4 minutes: re-enqueue, look again after as long", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(-4 * time.Minute)}, RepairPlan{Op: OpAttempt, RecheckAt: now.Add(4 * time.Minute)}},
+		{"unknown outcome for 2 hours: reconcile, look again after the cap", Intent{Status: StatusUnknownOutcome, UpdatedAt: now.Add(-2 * time.Hour)}, RepairPlan{Op: OpReconcile, RecheckAt: now.Add(MaxRepairBackoff)}},
 	}
 	for _, c := range cases {
 		if got := PlanRepair(&c.in, now, grace, delay); got != c.want {
