@@ -73,6 +73,7 @@ type flags struct {
 	paceAllStreams bool
 	scaleN         int
 	orphans        int
+	scaleParts     string
 	isoN           int
 }
 
@@ -96,6 +97,7 @@ func main() {
 	flag.StringVar(&f.logLevel, "log-level", "warn", "log level of the stack (info adds the per-request log lines the functions write in AWS)")
 	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,reconcile,e2e256k,artifacts,pace,scale); default all")
 	flag.IntVar(&f.scaleN, "scale-n", 2048, "intents of the key-spread run (64 bots, one sending 25%)")
+	flag.StringVar(&f.scaleParts, "scale-parts", "spread,repair,isolation", "which runs of the scale phase (comma-separated)")
 	flag.IntVar(&f.orphans, "orphans", 5000, "orphaned pending intents the sweeper alone recovers (repair_vs_stream)")
 	flag.IntVar(&f.isoN, "iso-n", 90, "healthy intents per isolation slice")
 	flag.BoolVar(&f.verbose, "v", false, "print every measured slice")

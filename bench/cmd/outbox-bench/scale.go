@@ -28,6 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
@@ -90,14 +92,21 @@ func (r *runner) scaleOptions(o system.Options) system.Options {
 }
 
 func (r *runner) scale() error {
-	if err := r.keySpread(); err != nil {
-		return fmt.Errorf("key spread: %w", err)
+	part := func(name string) bool { return strings.Contains(","+r.f.scaleParts+",", ","+name+",") }
+	if part("spread") {
+		if err := r.keySpread(); err != nil {
+			return fmt.Errorf("key spread: %w", err)
+		}
 	}
-	if err := r.repairVsStream(); err != nil {
-		return fmt.Errorf("repair vs stream: %w", err)
+	if part("repair") {
+		if err := r.repairVsStream(); err != nil {
+			return fmt.Errorf("repair vs stream: %w", err)
+		}
 	}
-	if err := r.isolation(); err != nil {
-		return fmt.Errorf("isolation: %w", err)
+	if part("isolation") {
+		if err := r.isolation(); err != nil {
+			return fmt.Errorf("isolation: %w", err)
+		}
 	}
 	return nil
 }
@@ -325,7 +334,9 @@ func (r *runner) keySpread() error {
 	for k, v := range all {
 		tops = append(tops, itemShare{k, round(float64(v)/float64(len(hot)), 4)})
 	}
-	sort.Slice(tops, func(i, j int) bool { return tops[i].Share > tops[j].Share || tops[i].Share == tops[j].Share && tops[i].Item < tops[j].Item })
+	sort.Slice(tops, func(i, j int) bool {
+		return tops[i].Share > tops[j].Share || tops[i].Share == tops[j].Share && tops[i].Item < tops[j].Item
+	})
 	r.set("hot_bot_top_items", tops[:min(len(tops), 5)])
 	s, k := maxShare(hotItems)
 	r.set("hot_bot_max_item_share", s)
@@ -545,12 +556,17 @@ func (r *runner) repairVsStream() error {
 	done := make(chan error, 1)
 	go func() { _, err := r.waitEffects(orphans, 5*time.Minute); done <- err }()
 	var werr error
+	lastProgress := time.Now()
 loop:
 	for {
 		select {
 		case werr = <-done:
 			break loop
 		default:
+		}
+		if time.Since(lastProgress) > 15*time.Second {
+			lastProgress = time.Now()
+			r.scaleProgress(st, orphans, sweeps, rep, t1)
 		}
 		sr, err := st.App.Sweeper.Run(r.ctx)
 		if err != nil {
@@ -672,4 +688,28 @@ func (r *runner) isolation() error {
 		"healthy_p50_ms_alone": pct(base, 50), "healthy_p50_ms_beside_hang": pct(hung, 50), "samples": len(base),
 		"hang_ms": 5000, "provider_timeout_ms": 2000})
 	return nil
+}
+
+// scaleProgress prints the orphan drain's progress: effects, sweeps and the
+// work queue's depth (visible, in flight, delayed), to tell a slow sweeper
+// from a slow worker.
+func (r *runner) scaleProgress(st *system.Stack, ids map[string]bool, sweeps int, rep core.SweepReport, t0 time.Time) {
+	got := 0
+	seen := map[string]bool{}
+	for _, e := range r.sb.Effects(sandbox.EffectFilter{}) {
+		if ids[e.IntentID] && !seen[e.IntentID] {
+			seen[e.IntentID] = true
+			got++
+		}
+	}
+	depth := "?"
+	out, err := r.clients.SQS.GetQueueAttributes(uncounted(r.ctx), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(st.Queues.Retry),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	if err == nil {
+		depth = fmt.Sprintf("%s visible, %s in flight, %s delayed", out.Attributes["ApproximateNumberOfMessages"],
+			out.Attributes["ApproximateNumberOfMessagesNotVisible"], out.Attributes["ApproximateNumberOfMessagesDelayed"])
+	}
+	fmt.Fprintf(os.Stderr, "bench:     %.0fs: %d of %d delivered; %d sweeps read %d, kicked %d, re-filed %d; work queue: %s\n",
+		time.Since(t0).Seconds(), got, len(ids), sweeps, rep.Read, rep.PendingKicked, rep.Refiled, depth)
 }
