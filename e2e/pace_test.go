@@ -309,11 +309,13 @@ func TestTargetsOfOneAccountArePacedIndependentlyAcrossWorkers(t *testing.T) {
 	// One target never exceeds its pace: each send waits for its target's
 	// slot (1 s apart) right before the send; one that reaches it more than
 	// half an interval late takes a fresh slot, so consecutive sends to one
-	// target are at least ~500 ms apart (less the gate's read before the
-	// send) and at most 2 fall in any 1 s (the pace plus one late send).
+	// target are at least ~500 ms apart (less the gate's state read before
+	// the send, up to ~150 ms on a loaded 2-core machine: 425 ms was seen)
+	// and at most 2 fall in any 1 s (the pace plus one late send). Unpaced
+	// targets would send within a few ms of each other.
 	for target, at := range byTarget {
 		for i := 1; i < len(at); i++ {
-			if gap := at[i].Sub(at[i-1]); gap < 450*time.Millisecond {
+			if gap := at[i].Sub(at[i-1]); gap < 350*time.Millisecond {
 				t.Fatalf("target %s: sends %d and %d only %v apart at 1/s: %v", target, i-1, i, gap, at)
 			}
 		}
