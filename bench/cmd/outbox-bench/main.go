@@ -108,7 +108,7 @@ func main() {
 	flag.IntVar(&f.paceWorkers, "pace-workers", 4, "concurrent workers (whole stacks on one table) of the paced run")
 	flag.DurationVar(&f.paceHold, "pace-hold", 2*time.Second, "longest in-process wait for a fresh slot (pacing.maxHoldMs)")
 	flag.IntVar(&f.paceQueueConc, "pace-queue-concurrency", 16, "retrier batches at once per worker in the paced run (AWS: the retrier mapping scales to RetrierMaxConcurrency, default 200, batches; 4 workers x 16 = 64 here)")
-	flag.BoolVar(&f.paceAllStreams, "pace-all-streams", true, "every worker of the paced run reads the stream (the local host's model of Lambda concurrency; records reach every worker)")
+	flag.BoolVar(&f.paceAllStreams, "pace-all-streams", false, "every worker of the paced run reads the stream (each record then reaches every worker: 4 copies, which AWS does not make; default: one stream consumer as in AWS, every worker on the work queue)")
 	flag.IntVar(&f.paceLimit, "pace-limit", 22, "the sandbox's rate limit (per second) on the paced account: the declared rate plus the 10% the goal allows")
 	flag.Parse()
 
