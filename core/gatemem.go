@@ -155,13 +155,6 @@ func (m *MemoryGates) TakeProbe(_ context.Context, key string, now, until time.T
 	return true, nil
 }
 
-func (m *MemoryGates) ResetFailures(_ context.Context, key, _ string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.gate(key).st.Breaker.Failures = 0
-	return nil
-}
-
 func (m *MemoryGates) Close(_ context.Context, key string, ev OperatorEvent) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -178,10 +178,6 @@ type GateStore interface {
 	// TakeProbe lets one caller probe an open breaker whose cooldown is over
 	// and whose last probe (if any) has ended; the probe holds until until.
 	TakeProbe(ctx context.Context, key string, now, until time.Time) (bool, error)
-	// ResetFailures ends a failure streak after a success (the breaker is
-	// closed): the count goes back to 0. id is the succeeding intent (its
-	// replica, see StateFor, may have been the one that said a streak runs).
-	ResetFailures(ctx context.Context, key, id string) error
 	// Close resets the failure count and, if the breaker is open, closes it
 	// recording ev; it reports whether this call closed it.
 	Close(ctx context.Context, key string, ev OperatorEvent) (bool, error)
@@ -829,12 +825,6 @@ func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr err
 	case GateSuccess:
 		if !t.probe && !t.state.Breaker.Open && t.state.Breaker.Failures == 0 {
 			return // the common case writes nothing
-		}
-		if !t.probe && !t.state.Breaker.Open {
-			// Only a failure streak to end (the breaker never opened): one
-			// conditional write, not the close transaction.
-			warn("failure reset", g.Store.ResetFailures(ctx, t.key, in.ID))
-			return
 		}
 		ev := OperatorEvent{Kind: EventBreakerClosed, Provider: in.Provider, Account: in.Account, At: now,
 			Detail: fmt.Sprintf("a send to %s account %q succeeded (intent %s); sends resume", in.Provider, in.Account, in.ID)}

@@ -23,16 +23,10 @@ package dynamo
 // 16 replicas: 125 RCU/s each). Every change of the state writes the gate
 // and all replicas in ONE transaction (conditional on the gate), so a pause
 // or an open breaker is seen by the next read of any replica: no worker
-// sends during a pause. These changes are rare (a 429, open, close, a failed
-// probe, an operator's pace): each costs 2 x (Replicas+1) WCU. The more
-// frequent ones are single conditional writes on the gate, copied to the
-// replicas afterwards (Replicas small writes, not one transaction): the
-// half-open probe (the gate's condition alone decides who probes; a replica
-// that does not show the probe yet only costs another worker a refused
-// TakeProbe) and the failure streak. The failure count stays on the gate
-// (written on failures only); a replica holds 0 or 1 (a streak is running,
-// so a success must reset it), and a success that finds the count already
-// reset clears the stale mark on its own replica.
+// sends during a pause. Changes are rare (a 429, the first failure of a
+// streak, open/probe/close, an operator's pace): each costs 2 x (Replicas+1)
+// WCU. The failure count stays on the gate alone (written on failures only);
+// a replica holds 0 or 1 (a streak is running, so a success must reset it).
 
 import (
 	"context"
@@ -363,9 +357,16 @@ func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error)
 	}
 	st := gateState(out.Attributes)
 	if st.Breaker.Failures == 1 {
-		// The first failure of a streak marks the replicas (so a success
-		// knows to end it).
-		if err := g.eachReplica(ctx, key, "SET failures = :one", map[string]types.AttributeValue{":one": avN(1)}); err != nil {
+		// The gate's own write only re-asserts its count, on the condition
+		// that the streak still runs (a success that reset it meanwhile wins:
+		// then the replicas stay unmarked).
+		u := &types.Update{
+			UpdateExpression:          aws.String("SET failures = failures"),
+			ConditionExpression:       aws.String("failures > :zero"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":zero": avN(0)},
+		}
+		rep := &types.Update{UpdateExpression: aws.String("SET failures = :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": avN(1)}}
+		if _, err := g.transact(ctx, g.replicated(key, u, rep)); err != nil {
 			return st, fmt.Errorf("mark failing %s: %w", key, err)
 		}
 	}
@@ -454,22 +455,11 @@ func (g *Gates) TakeProbe(ctx context.Context, key string, now, until time.Time)
 		ExpressionAttributeNames:  map[string]string{"#o": "open"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": avT(until), ":now": avT(now), ":t": &types.AttributeValueMemberBOOL{Value: true}},
 	}
-	_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(g.table), Key: gateKey(key), UpdateExpression: u.UpdateExpression,
-		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-	})
-	if isCCF(err) {
-		return false, nil
-	}
+	ok, err := g.transact(ctx, g.replicated(key, u, nil))
 	if err != nil {
 		return false, fmt.Errorf("take probe %s: %w", key, err)
 	}
-	// The gate decided; the replicas learn it so other workers wait for the
-	// probe instead of each asking for it.
-	if err := g.eachReplica(ctx, key, "SET probeUntil = :u", map[string]types.AttributeValue{":u": avT(until)}); err != nil {
-		return true, fmt.Errorf("take probe %s: copy to replicas: %w", key, err)
-	}
-	return true, nil
+	return ok, nil
 }
 
 // Close closes an open breaker (recording ev in the same transaction), or
@@ -488,61 +478,16 @@ func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (b
 	if ok {
 		return true, nil
 	}
-	// Not open: end a failure streak, if one is running.
-	return false, g.ResetFailures(ctx, key, "")
-}
-
-// ResetFailures sets the gate's failure count to 0 if a streak runs (one
-// conditional write) and then clears the replicas' marks; when the count
-// was already 0 it clears only the mark on id's replica (a stale one: the
-// mark of a streak another success already ended).
-func (g *Gates) ResetFailures(ctx context.Context, key, id string) error {
-	_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(g.table), Key: gateKey(key),
+	// Not open: end a failure streak, if one is running (gate and replicas).
+	reset := &types.Update{
 		UpdateExpression:          aws.String("SET failures = :zero"),
 		ConditionExpression:       aws.String("failures > :zero"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": avN(0)},
-	})
-	vals := map[string]types.AttributeValue{":zero": avN(0)}
-	switch {
-	case isCCF(err):
-		if id == "" {
-			return nil
-		}
-		_, err = g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(g.table), Key: gateReplicaKey(key, shardOf(id, g.replicas())),
-			UpdateExpression: aws.String("SET failures = :zero"), ExpressionAttributeValues: vals,
-		})
-	case err == nil:
-		err = g.eachReplica(ctx, key, "SET failures = :zero", vals)
 	}
-	if err != nil {
-		return fmt.Errorf("reset failures %s: %w", key, err)
+	if _, err := g.transact(ctx, g.replicated(key, reset, nil)); err != nil {
+		return false, fmt.Errorf("reset failures %s: %w", key, err)
 	}
-	return nil
-}
-
-// eachReplica applies one update to every replica, concurrently (not one
-// transaction: used where the gate's own conditional write already decided).
-func (g *Gates) eachReplica(ctx context.Context, key, expr string, vals map[string]types.AttributeValue) error {
-	n := g.replicas()
-	errs := make(chan error, n)
-	for k := 0; k < n; k++ {
-		go func(k int) {
-			_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: aws.String(g.table), Key: gateReplicaKey(key, k),
-				UpdateExpression: aws.String(expr), ExpressionAttributeValues: vals,
-			})
-			errs <- err
-		}(k)
-	}
-	var first error
-	for k := 0; k < n; k++ {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return false, nil
 }
 
 // SetOverride stores or removes the operator's pace.
