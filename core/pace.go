@@ -858,9 +858,7 @@ func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr err
 		}
 		st, err := g.Store.Failure(ctx, t.key)
 		warn("failure", err)
-		// An error with a count (the failure was counted; marking the
-		// replicas failed) still opens the breaker at N.
-		if st.Breaker.Failures == 0 || st.Breaker.Open || st.Breaker.Failures < g.Breaker.Failures {
+		if err != nil || st.Breaker.Open || st.Breaker.Failures < g.Breaker.Failures {
 			return
 		}
 		cool := g.Breaker.CooldownAfter(st.Breaker.Opens + 1)

@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -403,9 +402,8 @@ func (g *Gates) transact(ctx context.Context, items []types.TransactWriteItem) (
 				}
 			}
 		}
-		if conflict && try < 8 {
-			// Back off with jitter: the colliding writers retry too.
-			t := time.NewTimer(time.Duration(10*(try+1))*time.Millisecond + time.Duration(rand.Int64N(int64(20*time.Millisecond))))
+		if conflict && try < 4 {
+			t := time.NewTimer(time.Duration(10*(try+1)) * time.Millisecond)
 			select {
 			case <-ctx.Done():
 				t.Stop()
