@@ -157,15 +157,6 @@ type GateStore interface {
 	CatchUp(ctx context.Context, key string, now, next time.Time) (bool, error)
 	// State reads the key's state, strongly consistent (the zero state for a new key).
 	State(ctx context.Context, key string) (GateState, error)
-	// StateFor is State as an attempt of intent id reads it before a send:
-	// the store may spread these reads (one per attempt, so an unpaced
-	// account's busiest read) over replicas chosen by id. Every change of
-	// the state (pause, open, probe, close, the first failure of a streak,
-	// the operator's pace) writes the gate and all its replicas in one
-	// transaction, so a replica is exactly as current as the gate; only the
-	// failure count is the gate's alone (a replica says 0 or 1: whether a
-	// streak is running).
-	StateFor(ctx context.Context, key, id string) (GateState, error)
 	// Pause holds every send until until (a pause is never shortened) and
 	// moves the next free slot to at least until.
 	Pause(ctx context.Context, key string, until time.Time) error
@@ -505,7 +496,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		// First look at a paced account in this process: learn the operator's
 		// pace before sizing a slot by it (one read per account per process;
 		// an unpaced account's state is read below anyway).
-		st, err := g.Store.StateFor(ctx, key, in.ID)
+		st, err := g.Store.State(ctx, key)
 		if err != nil {
 			return ticket{}, fmt.Errorf("gate %s: %w", key, err)
 		}
@@ -575,7 +566,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		slot, t.state, err = d.reserve(ctx, key, pace, now)
 	default:
 		slot = now
-		t.state, err = g.Store.StateFor(ctx, key, in.ID)
+		t.state, err = g.Store.State(ctx, key)
 		if err == nil && t.state.Override != nil {
 			// Paced only by an operator: take a slot now that we know.
 			pace, paced = t.state.Override.Pace, true
@@ -723,7 +714,7 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 			t.sendAt = now
 		}
 	}
-	st, err := g.Store.StateFor(ctx, t.key, claimed.ID)
+	st, err := g.Store.State(ctx, t.key)
 	if err != nil {
 		// Cannot see the account: do not send blind; release and retry soon.
 		st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}

@@ -4,29 +4,15 @@ package dynamo
 // provider account, shared by every worker.
 //
 //	GATE#<provider>#<account>, GATE          the gate: next free slot, pause, breaker, operator's pace
-//	GATEREP#<k>#<provider>#<account>, GATE   replica k of the gate's state (k < Replicas, default 16)
 //	GATE#<provider>#<account>, EVENT#<time>  an operator event (breaker opened/closed), TTL 90 days
 //
 // A paced attempt costs one UpdateItem (ADD on the slot counter, which
 // returns the whole gate: pause, breaker and the operator's pace come back
-// with it) and, right before its send, one strongly consistent GetItem of
-// its replica; an unpaced attempt only that GetItem. Everything else
-// (pause, failure count, open, probe, close) is written only when it
+// with it); an unpaced attempt one strongly consistent GetItem. Everything
+// else (pause, failure count, open, probe, close) is written only when it
 // happens. The gate item is per account, so its write rate is the account's
 // send rate (plus deferrals): within one partition's 1,000 writes/s for any
 // rate a provider allows one account.
-//
-// Replicas (issue 13): an unpaced account is read by every attempt, so one
-// bot sending 2,000/s would read one item 2,000 times a second (3,000 RCU/s
-// is a partition's limit). Its state is therefore kept on Replicas items as
-// well, each attempt reading the replica of its intent's shard (2,000/s over
-// 16 replicas: 125 RCU/s each). Every change of the state writes the gate
-// and all replicas in ONE transaction (conditional on the gate), so a pause
-// or an open breaker is seen by the next read of any replica: no worker
-// sends during a pause. Changes are rare (a 429, the first failure of a
-// streak, open/probe/close, an operator's pace): each costs 2 x (Replicas+1)
-// WCU. The failure count stays on the gate alone (written on failures only);
-// a replica holds 0 or 1 (a streak is running, so a success must reset it).
 
 import (
 	"context"
@@ -34,7 +20,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -50,8 +35,6 @@ type Gates struct {
 	table string
 	// EventTTL is how long operator events are kept (default 90 days).
 	EventTTL time.Duration
-	// Replicas of each gate's state (default Sharding.Registry, 16).
-	Replicas int
 }
 
 var _ core.GateStore = (*Gates)(nil)
@@ -71,90 +54,6 @@ func GatePK(key string) string { return "GATE#" + key }
 
 func gateKey(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": avS(GatePK(key)), "sk": avS(gateSK)}
-}
-
-// GateReplicaPK is the partition key of replica k of a gate's state.
-func GateReplicaPK(key string, k int) string { return "GATEREP#" + strconv.Itoa(k) + "#" + key }
-
-func gateReplicaKey(key string, k int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": avS(GateReplicaPK(key, k)), "sk": avS(gateSK)}
-}
-
-func (g *Gates) replicas() int {
-	if g.Replicas > 0 {
-		return g.Replicas
-	}
-	return DefaultSharding.Registry
-}
-
-// replicated is the gate update u (its condition guards the whole change)
-// followed by the same change on every replica (rep: its own expression and
-// values; nil: u's without the condition), plus extra items, as one
-// transaction's items.
-func (g *Gates) replicated(key string, u *types.Update, rep *types.Update, extra ...types.TransactWriteItem) []types.TransactWriteItem {
-	u.TableName, u.Key = aws.String(g.table), gateKey(key)
-	items := []types.TransactWriteItem{{Update: u}}
-	if rep == nil {
-		rep = &types.Update{UpdateExpression: u.UpdateExpression, ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues}
-	}
-	for k := 0; k < g.replicas(); k++ {
-		r := *rep
-		r.TableName, r.Key, r.ConditionExpression = aws.String(g.table), gateReplicaKey(key, k), nil
-		if len(r.ExpressionAttributeValues) > 0 {
-			// Values a replica's expression does not use are refused by DynamoDB.
-			r.ExpressionAttributeValues = usedValues(aws.ToString(r.UpdateExpression), r.ExpressionAttributeValues)
-		}
-		if len(r.ExpressionAttributeNames) > 0 {
-			r.ExpressionAttributeNames = usedNames(aws.ToString(r.UpdateExpression), r.ExpressionAttributeNames)
-		}
-		items = append(items, types.TransactWriteItem{Update: &r})
-	}
-	return append(items, extra...)
-}
-
-func usedValues(expr string, vals map[string]types.AttributeValue) map[string]types.AttributeValue {
-	out := map[string]types.AttributeValue{}
-	for k, v := range vals {
-		if containsToken(expr, k) {
-			out[k] = v
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-func usedNames(expr string, names map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range names {
-		if containsToken(expr, k) {
-			out[k] = v
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// containsToken reports whether expr uses the placeholder tok (":u" but not ":until").
-func containsToken(expr, tok string) bool {
-	for i := 0; ; {
-		j := strings.Index(expr[i:], tok)
-		if j < 0 {
-			return false
-		}
-		end := i + j + len(tok)
-		if end == len(expr) || !isNameByte(expr[end]) {
-			return true
-		}
-		i = end
-	}
-}
-
-func isNameByte(b byte) bool {
-	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -310,40 +209,26 @@ func (g *Gates) State(ctx context.Context, key string) (core.GateState, error) {
 	return gateState(out.Item), nil
 }
 
-// StateFor is one strongly consistent GetItem of the replica of id's shard.
-func (g *Gates) StateFor(ctx context.Context, key, id string) (core.GateState, error) {
-	out, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateReplicaKey(key, shardOf(id, g.replicas())), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return core.GateState{}, fmt.Errorf("read gate %s: %w", key, err)
-	}
-	return gateState(out.Item), nil
-}
-
-// Pause raises pausedUntil (never lowers it) on the gate and its replicas
-// in one transaction, then moves the slot counter to at least until, so
-// every slot handed out afterwards is after the pause.
+// Pause raises pausedUntil (never lowers it) and moves the slot counter to
+// at least until, so every slot handed out afterwards is after the pause.
 func (g *Gates) Pause(ctx context.Context, key string, until time.Time) error {
-	u := &types.Update{
-		UpdateExpression:          aws.String("SET pausedUntil = :u"),
-		ConditionExpression:       aws.String("attribute_not_exists(pausedUntil) OR pausedUntil < :u"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": avT(until)},
-	}
-	if _, err := g.transact(ctx, g.replicated(key, u, nil)); err != nil {
-		return fmt.Errorf("pause %s: %w", key, err)
-	}
-	_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(g.table), Key: gateKey(key),
-		UpdateExpression: aws.String("SET tat = :u"), ConditionExpression: aws.String("attribute_not_exists(tat) OR tat < :u"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": avT(until)},
-	})
-	if err != nil && !isCCF(err) {
-		return fmt.Errorf("pause %s: %w", key, err)
+	for _, upd := range []struct{ expr, cond string }{
+		{"SET pausedUntil = :u", "attribute_not_exists(pausedUntil) OR pausedUntil < :u"},
+		{"SET tat = :u", "attribute_not_exists(tat) OR tat < :u"},
+	} {
+		_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(g.table), Key: gateKey(key),
+			UpdateExpression: aws.String(upd.expr), ConditionExpression: aws.String(upd.cond),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":u": avT(until)},
+		})
+		if err != nil && !isCCF(err) {
+			return fmt.Errorf("pause %s: %w", key, err)
+		}
 	}
 	return nil
 }
 
-// Failure adds one to the consecutive failure count; the first failure of
-// a streak also marks the replicas (so a success knows to reset it).
+// Failure adds one to the consecutive failure count.
 func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error) {
 	out, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(g.table), Key: gateKey(key),
@@ -354,22 +239,7 @@ func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error)
 	if err != nil {
 		return core.GateState{}, fmt.Errorf("count failure %s: %w", key, err)
 	}
-	st := gateState(out.Attributes)
-	if st.Breaker.Failures == 1 {
-		// The gate's own write only re-asserts its count, on the condition
-		// that the streak still runs (a success that reset it meanwhile wins:
-		// then the replicas stay unmarked).
-		u := &types.Update{
-			UpdateExpression:          aws.String("SET failures = failures"),
-			ConditionExpression:       aws.String("failures > :zero"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":zero": avN(0)},
-		}
-		rep := &types.Update{UpdateExpression: aws.String("SET failures = :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": avN(1)}}
-		if _, err := g.transact(ctx, g.replicated(key, u, rep)); err != nil {
-			return st, fmt.Errorf("mark failing %s: %w", key, err)
-		}
-	}
-	return st, nil
+	return gateState(out.Attributes), nil
 }
 
 func (g *Gates) eventPut(key string, ev core.OperatorEvent) *types.Put {
@@ -384,51 +254,33 @@ func (g *Gates) eventPut(key string, ev core.OperatorEvent) *types.Put {
 	}
 }
 
-// transact runs items and reports false when the condition of the first
-// failed. A transaction that collided with another on the same items (two
-// workers recording a pause at once) is tried again, a few times.
+// transact runs items and reports false when the condition of the first failed.
 func (g *Gates) transact(ctx context.Context, items []types.TransactWriteItem) (bool, error) {
-	for try := 0; ; try++ {
-		_, err := g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		var tce *types.TransactionCanceledException
-		conflict := false
-		if errors.As(err, &tce) {
-			for _, r := range tce.CancellationReasons {
-				switch aws.ToString(r.Code) {
-				case "ConditionalCheckFailed":
-					return false, nil
-				case "TransactionConflict":
-					conflict = true
-				}
+	_, err := g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return false, nil
 			}
 		}
-		if conflict && try < 4 {
-			t := time.NewTimer(time.Duration(10*(try+1)) * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return false, ctx.Err()
-			case <-t.C:
-			}
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		return true, nil
 	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Open opens a closed breaker and records the event in one transaction; with
 // reopen it extends an open breaker's cooldown after a failed probe.
 func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bool, ev core.OperatorEvent) (bool, error) {
 	vals := map[string]types.AttributeValue{":u": avT(until), ":one": avN(1), ":t": &types.AttributeValueMemberBOOL{Value: true}}
-	upd := &types.Update{ExpressionAttributeValues: vals}
+	upd := &types.Update{TableName: aws.String(g.table), Key: gateKey(key), ExpressionAttributeValues: vals}
 	if reopen {
 		upd.UpdateExpression = aws.String("SET openUntil = :u ADD opens :one REMOVE probeUntil")
 		upd.ConditionExpression = aws.String("#o = :t")
 		upd.ExpressionAttributeNames = map[string]string{"#o": "open"}
-		ok, err := g.transact(ctx, g.replicated(key, upd, nil))
+		ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}})
 		if err != nil {
 			return false, fmt.Errorf("re-open %s: %w", key, err)
 		}
@@ -438,7 +290,7 @@ func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bo
 	upd.UpdateExpression = aws.String("SET #o = :t, openUntil = :u, openedAt = :at ADD opens :one REMOVE probeUntil")
 	upd.ConditionExpression = aws.String("attribute_not_exists(#o) OR #o <> :t")
 	upd.ExpressionAttributeNames = map[string]string{"#o": "open"}
-	ok, err := g.transact(ctx, g.replicated(key, upd, nil, types.TransactWriteItem{Put: g.eventPut(key, ev)}))
+	ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
 	if err != nil {
 		return false, fmt.Errorf("open %s: %w", key, err)
 	}
@@ -447,42 +299,45 @@ func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bo
 
 // TakeProbe lets one caller probe a half-open breaker.
 func (g *Gates) TakeProbe(ctx context.Context, key string, now, until time.Time) (bool, error) {
-	u := &types.Update{
+	_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(g.table), Key: gateKey(key),
 		UpdateExpression:          aws.String("SET probeUntil = :u"),
 		ConditionExpression:       aws.String("#o = :t AND (attribute_not_exists(openUntil) OR openUntil <= :now) AND (attribute_not_exists(probeUntil) OR probeUntil <= :now)"),
 		ExpressionAttributeNames:  map[string]string{"#o": "open"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": avT(until), ":now": avT(now), ":t": &types.AttributeValueMemberBOOL{Value: true}},
+	})
+	if isCCF(err) {
+		return false, nil
 	}
-	ok, err := g.transact(ctx, g.replicated(key, u, nil))
 	if err != nil {
 		return false, fmt.Errorf("take probe %s: %w", key, err)
 	}
-	return ok, nil
+	return true, nil
 }
 
 // Close closes an open breaker (recording ev in the same transaction), or
 // else only resets the failure count.
 func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (bool, error) {
 	upd := &types.Update{
+		TableName: aws.String(g.table), Key: gateKey(key),
 		UpdateExpression:          aws.String("SET #o = :f, failures = :zero, opens = :zero, closedAt = :at REMOVE openUntil, probeUntil"),
 		ConditionExpression:       aws.String("#o = :t"),
 		ExpressionAttributeNames:  map[string]string{"#o": "open"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": &types.AttributeValueMemberBOOL{Value: false}, ":t": &types.AttributeValueMemberBOOL{Value: true}, ":zero": avN(0), ":at": avT(ev.At)},
 	}
-	ok, err := g.transact(ctx, g.replicated(key, upd, nil, types.TransactWriteItem{Put: g.eventPut(key, ev)}))
+	ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
 	if err != nil {
 		return false, fmt.Errorf("close %s: %w", key, err)
 	}
 	if ok {
 		return true, nil
 	}
-	// Not open: end a failure streak, if one is running (gate and replicas).
-	reset := &types.Update{
+	_, err = g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(g.table), Key: gateKey(key),
 		UpdateExpression:          aws.String("SET failures = :zero"),
-		ConditionExpression:       aws.String("failures > :zero"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": avN(0)},
-	}
-	if _, err := g.transact(ctx, g.replicated(key, reset, nil)); err != nil {
+	})
+	if err != nil {
 		return false, fmt.Errorf("reset failures %s: %w", key, err)
 	}
 	return false, nil
@@ -490,7 +345,7 @@ func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (b
 
 // SetOverride stores or removes the operator's pace.
 func (g *Gates) SetOverride(ctx context.Context, key string, o *core.PaceOverride) error {
-	in := &types.Update{}
+	in := &dynamodb.UpdateItemInput{TableName: aws.String(g.table), Key: gateKey(key)}
 	if o == nil {
 		in.UpdateExpression = aws.String("REMOVE paceRate, pacePer, paceBurst, paceReason, paceBy, paceAt")
 	} else {
@@ -500,7 +355,7 @@ func (g *Gates) SetOverride(ctx context.Context, key string, o *core.PaceOverrid
 			":why": avS(o.Reason), ":by": avS(o.By), ":at": avT(o.At),
 		}
 	}
-	if _, err := g.transact(ctx, g.replicated(key, in, nil)); err != nil {
+	if _, err := g.db.UpdateItem(ctx, in); err != nil {
 		return fmt.Errorf("set pace %s: %w", key, err)
 	}
 	return nil

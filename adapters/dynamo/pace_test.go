@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -239,63 +238,6 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		}
 	})
 
-	t.Run("what an attempt reads (StateFor, any intent) follows every change at once", func(t *testing.T) {
-		g, k := newStore(), key(t)
-		ids := make([]string, 40) // enough ids to land on every replica
-		for i := range ids {
-			ids[i] = fmt.Sprintf("it_%02d", i)
-		}
-		every := func(what string, ok func(core.GateState) bool) {
-			t.Helper()
-			for _, id := range ids {
-				st, err := g.StateFor(ctx, k, id)
-				if err != nil || !ok(st) {
-					t.Fatalf("%s: intent %s reads %+v (%v)", what, id, st, err)
-				}
-			}
-		}
-		every("new key", func(st core.GateState) bool {
-			return st.PausedUntil == nil && !st.Breaker.Open && st.Breaker.Failures == 0
-		})
-		if err := g.Pause(ctx, k, now.Add(5*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		every("paused", func(st core.GateState) bool {
-			return st.PausedUntil != nil && st.PausedUntil.Equal(now.Add(5*time.Second))
-		})
-		if _, err := g.Failure(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-		every("a failure streak runs", func(st core.GateState) bool { return st.Breaker.Failures > 0 })
-		if _, err := g.Close(ctx, k, core.OperatorEvent{At: now}); err != nil {
-			t.Fatal(err)
-		}
-		every("streak reset", func(st core.GateState) bool { return st.Breaker.Failures == 0 })
-		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now}); err != nil || !ok {
-			t.Fatalf("open: %v %v", ok, err)
-		}
-		every("open", func(st core.GateState) bool {
-			return st.Breaker.Open && st.Breaker.OpenUntil != nil && st.Breaker.OpenUntil.Equal(now.Add(10*time.Second))
-		})
-		if ok, err := g.TakeProbe(ctx, k, now.Add(10*time.Second), now.Add(15*time.Second)); err != nil || !ok {
-			t.Fatalf("probe: %v %v", ok, err)
-		}
-		every("probe out", func(st core.GateState) bool {
-			return st.Breaker.ProbeUntil != nil && st.Breaker.ProbeUntil.Equal(now.Add(15*time.Second))
-		})
-		if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now.Add(11 * time.Second)}); err != nil || !ok {
-			t.Fatalf("close: %v %v", ok, err)
-		}
-		every("closed", func(st core.GateState) bool {
-			return !st.Breaker.Open && st.Breaker.ProbeUntil == nil && st.Breaker.Failures == 0
-		})
-		o := &core.PaceOverride{Pace: core.Pace{Rate: 3, Per: time.Second, Burst: 1}, Reason: "asked", By: "ann", At: now}
-		if err := g.SetOverride(ctx, k, o); err != nil {
-			t.Fatal(err)
-		}
-		every("override", func(st core.GateState) bool { return st.Override != nil && *st.Override == *o })
-	})
-
 	t.Run("override round-trips and comes back with a reservation", func(t *testing.T) {
 		g, k := newStore(), key(t)
 		o := &core.PaceOverride{Pace: core.Pace{Rate: 3, Per: time.Second, Burst: 2}, Reason: "asked", By: "ann", At: now}
@@ -313,22 +255,4 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatalf("override not removed %+v", st.Override)
 		}
 	})
-}
-
-// An attempt's state read lands on the replica of its intent's shard: the
-// reads of many intents spread over every replica, none on the gate itself.
-func TestGateStateReadsSpreadOverReplicas(t *testing.T) {
-	g := NewGates(nil, "t")
-	seen := map[string]int{}
-	for i := 0; i < 1600; i++ {
-		seen[GateReplicaPK("sandbox#a", shardOf(fmt.Sprintf("it_%d", i), g.replicas()))]++
-	}
-	if len(seen) != DefaultSharding.Registry {
-		t.Fatalf("%d replicas read, want %d", len(seen), DefaultSharding.Registry)
-	}
-	for pk, n := range seen {
-		if n > 2*1600/DefaultSharding.Registry {
-			t.Fatalf("%s read %d of 1600 times", pk, n)
-		}
-	}
 }
