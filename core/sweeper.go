@@ -264,9 +264,7 @@ func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pac
 		msgDelay = pace.next(listed.Bot)
 	}
 	stored, err := d.Store.Update(ctx, listed.ID, func(in *Intent) error {
-		// The clock at the write, not at the start of the run: a long run
-		// (a large backlog) must not re-file entries already due again.
-		plan = PlanRepair(in, later(now, d.Clock.Now()), s.Grace, delay)
+		plan = PlanRepair(in, now, s.Grace, delay)
 		if plan.RecheckAt.IsZero() || plan.ExpireLease {
 			return errNothingToRepair // changed meanwhile; a later pass sees its new state
 		}
@@ -409,12 +407,4 @@ func orInt(v, def int) int {
 		return v
 	}
 	return def
-}
-
-// later is the later of two times.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
