@@ -380,12 +380,9 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 				due := core.ReconcileDue(in, s.Dispatcher.ReconcilePolicy)
 				in.NextAttemptAt = &due
 			}
-			if item, err = dynamo.MarshalIntent(in); err != nil {
-				return rep, err
-			}
 			// History pages the plan's entry moved out are written with the
 			// intent, in one transaction, only if the intent is.
-			written, err := s.Store.PutIntentIfAbsent(ctx, item, in, in.TakeSpill())
+			written, err := s.Store.RestoreIntent(ctx, in, now)
 			if err != nil {
 				return rep, err
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -134,10 +135,22 @@ func (s *Store) HistoryPages(ctx context.Context, id string, from, to int) ([]co
 	}
 }
 
-// PutIntentIfAbsent writes a restored intent item only if the table has no
-// item with its key, together with the history pages its restore plan moved
-// out (all or nothing). written is false when the existing intent was kept.
-func (s *Store) PutIntentIfAbsent(ctx context.Context, item map[string]types.AttributeValue, in *core.Intent, pages []core.HistoryPage) (written bool, err error) {
+// RestoreIntent writes a restored intent only if the table has no item with
+// its key, together with the history pages its restore plan moved out (all
+// or nothing). written is false when the existing intent was kept.
+//
+// Its repair entry is filed afresh at the restorer's clock now
+// (core.NextRepairCheck for a restored intent), never at the due time the
+// snapshot carried: that one is in the past, behind the sweeper's
+// checkpoint, where no sweep would ever read it again — a restored
+// unknown-outcome intent whose reconciliation failed would wait forever.
+func (s *Store) RestoreIntent(ctx context.Context, in *core.Intent, now time.Time) (written bool, err error) {
+	in.RepairAt = core.NextRepairCheck("", in, now, s.repairPolicy())
+	item, err := s.MarshalIntent(in)
+	if err != nil {
+		return false, err
+	}
+	pages := in.TakeSpill()
 	if len(pages) == 0 {
 		return s.PutIfAbsent(ctx, item)
 	}
