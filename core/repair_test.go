@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -232,5 +233,79 @@ func TestClaimBehindBarrierSendsNothing(t *testing.T) {
 				t.Fatalf("after the lift: sends=%d status=%s", r.prov.sends, got.Status)
 			}
 		})
+	}
+}
+
+// racingStore lets another writer (a late stream record's claim) land
+// between the sweeper's read of an intent and its write: the sweeper's
+// conditional write then loses.
+type racingStore struct {
+	*memStore
+	race func(id string) // runs once, between read and write
+}
+
+func (s *racingStore) Update(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error) {
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := mutate(cur); err != nil {
+		return nil, err
+	}
+	if r := s.race; r != nil {
+		s.race = nil
+		r(id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.putIfVersion(cur) {
+		return nil, fmt.Errorf("intent %s: %w", id, ErrConflict)
+	}
+	return cur, nil
+}
+
+// A claim leaves the repair entry where it is. If the sweeper's re-file of
+// that entry loses to the claim and the sweeper still moves its checkpoint
+// past the entry, no sweep reads it again: when the claimer then dies, the
+// intent stays in-flight for good (chaos seeds 3912877662, 3912877698).
+func TestSweeperNeverPassesAnEntryWhoseWriteLostARace(t *testing.T) {
+	r := newRig(Capabilities{})
+	ctx := context.Background()
+	rs := &racingStore{memStore: r.store}
+	r.d.Store = rs
+	in := r.submit(t) // its stream record is lost: nothing claims it
+	r.clock.Advance(5 * time.Minute)
+	rs.race = func(id string) {
+		// The late record's claim, on another worker that then crashes.
+		if _, err := r.store.Update(ctx, id, func(c *Intent) error {
+			now := r.clock.Now()
+			c.Status, c.AttemptCount, c.UpdatedAt = StatusInFlight, 1, now
+			c.Lease = &Lease{Owner: "w2", Since: now, Until: now.Add(r.d.Lease)}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Sweeper{D: r.d, Index: rs, Batch: &batchRec{}, Grace: 30 * time.Second}
+	rep, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Raced != 1 || rep.PendingKicked != 0 {
+		t.Fatalf("first run: %+v, want the one entry raced and nothing sent", rep)
+	}
+	r.clock.Advance(r.d.Lease + time.Minute)
+	if _, err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.store.Get(ctx, in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status == StatusInFlight {
+		t.Fatalf("the dead claimer's intent is still in-flight after its lease ran out: the sweeper passed its entry")
+	}
+	if n := len(got.Attempts); n != 1 || got.Attempts[0].Result != ResultLeaseExpired {
+		t.Fatalf("attempts %+v, want the lease-expired evidence", got.Attempts)
 	}
 }

@@ -84,6 +84,7 @@ type SweepReport struct {
 	HumanExact    bool `json:"needingHumanExact"`
 	EventsRedrive int  `json:"operatorEventsRedriven"`
 	Errors        int  `json:"errors"`
+	Raced         int  `json:"raced"`      // entries whose write lost a race: read again next run
 	Incomplete    bool `json:"incomplete"` // the budget ran out before every shard was read
 }
 
@@ -185,6 +186,7 @@ func (r *SweepReport) add(o SweepReport) {
 	r.RetriesQueued += o.RetriesQueued
 	r.Reconciles += o.Reconciles
 	r.Errors += o.Errors
+	r.Raced += o.Raced
 }
 
 // sweepPage reads one page of a shard, re-files or expires what it must and
@@ -198,10 +200,18 @@ func (s *Sweeper) sweepPage(ctx context.Context, shard int, upTo, settled, now t
 	}
 	rep.Read = len(due)
 	var work []repairWork
-	done, recent := "", false
+	done, recent, raced := "", false, false
 	var firstErr error
 	for i, listed := range due {
 		w, expired, refiled, err := s.repair(ctx, listed, now, pace)
+		if errors.Is(err, errRepairRaced) {
+			// Another writer changed the intent between the read and the
+			// write, and most writes leave the entry where it is: the
+			// checkpoint must not pass it, or nothing would read it again.
+			rep.Raced++
+			raced = true
+			continue
+		}
 		if err != nil {
 			rep.Errors++
 			firstErr = err
@@ -224,6 +234,9 @@ func (s *Sweeper) sweepPage(ctx context.Context, shard int, upTo, settled, now t
 				rep.Reconciles++
 			}
 		}
+		if raced {
+			continue // the checkpoint stops before the raced entry
+		}
 		if !listed.RepairAt.After(settled) {
 			done = pos[i]
 		} else {
@@ -236,11 +249,18 @@ func (s *Sweeper) sweepPage(ctx context.Context, shard int, upTo, settled, now t
 		}
 	}
 	// A page that reached the recent entries ends the shard's run (they
-	// are read again next run, once settled).
-	return work, rep, firstErr == nil && len(due) == limit && !recent, firstErr
+	// are read again next run, once settled); so does a raced entry (the
+	// next page would start before it again).
+	return work, rep, firstErr == nil && len(due) == limit && !recent && !raced, firstErr
 }
 
-var errNothingToRepair = errors.New("nothing to repair")
+var (
+	errNothingToRepair = errors.New("nothing to repair")
+	// errRepairRaced: the sweeper's write of an entry lost a race with
+	// another writer (the intent moved on, or its lease was renewed or ran
+	// out meanwhile); its entry must be read again.
+	errRepairRaced = errors.New("repair raced another writer")
+)
 
 // repair handles one due intent: it re-files it (or expires its lease) in
 // one conditional write, deciding on the stored state, and returns the
@@ -257,6 +277,9 @@ func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pac
 	}
 	if plan.ExpireLease {
 		expired, err := s.expireLease(ctx, listed, now, delay)
+		if err == nil && !expired {
+			err = errRepairRaced
+		}
 		return nil, expired, false, err
 	}
 	var msgDelay time.Duration
@@ -265,16 +288,22 @@ func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pac
 	}
 	stored, err := d.Store.Update(ctx, listed.ID, func(in *Intent) error {
 		plan = PlanRepair(in, now, s.Grace, delay)
-		if plan.RecheckAt.IsZero() || plan.ExpireLease {
-			return errNothingToRepair // changed meanwhile; a later pass sees its new state
+		if plan.RecheckAt.IsZero() {
+			return errNothingToRepair // finished or handed to a human meanwhile: a dead entry
+		}
+		if plan.ExpireLease {
+			return errRepairRaced // claimed meanwhile and its lease ran out: the next run expires it
 		}
 		// A message handed out later (per-bot pacing) must not be chased by
 		// the sweeper before it can have been delivered.
 		in.RepairAt = plan.RecheckAt.Add(msgDelay)
 		return nil
 	})
-	if errors.Is(err, errNothingToRepair) || errors.Is(err, ErrConflict) {
+	if errors.Is(err, errNothingToRepair) {
 		return nil, false, false, nil
+	}
+	if errors.Is(err, ErrConflict) {
+		return nil, false, false, errRepairRaced
 	}
 	if err != nil {
 		return nil, false, false, fmt.Errorf("re-file %s: %w", listed.ID, err)
