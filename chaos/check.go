@@ -180,7 +180,7 @@ func (w *World) check(ctx context.Context) {
 		}
 		// (b) none stuck.
 		if !in.Status.Terminal() && in.Status != core.StatusNeedsHuman {
-			w.problem("stuck", s.ID, "intent %d is still %s after drain (%s)", s.N, in.Status, in.StatusReason)
+			w.problem("stuck", s.ID, "intent %d is still %s after drain (%s) %s", s.N, in.Status, in.StatusReason, w.repairState(ctx, in))
 		}
 		effects, err := w.effects(s.ID)
 		if err != nil {
@@ -359,4 +359,19 @@ func (w *World) report(ctx context.Context, plan []Step) string {
 	}
 	_ = plan
 	return b.String()
+}
+
+// repairState says where a stuck intent's repair entry stands against the
+// sweeper's checkpoint on its shard (an entry behind it is never read
+// again) and its lease, on the schedule's clock.
+func (w *World) repairState(ctx context.Context, in *core.Intent) string {
+	cp, err := w.env.checkpoint(ctx, w.slot.table, in.ID)
+	if err != nil {
+		cp = "error: " + err.Error()
+	}
+	lease := "none"
+	if in.Lease != nil {
+		lease = in.Lease.Owner + " until " + in.Lease.Until.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("[repairAt=%s checkpoint=%q lease=%s clock=%s version=%d]", in.RepairAt.Format(time.RFC3339Nano), cp, lease, w.clock.Now().Format(time.RFC3339Nano), in.Version)
 }

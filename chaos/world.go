@@ -163,6 +163,12 @@ func BotOf(seed uint64) string { return fmt.Sprintf("chaos-bot-%d", seed) }
 
 func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*IntentSpec, rc Config) (*World, error) {
 	workers, verbose := rc.Workers, rc.Verbose
+	// The previous schedule on this table ran its clock ahead (its drain
+	// alone up to an hour); this one starts at real time again, so the
+	// sweeper's checkpoints it left would hide this schedule's entries.
+	if err := e.dropCheckpoints(ctx, sl.table); err != nil {
+		return nil, err
+	}
 	w := &World{
 		env: e, slot: sl, Seed: seed,
 		rng:       rand.New(rand.NewPCG(seed, 0x5eed)),

@@ -241,13 +241,18 @@ func TestClaimBehindBarrierSendsNothing(t *testing.T) {
 // conditional write then loses.
 type racingStore struct {
 	*memStore
-	race func(id string) // runs once, between read and write
+	race   func(id string) // runs once, between read and write
+	before func()          // runs once, before the writer decides
 }
 
 func (s *racingStore) Update(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error) {
 	cur, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if b := s.before; b != nil {
+		s.before = nil
+		b()
 	}
 	if err := mutate(cur); err != nil {
 		return nil, err
@@ -307,5 +312,35 @@ func TestSweeperNeverPassesAnEntryWhoseWriteLostARace(t *testing.T) {
 	}
 	if n := len(got.Attempts); n != 1 || got.Attempts[0].Result != ResultLeaseExpired {
 		t.Fatalf("attempts %+v, want the lease-expired evidence", got.Attempts)
+	}
+}
+
+// Every entry the sweeper files must be due after the clock of its write:
+// a sweeper that started meanwhile moves the checkpoint up to its own clock
+// (less Skew), and an entry filed behind that is never read again. A run
+// that takes long (a large backlog) must not file entries at its start's
+// clock.
+func TestSweeperFilesEntriesAfterTheClockOfItsWrite(t *testing.T) {
+	r := newRig(Capabilities{})
+	ctx := context.Background()
+	rs := &racingStore{memStore: r.store}
+	r.d.Store = rs
+	in := r.submit(t) // its stream record is lost
+	r.clock.Advance(5 * time.Minute)
+	var writeClock time.Time
+	rs.before = func() {
+		r.clock.Advance(10 * time.Minute) // the run is slow; other sweepers have moved on
+		writeClock = r.clock.Now()
+	}
+	s := &Sweeper{D: r.d, Index: rs, Batch: &batchRec{}, Grace: 30 * time.Second}
+	if _, err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.store.Get(ctx, in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.RepairAt.After(writeClock.Add(-5 * time.Second)) {
+		t.Fatalf("entry re-filed at %v, behind the clock of its write %v less Skew", got.RepairAt, writeClock)
 	}
 }

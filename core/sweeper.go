@@ -287,7 +287,13 @@ func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pac
 		msgDelay = pace.next(listed.Bot)
 	}
 	stored, err := d.Store.Update(ctx, listed.ID, func(in *Intent) error {
-		plan = PlanRepair(in, now, s.Grace, delay)
+		// Decided on the clock at the write, not at the start of the run:
+		// every entry the sweeper files must be due after the clock of its
+		// write, or a sweeper that started since (and moved the checkpoint
+		// up to its own clock less Skew) has already passed it, and no
+		// sweep would read it again. It also keeps a long run over a large
+		// backlog from re-filing entries already due again.
+		plan = PlanRepair(in, later(now, d.Clock.Now()), s.Grace, delay)
 		if plan.RecheckAt.IsZero() {
 			return errNothingToRepair // finished or handed to a human meanwhile: a dead entry
 		}
@@ -383,6 +389,7 @@ func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time
 	caps := d.Capabilities(ctx, listed)
 	var o outcome
 	stored, err := d.Store.Update(ctx, listed.ID, func(in *Intent) error {
+		now := later(now, d.Clock.Now()) // the entry moves ahead of the write's clock (see repair)
 		if in.Status != StatusInFlight || (in.Lease != nil && now.Before(in.Lease.Until)) {
 			return ErrNotClaimable
 		}
@@ -436,4 +443,12 @@ func orInt(v, def int) int {
 		return v
 	}
 	return def
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -114,6 +114,33 @@ func attrS(item map[string]types.AttributeValue, k string) string {
 	return ""
 }
 
+// RepairCheckpoint reads the sweeper's checkpoint on the repair shard of
+// intent id (the index key of the last entry it passed; "" before the first
+// pass): an entry filed before it is never read again. For diagnosis.
+func (s *Store) RepairCheckpoint(ctx context.Context, id string) (string, error) {
+	shard := shardOf(id, s.RepairShards())
+	cp, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: sweepKey(shard), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("read checkpoint of repair shard %d: %w", shard, err)
+	}
+	return attrS(cp.Item, "wmsk"), nil
+}
+
+// DropRepairCheckpoints deletes every shard's checkpoint, so the next sweep
+// reads each shard from its start. Only for a table reused under a clock
+// that starts again earlier (the chaos suite's schedules each start a fake
+// clock at real time, while the previous schedule on the table ran its own
+// up to an hour ahead): a checkpoint ahead of the clock hides every entry
+// filed before it.
+func (s *Store) DropRepairCheckpoints(ctx context.Context) error {
+	for shard := 0; shard < s.RepairShards(); shard++ {
+		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: sweepKey(shard)}); err != nil {
+			return fmt.Errorf("drop checkpoint of repair shard %d: %w", shard, err)
+		}
+	}
+	return nil
+}
+
 // AdvanceRepairs moves a shard's checkpoint forward (a conditional update:
 // never backwards, so concurrent sweepers cannot undo each other).
 func (s *Store) AdvanceRepairs(ctx context.Context, shard int, pos string) error {
