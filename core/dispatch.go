@@ -115,7 +115,7 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 // attempt is Attempt holding a pace slot reserved earlier (resv, or nil),
 // given the intent when the caller just read it (pre, or nil).
 func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time.Time, pre *Intent) error {
-	gate, err := d.admit(ctx, id, resv, pre)
+	gate, err := d.admit(ctx, id, trigger, resv, pre)
 	if err != nil || !gate.send {
 		return err // deferred by the account gate (pace, pause, breaker): nothing sent
 	}

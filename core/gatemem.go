@@ -19,6 +19,7 @@ type memGate struct {
 	tat    time.Time
 	st     GateState
 	events []OperatorEvent
+	claims map[string]time.Time // ReserveOnce: claim -> until
 }
 
 var _ GateStore = (*MemoryGates)(nil)
@@ -56,6 +57,28 @@ func (m *MemoryGates) Reserve(_ context.Context, key string, interval time.Durat
 	}
 	g.tat = slot.Add(interval)
 	return slot, copyState(g.st), nil
+}
+
+func (m *MemoryGates) ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (time.Time, GateState, bool, error) {
+	m.mu.Lock()
+	g := m.gate(key)
+	if exp, ok := g.claims[claim]; ok && exp.After(now) {
+		st := copyState(g.st)
+		m.mu.Unlock()
+		return time.Time{}, st, true, nil
+	}
+	if g.claims == nil {
+		g.claims = map[string]time.Time{}
+	}
+	for c, exp := range g.claims {
+		if !exp.After(now) {
+			delete(g.claims, c)
+		}
+	}
+	g.claims[claim] = until
+	m.mu.Unlock()
+	slot, st, err := m.Reserve(ctx, key, interval)
+	return slot, st, false, err
 }
 
 func (m *MemoryGates) CatchUp(_ context.Context, key string, now, next time.Time) (bool, error) {

@@ -147,6 +147,11 @@ type GateStore interface {
 	// slot this caller got (the value before; the zero time for a new key)
 	// and the key's state after the write. One atomic write.
 	Reserve(ctx context.Context, key string, interval time.Duration) (time.Time, GateState, error)
+	// ReserveOnce is Reserve for a trigger that may arrive more than once
+	// (a stream record fanned out by several consumers, a sweeper's kick):
+	// the same claim (ClaimToken) reserves at most one slot until until;
+	// a repeat reserves nothing and reports dup. Still one atomic write.
+	ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (slot time.Time, st GateState, dup bool, err error)
 	// CatchUp moves a next free slot that lags (at or before now) to next;
 	// false when another worker moved it first.
 	CatchUp(ctx context.Context, key string, now, next time.Time) (bool, error)
@@ -255,6 +260,29 @@ func Admit(slot time.Time, tolerance time.Duration, st GateState, mayHaveTakenEf
 	}
 	return Verdict{Kind: VerdictDefer, At: sendAt, KeepSlot: true, Reason: "over pace; deferred to its slot"}
 }
+
+// DuplicateProneTrigger reports whether an attempt's trigger may arrive
+// more than once for the same attempt: the stream's dispatch (every record
+// is delivered at least once, and each stream consumer fans it out) and the
+// sweeper's kick of a pending intent. Such an attempt reserves its pace slot
+// with ReserveOnce, so its duplicates hold no slot of their own (a wasted
+// slot is a send the account never makes). Pure.
+func DuplicateProneTrigger(trigger string) bool {
+	switch trigger {
+	case "stream", "sweeper", OpDispatch:
+		return true
+	}
+	return false
+}
+
+// ClaimToken names one attempt of an intent for ReserveOnce.
+func ClaimToken(id string, attempt int) string { return fmt.Sprintf("%s#%d", id, attempt) }
+
+// ReserveOnceWindow is how long a duplicate-prone trigger's claim on a slot
+// turns its repeats away. Fanned-out duplicates arrive within seconds; a
+// later repeat (e.g. a sweeper's kick after a worker crashed between its
+// reservation and its deferral message) reserves afresh.
+const ReserveOnceWindow = 30 * time.Second
 
 // CatchUpNeeded reports whether a reserved slot lags so far behind now that
 // using it would let a burst through: the counter sat idle, and must first
@@ -399,6 +427,7 @@ func (g *Gate) PaceFor(provider, account string, st *GateState) (Pace, bool) {
 type ticket struct {
 	send   bool
 	sendAt time.Time // a slot to wait for right before the send (zero: none)
+	pace   Pace      // the pace the slot belongs to (zero: unpaced)
 	gated  bool      // the gate was consulted: report the result
 	probe  bool
 	key    string
@@ -409,7 +438,7 @@ type ticket struct {
 // send=false when the attempt was deferred (re-queued) and must stop here.
 // Intents that are not claimable now (or are past their deadline) pass
 // without the gate: the claim turns them away (or expires them) with no send.
-func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time, in *Intent) (ticket, error) {
+func (d *Dispatcher) admit(ctx context.Context, id, trigger string, resv *time.Time, in *Intent) (ticket, error) {
 	g := d.Gate
 	if g == nil {
 		return ticket{send: true}, nil
@@ -456,6 +485,17 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time, in *
 	case resv != nil && paced && ReservationUsable(*resv, pace, now):
 		// The account's state is read right before the send (hold).
 		slot = *resv
+	case paced && resv == nil && DuplicateProneTrigger(trigger):
+		var dup bool
+		slot, t.state, dup, err = d.reserveOnce(ctx, key, pace, ClaimToken(in.ID, in.AttemptCount), now)
+		if err == nil && dup {
+			// A duplicate of a trigger that already holds a slot (or is being
+			// sent): that one carries the attempt; this one holds nothing.
+			log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
+			log.DebugContext(ctx, "duplicate trigger; the first one holds the slot", "trigger", trigger)
+			d.metrics().Count("GateDuplicateTrigger", 1)
+			return t, nil
+		}
 	case paced:
 		slot, t.state, err = d.reserve(ctx, key, pace, now)
 	default:
@@ -497,6 +537,9 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time, in *
 		// A short wait for the slot, in-process, made right before the send
 		// (hold), so the claim and the checks do not blur the spacing.
 		t.send, t.sendAt = true, v.At
+		if paced {
+			t.pace = pace
+		}
 		return t, nil
 	}
 	if v.Kind == VerdictProbe {
@@ -543,42 +586,52 @@ func (d *Dispatcher) admit(ctx context.Context, id string, resv *time.Time, in *
 // wins. Then the claim ends with an attempt recorded as "deferred" (nothing
 // sent; the intent goes to retryable-failure, due when the gate says) and
 // is re-queued. This is the only deferral that counts an attempt: the race
-// of a pause or an open breaker with an attempt already claimed. It reports
-// whether the send must not happen.
+// of a pause or an open breaker with an attempt already claimed. A paced
+// attempt that reaches its slot too late (SendTooLate: a slow claim, queue
+// or machine) does not send late, which would crowd the slots after
+// it and take the account over its pace: it takes a fresh slot (one more
+// write) and waits for that; if the next free slot is beyond MaxHold it is
+// released like a paused one. It reports whether the send must not happen.
 func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int) (bool, error) {
 	g := d.Gate
 	if g == nil || t.sendAt.IsZero() {
 		return false, nil
 	}
-	if err := g.sleep(ctx, t.sendAt.Sub(d.Clock.Now())); err != nil {
-		return true, err // the lease expires; the sweeper takes it (nothing was sent)
-	}
-	now := d.Clock.Now()
-	if pace, paced := g.paceFor(claimed.Provider, claimed.Account, t.key); paced && SendTooLate(t.sendAt, pace, now) {
-		// The claim and the checks outlasted the lead: sent now, this attempt
-		// would crowd the slots reserved after its own (several late workers
-		// would send at once). It takes a fresh slot instead: one more small
-		// write, only when late.
-		slot, _, err := d.reserve(ctx, t.key, pace, now)
+	var v Verdict
+	var now time.Time
+	for late := 0; ; late++ {
+		if err := g.sleep(ctx, t.sendAt.Sub(d.Clock.Now())); err != nil {
+			return true, err // the lease expires; the sweeper takes it (nothing was sent)
+		}
+		now = d.Clock.Now()
+		st, err := g.Store.State(ctx, t.key)
 		if err != nil {
-			slot = now.Add(time.Second) // cannot take a slot: do not send blind
+			// Cannot see the account: do not send blind; release and retry soon.
+			st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}
 		}
-		t.sendAt = slot
-		if wait := slot.Sub(now); wait <= g.maxHold() {
-			if err := g.sleep(ctx, wait); err != nil {
-				return true, err
-			}
-			now = d.Clock.Now()
+		t.state = st
+		v = Admit(t.sendAt, 0, st, false, now, g.Breaker, g.maxHold())
+		if v.Kind != VerdictSend || t.pace.Rate == 0 || !SendTooLate(t.sendAt, t.pace, now) {
+			break
 		}
+		// Late for its slot (the claim, the checks, the queue or the machine
+		// were slow): sent now, it would crowd the slots after it and the
+		// account would go over its pace. Take a fresh slot (one more write,
+		// only for a late attempt) and wait for it; the checks are done.
 		d.metrics().Count("GateLateSlotRetaken", 1)
+		slot, st2, err := d.reserve(ctx, t.key, t.pace, now)
+		if err != nil {
+			slot = now.Add(time.Second) // cannot take a slot: release, retry soon
+		}
+		if late == 2 || slot.After(now.Add(g.maxHold())) {
+			v = Verdict{Kind: VerdictDefer, At: slot, Reason: "late for its pace slot; the next free one is too far to wait for"}
+			break
+		}
+		t.sendAt, t.state = slot, st2
+		if t.sendAt.Before(now) {
+			t.sendAt = now
+		}
 	}
-	st, err := g.Store.State(ctx, t.key)
-	if err != nil {
-		// Cannot see the account: do not send blind; release and retry soon.
-		st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}
-	}
-	t.state = st
-	v := Admit(t.sendAt, 0, st, false, now, g.Breaker, g.maxHold())
 	if v.Kind == VerdictProbe {
 		ok, err := g.Store.TakeProbe(ctx, t.key, now, now.Add(g.Breaker.ProbeLease))
 		if err == nil && ok {
@@ -642,6 +695,18 @@ func (d *Dispatcher) reserve(ctx context.Context, key string, p Pace, now time.T
 			return now, st, nil
 		}
 	}
+}
+
+// reserveOnce is reserve for a duplicate-prone trigger: the first reservation
+// of the claim goes through ReserveOnce; a lagging counter is caught up and
+// the slot then taken with a plain Reserve (the claim is already recorded).
+func (d *Dispatcher) reserveOnce(ctx context.Context, key string, p Pace, claim string, now time.Time) (time.Time, GateState, bool, error) {
+	slot, st, dup, err := d.Gate.Store.ReserveOnce(ctx, key, p.Interval(), claim, now, now.Add(ReserveOnceWindow))
+	if err != nil || dup || !CatchUpNeeded(slot, p, now) {
+		return slot, st, dup, err
+	}
+	slot, st, err = d.reserve(ctx, key, p, now)
+	return slot, st, false, err
 }
 
 // sent tells the gate how a send went: a 429 pauses the account for every

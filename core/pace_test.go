@@ -466,3 +466,92 @@ func TestLateHoldTakesAFreshSlotInsteadOfCrowdingTheNextOnes(t *testing.T) {
 		t.Fatalf("late send at %v left the next free slot at %v: the next attempt would go out within one interval of it", sentAt.Sub(t0), next.Sub(t0))
 	}
 }
+
+func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
+	r, _, _ := gateRig(&Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
+	ctx := context.Background()
+	a, b, c := r.submitKey(t, "k1"), r.submitKey(t, "k2"), r.submitKey(t, "k3")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	// b's stream record reaches three consumers and a sweeper kicks it too.
+	for _, trig := range []string{"stream", "stream", "sweeper", "stream"} {
+		if err := r.d.HandleRetry(ctx, RetryMessage{IntentID: b.ID, Op: OpDispatch, Trigger: trig}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.d.Attempt(ctx, c.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	msgs := r.queue.take()
+	if len(msgs) != 2 {
+		t.Fatalf("queued %d deferrals, want 2 (b once, c once): %+v", len(msgs), msgs)
+	}
+	slots := map[string]time.Time{}
+	for _, m := range msgs {
+		if m.msg.SlotAt == nil {
+			t.Fatalf("deferral without a slot: %+v", m.msg)
+		}
+		slots[m.msg.IntentID] = *m.msg.SlotAt
+	}
+	// c's slot follows b's directly: b's duplicates took none.
+	if !slots[b.ID].Equal(t0.Add(10*time.Second)) || !slots[c.ID].Equal(t0.Add(20*time.Second)) {
+		t.Fatalf("slots b %v c %v, want +10s and +20s", slots[b.ID].Sub(t0), slots[c.ID].Sub(t0))
+	}
+	r.queue.msgs = append(r.queue.msgs, msgs...)
+	r.drain(t)
+	if r.prov.sends != 3 {
+		t.Fatalf("sends %d, want 3", r.prov.sends)
+	}
+}
+
+func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
+	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1}) // a slot every 500ms
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	r.d.Gate.MaxHold = 3 * time.Second
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // sends at t0
+		t.Fatal(err)
+	}
+	var sendTimes []time.Time
+	first := true
+	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+		if first {
+			// While b waits for its slot (+500ms), two other workers take
+			// +1s and +1.5s, and b's worker is slow: it wakes at +1.2s.
+			first = false
+			for i := 0; i < 2; i++ {
+				if _, _, err := gates.Reserve(ctx, key, 500*time.Millisecond); err != nil {
+					return err
+				}
+			}
+			r.clock.Advance(d + 700*time.Millisecond)
+			return nil
+		}
+		r.clock.Advance(d)
+		return nil
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	sendTimes = append(sendTimes, r.clock.Now())
+	if r.prov.sends != 2 {
+		t.Fatalf("sends %d, want 2", r.prov.sends)
+	}
+	// Not at +1.2s (between the others' slots): at the next free slot, +2s.
+	if !sendTimes[0].Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("b sent at +%v, want +2s", sendTimes[0].Sub(t0))
+	}
+	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
+		t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
+	}
+}
+
+func TestDuplicateProneTrigger(t *testing.T) {
+	for trig, want := range map[string]bool{"stream": true, "sweeper": true, OpDispatch: true, "paced": false, "retry": false, "reconcile": false} {
+		if got := DuplicateProneTrigger(trig); got != want {
+			t.Fatalf("DuplicateProneTrigger(%q) = %v, want %v", trig, got, want)
+		}
+	}
+}

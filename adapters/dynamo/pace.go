@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -136,6 +137,49 @@ func (g *Gates) Reserve(ctx context.Context, key string, interval time.Duration)
 	}
 	tat, _ := numAttr(out.Attributes, "tat")
 	return time.Unix(0, tat-int64(interval)).UTC(), gateState(out.Attributes), nil
+}
+
+// claimRing is how many claims ReserveOnce remembers on the gate item: a
+// claim lives in entry hash(claim) mod claimRing (its 32-bit hash and its
+// expiry, a few bytes each, so the gate item stays well under 1 KB and every
+// write one WCU). Another claim hashing to the same entry overwrites it;
+// then a late duplicate reserves a slot of its own (wasted, never an extra
+// send: the claim on the intent decides who sends).
+const claimRing = 32
+
+func claimEntry(claim string) (int, int64) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(claim))
+	v := h.Sum32()
+	return int(v % claimRing), int64(v)
+}
+
+// ReserveOnce is Reserve recording the claim in the same UpdateItem, on the
+// condition that the claim's entry does not hold it unexpired.
+func (g *Gates) ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (time.Time, core.GateState, bool, error) {
+	i, h := claimEntry(claim)
+	out, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(g.table),
+		Key:                      gateKey(key),
+		UpdateExpression:         aws.String("SET #c = :h, #x = :u ADD tat :i"),
+		ConditionExpression:      aws.String("NOT (#c = :h AND #x > :now)"),
+		ExpressionAttributeNames: map[string]string{"#c": fmt.Sprintf("c%02d", i), "#x": fmt.Sprintf("x%02d", i)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":i": avN(int64(interval)), ":h": avN(h), ":u": avN(until.UnixMilli()), ":now": avN(now.UnixMilli()),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if isCCF(err) {
+		var ccf *types.ConditionalCheckFailedException
+		errors.As(err, &ccf)
+		return time.Time{}, gateState(ccf.Item), true, nil
+	}
+	if err != nil {
+		return time.Time{}, core.GateState{}, false, fmt.Errorf("reserve %s: %w", key, err)
+	}
+	tat, _ := numAttr(out.Attributes, "tat")
+	return time.Unix(0, tat-int64(interval)).UTC(), gateState(out.Attributes), false, nil
 }
 
 // CatchUp sets the slot counter to next if it is still at or before now.

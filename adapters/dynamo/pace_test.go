@@ -104,6 +104,51 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		}
 	})
 
+	t.Run("reserve-once: a repeated claim holds no second slot until its window ends", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		if _, err := g.CatchUp(ctx, k, now, now); err != nil {
+			t.Fatal(err)
+		}
+		until := now.Add(30 * time.Second)
+		slot, _, dup, err := g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#0", now, until)
+		if err != nil || dup || !slot.Equal(now) {
+			t.Fatalf("first claim: slot %v dup %v (%v)", slot, dup, err)
+		}
+		// Its duplicates, concurrently: none reserves.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		dups := 0
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _, dup, err := g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#0", now.Add(time.Second), until)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				if dup {
+					dups++
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if dups != 4 {
+			t.Fatalf("%d of 4 repeats turned away", dups)
+		}
+		// Another claim (another intent, or the next attempt) gets the next slot.
+		slot, _, dup, err = g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#1", now, until)
+		if err != nil || dup || !slot.Equal(now.Add(50*time.Millisecond)) {
+			t.Fatalf("next attempt: slot %v dup %v (%v)", slot, dup, err)
+		}
+		// After the window the same claim reserves again (a crashed holder is repaired).
+		slot, _, dup, err = g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#0", until, until.Add(30*time.Second))
+		if err != nil || dup || !slot.Equal(now.Add(100*time.Millisecond)) {
+			t.Fatalf("after the window: slot %v dup %v (%v)", slot, dup, err)
+		}
+	})
+
 	t.Run("pause is never shortened and pushes the slots past it", func(t *testing.T) {
 		g, k := newStore(), key(t)
 		_, _ = g.CatchUp(ctx, k, now, now)
