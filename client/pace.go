@@ -49,6 +49,7 @@ type AccountPacing struct {
 	Declared    *Pace           `json:"declared,omitempty"`
 	Override    *PaceOverride   `json:"override,omitempty"`
 	Effective   *Pace           `json:"effective,omitempty"`
+	TargetPace  *Pace           `json:"targetPace,omitempty"` // each target's (channel, chat) own pace
 	PausedUntil *time.Time      `json:"pausedUntil,omitempty"`
 	Breaker     Breaker         `json:"breaker"`
 	Events      []OperatorEvent `json:"events"`

@@ -109,12 +109,12 @@ var errDeadlinePassed = errors.New("deadline passed before the attempt")
 // records its outcome. A lost claim (duplicate record, stale message, another
 // worker) returns nil: there is nothing to do.
 func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
-	return d.attempt(ctx, id, trigger, nil, nil)
+	return d.attempt(ctx, id, trigger, slots{}, nil)
 }
 
 // attempt is Attempt holding a pace slot reserved earlier (resv, or nil),
 // given the intent when the caller just read it (pre, or nil).
-func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv *time.Time, pre *Intent) error {
+func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots, pre *Intent) error {
 	gate, err := d.admit(ctx, id, trigger, resv, pre)
 	if err != nil || !gate.send {
 		return err // deferred by the account gate (pace, pause, breaker): nothing sent

@@ -358,7 +358,25 @@ type Gate struct {
 	// DefaultRetryAfter pauses the account after a 429 without Retry-After (default 1 s).
 	DefaultRetryAfter time.Duration
 
+	// DeclaredTarget returns the pace of each target (channel, chat) of an
+	// account, where the provider limits per target (e.g. Slack: 1/s per
+	// channel); false: targets have no pace of their own.
+	DeclaredTarget func(provider, account string) (Pace, bool)
+
 	overrides sync.Map // gate key -> *PaceOverride last seen (nil: none)
+}
+
+// targetPace is the pace of each target of the account, if it has one.
+func (g *Gate) targetPace(provider, account string) (Pace, bool) {
+	if g.DeclaredTarget == nil {
+		return Pace{}, false
+	}
+	return g.DeclaredTarget(provider, account)
+}
+
+// TargetGateKey names the slot counter of one target of a provider account.
+func TargetGateKey(provider, account, target string) string {
+	return GateKey(provider, account) + "#T#" + target
 }
 
 // paceFor is PaceFor with the operator's override this worker last saw for key.
@@ -428,6 +446,10 @@ type ticket struct {
 	send   bool
 	sendAt time.Time // a slot to wait for right before the send (zero: none)
 	pace   Pace      // the pace the slot belongs to (zero: unpaced)
+	slot   time.Time // the account's pace slot (zero: unpaced)
+	tkey   string    // the target's gate (empty: the target has no pace of its own)
+	tpace  Pace
+	tslot  time.Time // the target's pace slot
 	gated  bool      // the gate was consulted: report the result
 	probe  bool
 	key    string
@@ -438,7 +460,8 @@ type ticket struct {
 // send=false when the attempt was deferred (re-queued) and must stop here.
 // Intents that are not claimable now (or are past their deadline) pass
 // without the gate: the claim turns them away (or expires them) with no send.
-func (d *Dispatcher) admit(ctx context.Context, id, trigger string, resv *time.Time, in *Intent) (ticket, error) {
+func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, in *Intent) (ticket, error) {
+	resv := held.account
 	g := d.Gate
 	if g == nil {
 		return ticket{send: true}, nil
@@ -478,6 +501,49 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, resv *time.T
 			return ticket{}, fmt.Errorf("gate %s: %w", key, err)
 		}
 		g.overrides.Store(key, st.Override)
+	}
+	if tp, ok := g.targetPace(in.Provider, in.Account); ok {
+		// The target (channel, chat) has a pace of its own: its slot first,
+		// so an attempt the target defers holds no slot of the account.
+		tkey := TargetGateKey(in.Provider, in.Account, in.Target)
+		var tslot time.Time
+		switch {
+		case held.target != nil && ReservationUsable(*held.target, tp, now):
+			tslot = *held.target
+		case held.target == nil && held.account == nil && DuplicateProneTrigger(trigger):
+			var dup bool
+			tslot, _, dup, err = d.reserveOnce(ctx, tkey, tp, ClaimToken(in.ID, in.AttemptCount), now)
+			if err == nil && dup {
+				d.metrics().Count("GateDuplicateTrigger", 1)
+				return t, nil
+			}
+		default:
+			tslot, _, err = d.reserve(ctx, tkey, tp, now)
+		}
+		if err != nil {
+			return ticket{}, fmt.Errorf("gate %s: %w", tkey, err)
+		}
+		if held.target == nil || !tslot.Equal(*held.target) {
+			tslot = tslot.Add(g.Lead)
+		}
+		if tslot.After(now.Add(g.holdFor(held.target != nil))) {
+			// Over the target's pace: deferred to its slot, no provider call,
+			// no attempt counted, no slot of the account taken.
+			at, msg := tslot, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpPaced}
+			delay := at.Sub(now) - g.queueMargin()
+			if in.Deadline != nil && in.Deadline.Before(at) {
+				at, delay = *in.Deadline, in.Deadline.Sub(now) // come back to expire it
+			} else {
+				msg.TargetSlotAt = &tslot
+			}
+			if err := d.Queue.Enqueue(ctx, msg, max(delay, 0)); err != nil {
+				return ticket{}, fmt.Errorf("defer %s: %w", in.ID, err)
+			}
+			d.log().InfoContext(ctx, "attempt deferred; nothing sent", "intent", in.ID, "bot", in.Bot, "gate", tkey, "until", at, "reason", "over the target's pace")
+			d.metrics().Count("AttemptDeferred", 1)
+			return t, nil
+		}
+		t.tkey, t.tpace, t.tslot = tkey, tp, tslot
 	}
 	pace, paced := g.paceFor(in.Provider, in.Account, key)
 	var slot time.Time
@@ -533,12 +599,15 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, resv *time.T
 	}
 	v := Admit(slot, tol, t.state, false, now, g.Breaker, g.holdFor(usedResv))
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
-	if (v.Kind == VerdictSend || v.Kind == VerdictProbe) && (v.At.After(now) || usedResv) {
+	if (v.Kind == VerdictSend || v.Kind == VerdictProbe) && (v.At.After(now) || usedResv || t.tkey != "") {
 		// A short wait for the slot, in-process, made right before the send
 		// (hold), so the claim and the checks do not blur the spacing.
 		t.send, t.sendAt = true, v.At
 		if paced {
-			t.pace = pace
+			t.pace, t.slot = pace, v.At
+		}
+		if t.tkey != "" && t.tslot.After(t.sendAt) {
+			t.sendAt = t.tslot
 		}
 		return t, nil
 	}
@@ -611,23 +680,36 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		}
 		t.state = st
 		v = Admit(t.sendAt, 0, st, false, now, g.Breaker, g.maxHold())
-		if v.Kind != VerdictSend || t.pace.Rate == 0 || !SendTooLate(t.sendAt, t.pace, now) {
+		acctLate := t.pace.Rate > 0 && SendTooLate(t.slot, t.pace, now)
+		targetLate := t.tkey != "" && SendTooLate(t.tslot, t.tpace, now)
+		if v.Kind != VerdictSend || (!acctLate && !targetLate) {
 			break
 		}
 		// Late for its slot (the claim, the checks, the queue or the machine
-		// were slow): sent now, it would crowd the slots after it and the
-		// account would go over its pace. Take a fresh slot (one more write,
-		// only for a late attempt) and wait for it; the checks are done.
+		// were slow, or it waited for its target's slot): sent now, it would
+		// crowd the slots after it and go over the pace. Take a fresh slot
+		// (one more write, only for a late attempt) and wait for it; the
+		// checks are done.
 		d.metrics().Count("GateLateSlotRetaken", 1)
-		slot, st2, err := d.reserve(ctx, t.key, t.pace, now)
-		if err != nil {
-			slot = now.Add(time.Second) // cannot take a slot: release, retry soon
+		var err2 error
+		if acctLate {
+			t.slot, t.state, err2 = d.reserve(ctx, t.key, t.pace, now)
 		}
-		if late == 2 || slot.After(now.Add(g.maxHold())) {
-			v = Verdict{Kind: VerdictDefer, At: slot, Reason: "late for its pace slot; the next free one is too far to wait for"}
+		if targetLate && err2 == nil {
+			t.tslot, _, err2 = d.reserve(ctx, t.tkey, t.tpace, now)
+		}
+		next := t.slot
+		if t.tkey != "" && t.tslot.After(next) {
+			next = t.tslot
+		}
+		if err2 != nil {
+			next = now.Add(time.Second) // cannot take a slot: release, retry soon
+		}
+		if late == 2 || err2 != nil || next.After(now.Add(g.maxHold())) {
+			v = Verdict{Kind: VerdictDefer, At: next, Reason: "late for its pace slot; the next free one is too far to wait for"}
 			break
 		}
-		t.sendAt, t.state = slot, st2
+		t.sendAt = next
 		if t.sendAt.Before(now) {
 			t.sendAt = now
 		}
@@ -794,12 +876,15 @@ type PaceChange struct {
 
 // AccountPacing is what operators see of an account's gate.
 type AccountPacing struct {
-	Declared  *Pace           `json:"declared,omitempty"`
-	Override  *PaceOverride   `json:"override,omitempty"`
-	Effective *Pace           `json:"effective,omitempty"`
-	Paused    *time.Time      `json:"pausedUntil,omitempty"`
-	Breaker   Breaker         `json:"breaker"`
-	Events    []OperatorEvent `json:"events"`
+	Declared  *Pace         `json:"declared,omitempty"`
+	Override  *PaceOverride `json:"override,omitempty"`
+	Effective *Pace         `json:"effective,omitempty"`
+	// TargetPace is the pace of each target (channel, chat) of the account
+	// where the provider limits per target; declared in the configuration.
+	TargetPace *Pace           `json:"targetPace,omitempty"`
+	Paused     *time.Time      `json:"pausedUntil,omitempty"`
+	Breaker    Breaker         `json:"breaker"`
+	Events     []OperatorEvent `json:"events"`
 }
 
 // Pacing serves operators: read an account's gate, set or clear its pace.
@@ -835,6 +920,9 @@ func (p *Pacing) Get(ctx context.Context, pr Principal, provider, account string
 	if e, ok := p.Gate.PaceFor(provider, account, &st); ok {
 		out.Effective = &e
 	}
+	if tp, ok := p.Gate.targetPace(provider, account); ok {
+		out.TargetPace = &tp
+	}
 	return out, nil
 }
 
@@ -867,4 +955,9 @@ func (p *Pacing) Set(ctx context.Context, pr Principal, provider, account string
 		return nil, err
 	}
 	return p.Get(ctx, pr, provider, account)
+}
+
+// slots are the pace slots a deferred attempt carries back from the queue.
+type slots struct {
+	account, target *time.Time
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -553,5 +554,44 @@ func TestDuplicateProneTrigger(t *testing.T) {
 		if got := DuplicateProneTrigger(trig); got != want {
 			t.Fatalf("DuplicateProneTrigger(%q) = %v, want %v", trig, got, want)
 		}
+	}
+}
+
+// Targets with a pace of their own (e.g. Slack: 1/s per channel) are paced
+// independently of each other, within one account: a second intent to one
+// target waits for that target's next slot, one to another target does not.
+func TestTargetsOfOneAccountArePacedIndependently(t *testing.T) {
+	r, _, _ := gateRig(nil) // the account itself is not paced
+	r.d.Gate.DeclaredTarget = func(provider, account string) (Pace, bool) {
+		return Pace{Rate: 1, Per: 10 * time.Second, Burst: 1}, true
+	}
+	ctx := context.Background()
+	submit := func(key, target string) *Intent {
+		res, err := r.in.Submit(ctx, "bot1", key, []byte(strings.Replace(body, `"target":"c1"`, `"target":"`+target+`"`, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Intent
+	}
+	a1, a2, b1 := submit("k1", "c1"), submit("k2", "c1"), submit("k3", "c2")
+	for _, in := range []*Intent{a1, a2, b1} {
+		if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.prov.sends != 2 || !r.clock.Now().Equal(t0) {
+		t.Fatalf("sends %d at +%v: want c1's first and c2's first at once", r.prov.sends, r.clock.Now().Sub(t0))
+	}
+	msgs := r.queue.take()
+	if len(msgs) != 1 || msgs[0].msg.IntentID != a2.ID || msgs[0].msg.TargetSlotAt == nil || !msgs[0].msg.TargetSlotAt.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("want a2 deferred to c1's next slot (+10s), got %+v", msgs)
+	}
+	if got := r.get(t, a2.ID); got.Status != StatusPending || got.AttemptCount != 0 {
+		t.Fatalf("deferred a2 changed: %s attempts %d", got.Status, got.AttemptCount)
+	}
+	r.queue.msgs = msgs
+	r.drain(t)
+	if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(10*time.Second)) {
+		t.Fatalf("a2 sent at +%v (sends %d), want not before +10s", r.clock.Now().Sub(t0), r.prov.sends)
 	}
 }

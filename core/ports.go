@@ -44,6 +44,9 @@ type RetryMessage struct {
 	Op string `json:"op"`
 	// SlotAt is the pace slot a deferred attempt reserved (OpPaced only).
 	SlotAt *time.Time `json:"slotAt,omitempty"`
+	// TargetSlotAt is the slot of the intent's target a deferred attempt
+	// reserved (OpPaced only, targets with a pace of their own).
+	TargetSlotAt *time.Time `json:"targetSlotAt,omitempty"`
 	// Trigger names who asked (attempt history): "stream", "sweeper", "retry".
 	Trigger string `json:"trigger,omitempty"`
 }

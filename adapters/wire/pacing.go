@@ -15,18 +15,22 @@ import (
 // PacingSettings is the "pacing" member of OUTBOX_PROVIDER_CONFIG (issue 15):
 //
 //	"pacing": {"accounts": {"sandbox/bench": {"rate": 20, "per": "1s", "burst": 1},
-//	                        "slack/*": {"rate": 1, "per": "1s"}},
+//	                        "telegram/*": {"rate": 30, "per": "1s"}},
+//	           "targets":  {"slack/*": {"rate": 1, "per": "1s"}, "telegram/*": {"rate": 1, "per": "1s"}},
 //	           "breaker": {"failures": 5, "cooldownMs": 30000, "maxCooldownMs": 600000, "probeLeaseMs": 30000},
 //	           "maxHoldMs": 500, "queueMarginMs": 1500, "leadMs": 250, "off": false}
 //
 // accounts keys are "<provider>/<account>" or "<provider>/*" (every account
-// of the provider without its own entry). Operators override an account's
+// of the provider without its own entry). targets (same keys) gives each
+// target (channel, chat) of the account a pace of its own, where the
+// provider limits per target; it applies besides the account's pace. Operators override an account's
 // pace through the admin API. The gate (pauses after a 429 and the circuit
 // breaker) applies to every account unless "off" is true; breaker.failures 0
 // turns only the breaker off. leadMs (default 250) is how long before its
 // slot a paced attempt starts, so its claim and checks do not delay the send.
 type PacingSettings struct {
 	Accounts map[string]core.Pace `json:"accounts"`
+	Targets  map[string]core.Pace `json:"targets"`
 	Breaker  *struct {
 		Failures      *int `json:"failures"`
 		CooldownMs    int  `json:"cooldownMs"`
@@ -53,12 +57,14 @@ func pacingSettings(settings string) (*PacingSettings, error) {
 	if doc.Pacing == nil {
 		return &PacingSettings{}, nil
 	}
-	for k, p := range doc.Pacing.Accounts {
-		if prov, acct, ok := strings.Cut(k, "/"); !ok || prov == "" || acct == "" {
-			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.accounts key %q is not <provider>/<account> or <provider>/*", k)
-		}
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.accounts[%q]: %w", k, err)
+	for name, m := range map[string]map[string]core.Pace{"accounts": doc.Pacing.Accounts, "targets": doc.Pacing.Targets} {
+		for k, p := range m {
+			if prov, acct, ok := strings.Cut(k, "/"); !ok || prov == "" || acct == "" {
+				return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.%s key %q is not <provider>/<account> or <provider>/*", name, k)
+			}
+			if err := p.Validate(); err != nil {
+				return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.%s[%q]: %w", name, k, err)
+			}
 		}
 	}
 	return doc.Pacing, nil
@@ -66,10 +72,19 @@ func pacingSettings(settings string) (*PacingSettings, error) {
 
 // declared looks up an account's declared pace.
 func (ps *PacingSettings) declared(provider, account string) (core.Pace, bool) {
-	if p, ok := ps.Accounts[provider+"/"+account]; ok {
+	return lookupPace(ps.Accounts, provider, account)
+}
+
+// declaredTarget looks up the pace of each target of an account.
+func (ps *PacingSettings) declaredTarget(provider, account string) (core.Pace, bool) {
+	return lookupPace(ps.Targets, provider, account)
+}
+
+func lookupPace(m map[string]core.Pace, provider, account string) (core.Pace, bool) {
+	if p, ok := m[provider+"/"+account]; ok {
 		return p, true
 	}
-	p, ok := ps.Accounts[provider+"/*"]
+	p, ok := m[provider+"/*"]
 	return p, ok
 }
 
@@ -100,13 +115,14 @@ func wirePacing(a *App, ps *PacingSettings) {
 	}
 	gates := dynamo.NewGates(a.Clients.DynamoDB, a.Config.Table)
 	g := &core.Gate{
-		Store:       gates,
-		Declared:    ps.declared,
-		Breaker:     ps.breaker(),
-		Events:      &emf.OperatorEvents{Log: a.Log, Metrics: a.Metrics},
-		MaxHold:     time.Duration(ps.MaxHoldMs) * time.Millisecond,
-		QueueMargin: time.Duration(ps.QueueMarginMs) * time.Millisecond,
-		Lead:        250 * time.Millisecond,
+		Store:          gates,
+		Declared:       ps.declared,
+		DeclaredTarget: ps.declaredTarget,
+		Breaker:        ps.breaker(),
+		Events:         &emf.OperatorEvents{Log: a.Log, Metrics: a.Metrics},
+		MaxHold:        time.Duration(ps.MaxHoldMs) * time.Millisecond,
+		QueueMargin:    time.Duration(ps.QueueMarginMs) * time.Millisecond,
+		Lead:           250 * time.Millisecond,
 	}
 	if ps.LeadMs != nil {
 		g.Lead = time.Duration(*ps.LeadMs) * time.Millisecond

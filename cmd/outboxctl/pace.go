@@ -70,6 +70,9 @@ func (a apiFlags) printPacing(ap *client.AccountPacing) error {
 		fmt.Fprintf(tw, "override\t%s by %s at %s: %s\n", paceStr(&o.Pace), o.By, o.At.Format(time.RFC3339), o.Reason)
 	}
 	fmt.Fprintf(tw, "effective\t%s\n", paceStr(ap.Effective))
+	if ap.TargetPace != nil {
+		fmt.Fprintf(tw, "per target\t%s\n", paceStr(ap.TargetPace))
+	}
 	if ap.PausedUntil != nil && ap.PausedUntil.After(time.Now()) {
 		fmt.Fprintf(tw, "paused until\t%s\n", ap.PausedUntil.Format(time.RFC3339))
 	}
