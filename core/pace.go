@@ -668,45 +668,45 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	}
 	var v Verdict
 	var now time.Time
+	maxWait := g.maxHold()
 	for late := 0; ; late++ {
 		if err := g.sleep(ctx, t.sendAt.Sub(d.Clock.Now())); err != nil {
 			return true, err // the lease expires; the sweeper takes it (nothing was sent)
 		}
 		now = d.Clock.Now()
-		st, err := g.Store.State(ctx, t.key)
-		if err != nil {
-			// Cannot see the account: do not send blind; release and retry soon.
-			st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}
-		}
-		t.state = st
-		v = Admit(t.sendAt, 0, st, false, now, g.Breaker, g.maxHold())
 		acctLate := t.pace.Rate > 0 && SendTooLate(t.slot, t.pace, now)
 		targetLate := t.tkey != "" && SendTooLate(t.tslot, t.tpace, now)
-		if v.Kind != VerdictSend || (!acctLate && !targetLate) {
+		if late == 2 || (!acctLate && !targetLate) {
 			break
 		}
-		// Late for its slot (the claim, the checks, the queue or the machine
-		// were slow, or it waited for its target's slot): sent now, it would
-		// crowd the slots after it and go over the pace. Take a fresh slot
-		// (one more write, only for a late attempt) and wait for it; the
-		// checks are done.
+		// Woke late for its slot (the claim, the checks, the queue or the
+		// machine were slow, or it waited for its target's slot): sent now,
+		// it would crowd the slots after it and go over the pace. Take a
+		// fresh slot (one more write, only for a late attempt) and wait for
+		// it; the checks are done. Twice at most: a fresh slot is then used
+		// even if this worker is slow to reach it.
 		d.metrics().Count("GateLateSlotRetaken", 1)
-		var err2 error
+		var err error
 		if acctLate {
-			t.slot, t.state, err2 = d.reserve(ctx, t.key, t.pace, now)
+			t.slot, t.state, err = d.reserve(ctx, t.key, t.pace, now)
 		}
-		if targetLate && err2 == nil {
-			t.tslot, _, err2 = d.reserve(ctx, t.tkey, t.tpace, now)
+		if targetLate && err == nil {
+			t.tslot, _, err = d.reserve(ctx, t.tkey, t.tpace, now)
 		}
 		next := t.slot
 		if t.tkey != "" && t.tslot.After(next) {
 			next = t.tslot
 		}
-		if err2 != nil {
-			next = now.Add(time.Second) // cannot take a slot: release, retry soon
-		}
-		if late == 2 || err2 != nil || next.After(now.Add(g.maxHold())) {
-			v = Verdict{Kind: VerdictDefer, At: next, Reason: "late for its pace slot; the next free one is too far to wait for"}
+		// A claimed attempt waits longer for its fresh slot than a fresh one
+		// would (as long as a returning reservation may): releasing it would
+		// count an attempt and churn, and late workers would keep re-queuing
+		// each other at the tail.
+		maxWait = g.holdFor(true)
+		if err != nil || next.After(now.Add(maxWait)) {
+			if err != nil {
+				next = now.Add(time.Second) // cannot take a slot: release, retry soon
+			}
+			t.sendAt = next // too far to wait for: Admit defers it below
 			break
 		}
 		t.sendAt = next
@@ -714,6 +714,13 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 			t.sendAt = now
 		}
 	}
+	st, err := g.Store.State(ctx, t.key)
+	if err != nil {
+		// Cannot see the account: do not send blind; release and retry soon.
+		st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}
+	}
+	t.state = st
+	v = Admit(t.sendAt, 0, st, false, now, g.Breaker, maxWait)
 	if v.Kind == VerdictProbe {
 		ok, err := g.Store.TakeProbe(ctx, t.key, now, now.Add(g.Breaker.ProbeLease))
 		if err == nil && ok {
