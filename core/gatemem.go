@@ -101,6 +101,11 @@ func (m *MemoryGates) State(_ context.Context, key string) (GateState, error) {
 	return GateState{}, nil
 }
 
+// StateFor is State: one store, no replicas.
+func (m *MemoryGates) StateFor(ctx context.Context, key, _ string, _ time.Time) (GateState, error) {
+	return m.State(ctx, key)
+}
+
 func (m *MemoryGates) Pause(_ context.Context, key string, until time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

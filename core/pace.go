@@ -157,6 +157,14 @@ type GateStore interface {
 	CatchUp(ctx context.Context, key string, now, next time.Time) (bool, error)
 	// State reads the key's state, strongly consistent (the zero state for a new key).
 	State(ctx context.Context, key string) (GateState, error)
+	// StateFor is State as an attempt of intent id reads it right before
+	// its send (an unpaced account's only per-attempt access, so its
+	// busiest): the store may serve it from a replica chosen by id. It must
+	// be exactly as safe as State at the instant of the read: it may return
+	// the zero state only when the gate itself is clean then (CleanGate:
+	// closed, no failure streak, no pause, no operator pace); otherwise it
+	// returns the gate's own state.
+	StateFor(ctx context.Context, key, id string, now time.Time) (GateState, error)
 	// Pause holds every send until until (a pause is never shortened) and
 	// moves the next free slot to at least until.
 	Pause(ctx context.Context, key string, until time.Time) error
@@ -176,6 +184,20 @@ type GateStore interface {
 	SetOverride(ctx context.Context, key string, o *PaceOverride) error
 	// Events lists the key's operator events, newest first.
 	Events(ctx context.Context, key string, limit int) ([]OperatorEvent, error)
+}
+
+// GateCleanSettle is how long past a pause's end a gate counts as clean
+// (CleanGate): a little slack for workers whose clocks run behind.
+const GateCleanSettle = time.Second
+
+// CleanGate reports whether an account's gate is clean at now: the breaker
+// closed with no failure streak running, no pause (ended at least
+// GateCleanSettle ago), no operator pace. Only a clean gate may be read from
+// a replica (GateStore.StateFor): such a gate admits every unpaced attempt,
+// as the zero state does. Pure.
+func CleanGate(st GateState, now time.Time) bool {
+	return !st.Breaker.Open && st.Breaker.Failures == 0 && st.Breaker.ProbeUntil == nil && st.Override == nil &&
+		(st.PausedUntil == nil || !st.PausedUntil.After(now.Add(-GateCleanSettle)))
 }
 
 // GateKey names the gate of a provider account.
@@ -566,7 +588,10 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		slot, t.state, err = d.reserve(ctx, key, pace, now)
 	default:
 		slot = now
-		t.state, err = g.Store.State(ctx, key)
+		// Unpaced: the breaker and pause state is all this attempt needs;
+		// read where the store spreads it (a replica by intent id, the gate
+		// itself whenever it is not clean).
+		t.state, err = g.Store.StateFor(ctx, key, in.ID, now)
 		if err == nil && t.state.Override != nil {
 			// Paced only by an operator: take a slot now that we know.
 			pace, paced = t.state.Override.Pace, true
@@ -714,7 +739,13 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 			t.sendAt = now
 		}
 	}
-	st, err := g.Store.State(ctx, t.key)
+	var st GateState
+	var err error
+	if t.pace.Rate > 0 {
+		st, err = g.Store.State(ctx, t.key) // a paced account writes its gate on every attempt anyway
+	} else {
+		st, err = g.Store.StateFor(ctx, t.key, claimed.ID, now)
+	}
 	if err != nil {
 		// Cannot see the account: do not send blind; release and retry soon.
 		st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}

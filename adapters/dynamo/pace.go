@@ -6,20 +6,47 @@ package dynamo
 //	GATE#<provider>#<account>, GATE          the gate: next free slot, pause, breaker, operator's pace
 //	GATE#<provider>#<account>, EVENT#<time>  an operator event (breaker opened/closed), TTL 90 days
 //
+//	GATEREP#<k>#<provider>#<account>, GATE   replica k (k < Replicas, default 16): dirty=true, or absent
+//
 // A paced attempt costs one UpdateItem (ADD on the slot counter, which
 // returns the whole gate: pause, breaker and the operator's pace come back
-// with it); an unpaced attempt one strongly consistent GetItem. Everything
-// else (pause, failure count, open, probe, close) is written only when it
-// happens. The gate item is per account, so its write rate is the account's
-// send rate (plus deferrals): within one partition's 1,000 writes/s for any
-// rate a provider allows one account.
+// with it) and the gate's GetItem right before its send; an unpaced attempt
+// one strongly consistent GetItem of the replica of its intent's shard
+// (StateFor). Everything else (pause, failure count, open, probe, close) is
+// written only when it happens. The gate item is per account, so its write
+// rate is the account's send rate (plus deferrals): within one partition's
+// 1,000 writes/s for any rate a provider allows one account.
+//
+// Replicas (issue 13): an unpaced account is read by every attempt (one bot
+// at 2,000/s would read one item 2,000 times a second; a partition serves
+// 3,000 RCU/s). A replica holds no state, only whether the gate may be
+// anything but clean (core.CleanGate): a clean replica (absent) answers the
+// zero state, a dirty one sends the reader to the gate itself. Invariant:
+// whenever the gate is not clean, it carries rd=true, and rd=true means
+// every replica is dirty. Kept with transactions, never with copies:
+//   - a change that makes the gate unclean (a failure, a pause, an open, an
+//     operator's pace) is one conditional write "rd = true AND ..." when the
+//     replicas are already marked; otherwise one transaction that makes the
+//     change, sets rd and marks every replica (the first failure of a
+//     streak, a 429 on a clean account: rare);
+//   - the breaker's own moves (probe, re-open, close, the streak's reset)
+//     stay single writes on the gate (it is unclean while they happen, so
+//     every reader is on the gate: one winner per probe, as without replicas);
+//   - a reader that finds a dirty replica and a clean gate tidies: one
+//     transaction, conditional on the gate being clean (and rd), removes rd
+//     and deletes the replicas.
+// So a replica read at any instant is as safe as a gate read at that
+// instant: it answers "clean" only while the gate is clean.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,6 +62,14 @@ type Gates struct {
 	table string
 	// EventTTL is how long operator events are kept (default 90 days).
 	EventTTL time.Duration
+	// Replicas of each gate for unpaced attempts' reads (default
+	// DefaultSharding.Registry, 16).
+	Replicas int
+	// TidyEvery spaces one process's tries to tidy a gate's replicas
+	// (default 1 s).
+	TidyEvery time.Duration
+
+	tidied sync.Map // key -> time.Time of this process's last tidy try
 }
 
 var _ core.GateStore = (*Gates)(nil)
@@ -54,6 +89,27 @@ func GatePK(key string) string { return "GATE#" + key }
 
 func gateKey(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": avS(GatePK(key)), "sk": avS(gateSK)}
+}
+
+// GateReplicaPK is the partition key of replica k of a gate.
+func GateReplicaPK(key string, k int) string { return "GATEREP#" + strconv.Itoa(k) + "#" + key }
+
+func gateReplicaKey(key string, k int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": avS(GateReplicaPK(key, k)), "sk": avS(gateSK)}
+}
+
+func (g *Gates) replicas() int {
+	if g.Replicas > 0 {
+		return g.Replicas
+	}
+	return DefaultSharding.Registry
+}
+
+func avBool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
+
+func boolAttr(item map[string]types.AttributeValue, name string) bool {
+	v, ok := item[name].(*types.AttributeValueMemberBOOL)
+	return ok && v.Value
 }
 
 func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -209,37 +265,209 @@ func (g *Gates) State(ctx context.Context, key string) (core.GateState, error) {
 	return gateState(out.Item), nil
 }
 
+// StateFor is one strongly consistent GetItem of the replica of id's
+// shard; a dirty replica sends the reader to the gate (State), and a
+// reader that then finds the gate clean tidies the replicas.
+func (g *Gates) StateFor(ctx context.Context, key, id string, now time.Time) (core.GateState, error) {
+	out, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table),
+		Key: gateReplicaKey(key, shardOf(id, g.replicas())), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return core.GateState{}, fmt.Errorf("read gate %s: %w", key, err)
+	}
+	if !boolAttr(out.Item, "dirty") {
+		return core.GateState{}, nil // the gate is clean: nothing to read there
+	}
+	st, err := g.State(ctx, key)
+	if err != nil {
+		return st, err
+	}
+	if core.CleanGate(st, now) {
+		g.tidy(ctx, key, now)
+	}
+	return st, nil
+}
+
+// cleanCond is core.CleanGate as a condition on the gate item (:cut = now
+// less core.GateCleanSettle).
+const cleanCond = "(attribute_not_exists(failures) OR failures = :zero) AND (attribute_not_exists(#o) OR #o = :f)" +
+	" AND attribute_not_exists(probeUntil) AND attribute_not_exists(paceRate)" +
+	" AND (attribute_not_exists(pausedUntil) OR pausedUntil <= :cut)"
+
+// tidy removes the gate's replica marks once the gate is clean: one
+// transaction, conditional on the gate being clean and marked, that removes
+// rd and deletes every replica. At most one try per key per second from
+// one process; a try that loses (the gate changed, a write collided) only
+// leaves the marks for a later reader.
+func (g *Gates) tidy(ctx context.Context, key string, now time.Time) {
+	wall := time.Now()
+	every := g.TidyEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	if v, ok := g.tidied.Load(key); ok && wall.Sub(v.(time.Time)) < every {
+		return
+	}
+	g.tidied.Store(key, wall)
+	items := []types.TransactWriteItem{{Update: &types.Update{
+		TableName: aws.String(g.table), Key: gateKey(key),
+		UpdateExpression:         aws.String("REMOVE rd"),
+		ConditionExpression:      aws.String("rd = :t AND " + cleanCond),
+		ExpressionAttributeNames: map[string]string{"#o": "open"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true), ":f": avBool(false), ":zero": avN(0),
+			":cut": avT(now.Add(-core.GateCleanSettle))},
+	}}}
+	for k := 0; k < g.replicas(); k++ {
+		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(g.table), Key: gateReplicaKey(key, k)}})
+	}
+	_, _ = g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+}
+
+// gateChange is a change that may make the gate unclean.
+type gateChange struct {
+	set, add string // expression clauses without their keyword ("" none)
+	cond     string // the change's own condition ("" none)
+	names    map[string]string
+	vals     map[string]types.AttributeValue
+}
+
+func (c gateChange) expr(markRD bool) string {
+	set := c.set
+	if markRD {
+		set = strings.TrimPrefix(set+", rd = :rdt", ", ")
+	}
+	var parts []string
+	if set != "" {
+		parts = append(parts, "SET "+set)
+	}
+	if c.add != "" {
+		parts = append(parts, "ADD "+c.add)
+	}
+	return strings.Join(parts, " ")
+}
+
+// unclean applies a change that may make the gate unclean, keeping the
+// replicas' invariant: one conditional write when rd is already set, else
+// one transaction that also sets rd and marks every replica dirty. It
+// reports whether the change's own condition held, and the gate after it.
+func (g *Gates) unclean(ctx context.Context, key string, c gateChange) (bool, map[string]types.AttributeValue, error) {
+	vals := map[string]types.AttributeValue{":rdt": avBool(true)}
+	for k, v := range c.vals {
+		vals[k] = v
+	}
+	cond := "rd = :rdt"
+	if c.cond != "" {
+		cond += " AND (" + c.cond + ")"
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName: aws.String(g.table), Key: gateKey(key),
+		UpdateExpression: aws.String(c.expr(false)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeValues: vals, ReturnValues: types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(c.names) > 0 {
+		in.ExpressionAttributeNames = c.names
+	}
+	out, err := g.db.UpdateItem(ctx, in)
+	if err == nil {
+		return true, out.Attributes, nil
+	}
+	if !isCCF(err) {
+		return false, nil, err
+	}
+	var ccf *types.ConditionalCheckFailedException
+	errors.As(err, &ccf)
+	if boolAttr(ccf.Item, "rd") {
+		return false, ccf.Item, nil // marked: the change's own condition failed
+	}
+	// Not marked (the gate was clean): change, set rd and mark every
+	// replica in one transaction.
+	upd := &types.Update{TableName: aws.String(g.table), Key: gateKey(key), UpdateExpression: aws.String(c.expr(true)), ExpressionAttributeValues: vals}
+	if c.cond != "" {
+		upd.ConditionExpression = aws.String(c.cond)
+	}
+	if len(c.names) > 0 {
+		upd.ExpressionAttributeNames = c.names
+	}
+	items := []types.TransactWriteItem{{Update: upd}}
+	for k := 0; k < g.replicas(); k++ {
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(g.table), Key: gateReplicaKey(key, k),
+			UpdateExpression:          aws.String("SET dirty = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true)},
+		}})
+	}
+	ok, err := g.transactRetry(ctx, items)
+	if err != nil || !ok {
+		return false, nil, err
+	}
+	got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return true, nil, err
+	}
+	return true, got.Item, nil
+}
+
+// transactRetry is transact, trying again (with jitter, a few times) when
+// the transaction collided with another write of the same items.
+func (g *Gates) transactRetry(ctx context.Context, items []types.TransactWriteItem) (bool, error) {
+	for try := 0; ; try++ {
+		_, err := g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		var tce *types.TransactionCanceledException
+		conflict := false
+		if errors.As(err, &tce) {
+			for _, r := range tce.CancellationReasons {
+				switch aws.ToString(r.Code) {
+				case "ConditionalCheckFailed":
+					return false, nil
+				case "TransactionConflict":
+					conflict = true
+				}
+			}
+		}
+		if conflict && try < 8 {
+			t := time.NewTimer(time.Duration(5*(try+1))*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Millisecond))))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false, ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+}
+
 // Pause raises pausedUntil (never lowers it) and moves the slot counter to
 // at least until, so every slot handed out afterwards is after the pause.
 func (g *Gates) Pause(ctx context.Context, key string, until time.Time) error {
-	for _, upd := range []struct{ expr, cond string }{
-		{"SET pausedUntil = :u", "attribute_not_exists(pausedUntil) OR pausedUntil < :u"},
-		{"SET tat = :u", "attribute_not_exists(tat) OR tat < :u"},
-	} {
-		_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(g.table), Key: gateKey(key),
-			UpdateExpression: aws.String(upd.expr), ConditionExpression: aws.String(upd.cond),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":u": avT(until)},
-		})
-		if err != nil && !isCCF(err) {
-			return fmt.Errorf("pause %s: %w", key, err)
-		}
+	_, _, err := g.unclean(ctx, key, gateChange{set: "pausedUntil = :u", cond: "attribute_not_exists(pausedUntil) OR pausedUntil < :u",
+		vals: map[string]types.AttributeValue{":u": avT(until)}})
+	if err != nil {
+		return fmt.Errorf("pause %s: %w", key, err)
+	}
+	_, err = g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(g.table), Key: gateKey(key),
+		UpdateExpression: aws.String("SET tat = :u"), ConditionExpression: aws.String("attribute_not_exists(tat) OR tat < :u"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": avT(until)},
+	})
+	if err != nil && !isCCF(err) {
+		return fmt.Errorf("pause %s: %w", key, err)
 	}
 	return nil
 }
 
-// Failure adds one to the consecutive failure count.
+// Failure adds one to the consecutive failure count (the first of a streak
+// marks the replicas in the same transaction).
 func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error) {
-	out, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(g.table), Key: gateKey(key),
-		UpdateExpression:          aws.String("ADD failures :one"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": avN(1)},
-		ReturnValues:              types.ReturnValueAllNew,
-	})
+	_, item, err := g.unclean(ctx, key, gateChange{add: "failures :one", vals: map[string]types.AttributeValue{":one": avN(1)}})
 	if err != nil {
-		return core.GateState{}, fmt.Errorf("count failure %s: %w", key, err)
+		return gateState(item), fmt.Errorf("count failure %s: %w", key, err)
 	}
-	return gateState(out.Attributes), nil
+	return gateState(item), nil
 }
 
 func (g *Gates) eventPut(key string, ev core.OperatorEvent) *types.Put {
@@ -288,13 +516,48 @@ func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bo
 	}
 	vals[":at"] = avT(ev.At)
 	upd.UpdateExpression = aws.String("SET #o = :t, openUntil = :u, openedAt = :at ADD opens :one REMOVE probeUntil")
-	upd.ConditionExpression = aws.String("attribute_not_exists(#o) OR #o <> :t")
 	upd.ExpressionAttributeNames = map[string]string{"#o": "open"}
-	ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
-	if err != nil {
-		return false, fmt.Errorf("open %s: %w", key, err)
+	for try := 0; try < 3; try++ {
+		// The replicas are marked (a failure streak ran): the open is the
+		// gate's own write, as fast as without replicas.
+		upd.ConditionExpression = aws.String("rd = :t AND (attribute_not_exists(#o) OR #o <> :t)")
+		ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
+		if err != nil {
+			return false, fmt.Errorf("open %s: %w", key, err)
+		}
+		if ok {
+			return true, nil
+		}
+		got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return false, fmt.Errorf("open %s: %w", key, err)
+		}
+		if boolAttr(got.Item, "open") {
+			return false, nil // another worker opened it
+		}
+		if boolAttr(got.Item, "rd") {
+			continue // marked meanwhile: the gate's own write again
+		}
+		// Not marked (the streak was reset and tidied meanwhile): open, set
+		// rd and mark every replica in one transaction.
+		full := *upd
+		full.UpdateExpression = aws.String("SET #o = :t, openUntil = :u, openedAt = :at, rd = :t ADD opens :one REMOVE probeUntil")
+		full.ConditionExpression = aws.String("attribute_not_exists(#o) OR #o <> :t")
+		items := []types.TransactWriteItem{{Update: &full}, {Put: g.eventPut(key, ev)}}
+		for k := 0; k < g.replicas(); k++ {
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(g.table), Key: gateReplicaKey(key, k),
+				UpdateExpression:          aws.String("SET dirty = :t"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true)},
+			}})
+		}
+		ok, err = g.transactRetry(ctx, items)
+		if err != nil {
+			return false, fmt.Errorf("open %s: %w", key, err)
+		}
+		return ok, nil
 	}
-	return ok, nil
+	return false, fmt.Errorf("open %s: the gate kept changing", key)
 }
 
 // TakeProbe lets one caller probe a half-open breaker.
@@ -345,16 +608,22 @@ func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (b
 
 // SetOverride stores or removes the operator's pace.
 func (g *Gates) SetOverride(ctx context.Context, key string, o *core.PaceOverride) error {
-	in := &dynamodb.UpdateItemInput{TableName: aws.String(g.table), Key: gateKey(key)}
-	if o == nil {
-		in.UpdateExpression = aws.String("REMOVE paceRate, pacePer, paceBurst, paceReason, paceBy, paceAt")
-	} else {
-		in.UpdateExpression = aws.String("SET paceRate = :r, pacePer = :p, paceBurst = :b, paceReason = :why, paceBy = :by, paceAt = :at")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{
-			":r": avN(int64(o.Pace.Rate)), ":p": avN(int64(o.Pace.Per)), ":b": avN(int64(o.Pace.Burst)),
-			":why": avS(o.Reason), ":by": avS(o.By), ":at": avT(o.At),
+	if o != nil {
+		// An operator's pace makes the gate unclean: unpaced readers must
+		// see it (they then take slots).
+		_, _, err := g.unclean(ctx, key, gateChange{
+			set: "paceRate = :r, pacePer = :p, paceBurst = :b, paceReason = :why, paceBy = :by, paceAt = :at",
+			vals: map[string]types.AttributeValue{
+				":r": avN(int64(o.Pace.Rate)), ":p": avN(int64(o.Pace.Per)), ":b": avN(int64(o.Pace.Burst)),
+				":why": avS(o.Reason), ":by": avS(o.By), ":at": avT(o.At),
+			}})
+		if err != nil {
+			return fmt.Errorf("set pace %s: %w", key, err)
 		}
+		return nil
 	}
+	in := &dynamodb.UpdateItemInput{TableName: aws.String(g.table), Key: gateKey(key),
+		UpdateExpression: aws.String("REMOVE paceRate, pacePer, paceBurst, paceReason, paceBy, paceAt")}
 	if _, err := g.db.UpdateItem(ctx, in); err != nil {
 		return fmt.Errorf("set pace %s: %w", key, err)
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +41,49 @@ func TestGateStoreContract(t *testing.T) {
 		t.Cleanup(func() {
 			_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 		})
-		gateContract(t, func() core.GateStore { return NewGates(clients.DynamoDB, table) })
+		gateContract(t, func() core.GateStore {
+			g := NewGates(clients.DynamoDB, table)
+			g.TidyEvery = time.Millisecond // every reader that finds the gate clean tidies: the races get tried
+			return g
+		})
+		t.Run("tidy leaves the replicas marked while the gate is not clean", func(t *testing.T) {
+			g := NewGates(clients.DynamoDB, table)
+			g.TidyEvery = time.Millisecond
+			now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+			k := "sandbox#" + t.Name()
+			marked := func(what string, want bool) {
+				t.Helper()
+				for r := 0; r < g.replicas(); r++ {
+					out, err := clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: gateReplicaKey(k, r), ConsistentRead: aws.Bool(true)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := boolAttr(out.Item, "dirty"); got != want {
+						t.Fatalf("%s: replica %d dirty=%v, want %v", what, r, got, want)
+					}
+				}
+			}
+			marked("new key", false)
+			if _, err := g.Failure(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			marked("a streak runs", true)
+			g.tidy(ctx, k, now)
+			marked("tidy during a streak", true)
+			if err := g.Pause(ctx, k, now.Add(10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Close(ctx, k, core.OperatorEvent{At: now}); err != nil {
+				t.Fatal(err)
+			}
+			g.tidy(ctx, k, now.Add(10*time.Second))
+			marked("tidy as the pause ends (within the settle)", true)
+			g.tidy(ctx, k, now.Add(10*time.Second+core.GateCleanSettle))
+			marked("tidy after the pause", false)
+			if st, _ := g.State(ctx, k); st.PausedUntil == nil {
+				t.Fatal("tidy removed the pause")
+			}
+		})
 	})
 }
 
@@ -238,6 +283,189 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		}
 	})
 
+	t.Run("an attempt's read (StateFor, any intent) admits exactly what the gate admits, after every change", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		ids := make([]string, 48) // enough ids to land on every replica
+		for i := range ids {
+			ids[i] = fmt.Sprintf("it_%02d", i)
+		}
+		policy := core.BreakerPolicy{Failures: 3, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second}
+		check := func(what string, at time.Time) {
+			t.Helper()
+			gate, err := g.State(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := core.Admit(at, 0, gate, false, at, policy, 0)
+			for _, id := range ids {
+				st, err := g.StateFor(ctx, k, id, at)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", what, id, err)
+				}
+				if got := core.Admit(at, 0, st, false, at, policy, 0); got != want {
+					t.Fatalf("%s: intent %s reads %+v and gets %+v; the gate (%+v) says %+v", what, id, st, got, gate, want)
+				}
+				if st.Override != nil || gate.Override != nil {
+					if st.Override == nil || gate.Override == nil || *st.Override != *gate.Override {
+						t.Fatalf("%s: intent %s reads override %+v, the gate holds %+v", what, id, st.Override, gate.Override)
+					}
+				}
+				if (st.Breaker.Failures > 0) != (gate.Breaker.Failures > 0) {
+					t.Fatalf("%s: intent %s reads %d failures, the gate %d (a success must know to end the streak)", what, id, st.Breaker.Failures, gate.Breaker.Failures)
+				}
+			}
+		}
+		check("new key", now)
+		if _, err := g.Failure(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		check("a failure streak runs", now)
+		if _, err := g.Failure(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now}); err != nil || !ok {
+			t.Fatalf("open: %v %v", ok, err)
+		}
+		check("open", now.Add(time.Second))
+		check("cooldown over: half-open", now.Add(10*time.Second))
+		if ok, err := g.TakeProbe(ctx, k, now.Add(10*time.Second), now.Add(15*time.Second)); err != nil || !ok {
+			t.Fatalf("probe: %v %v", ok, err)
+		}
+		check("probe out", now.Add(11*time.Second))
+		if ok, err := g.Open(ctx, k, now.Add(30*time.Second), true, core.OperatorEvent{}); err != nil || !ok {
+			t.Fatalf("reopen: %v %v", ok, err)
+		}
+		check("reopened", now.Add(12*time.Second))
+		if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now.Add(31 * time.Second)}); err != nil || !ok {
+			t.Fatalf("close: %v %v", ok, err)
+		}
+		check("closed", now.Add(31*time.Second))
+		check("closed, replicas tidied", now.Add(31*time.Second))
+		// The breaker opens straight from a clean gate (a streak reset and
+		// tidied between the N-th failure and the open).
+		if ok, err := g.Open(ctx, k, now.Add(60*time.Second), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now.Add(32 * time.Second)}); err != nil || !ok {
+			t.Fatalf("open from clean: %v %v", ok, err)
+		}
+		check("opened from a clean gate", now.Add(33*time.Second))
+		if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now.Add(61 * time.Second)}); err != nil || !ok {
+			t.Fatalf("close: %v %v", ok, err)
+		}
+		check("closed again", now.Add(62*time.Second))
+		if err := g.Pause(ctx, k, now.Add(70*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		check("paused", now.Add(63*time.Second))
+		check("pause over", now.Add(72*time.Second))
+		o := &core.PaceOverride{Pace: core.Pace{Rate: 3, Per: time.Second, Burst: 1}, Reason: "asked", By: "ann", At: now}
+		if err := g.SetOverride(ctx, k, o); err != nil {
+			t.Fatal(err)
+		}
+		check("operator's pace", now.Add(73*time.Second))
+		if err := g.SetOverride(ctx, k, nil); err != nil {
+			t.Fatal(err)
+		}
+		check("operator's pace removed", now.Add(74*time.Second))
+		if _, err := g.Failure(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		check("a second streak", now.Add(75*time.Second))
+		if _, err := g.Close(ctx, k, core.OperatorEvent{At: now.Add(76 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		check("second streak reset", now.Add(76*time.Second))
+	})
+
+	t.Run("no attempt's read says closed while the gate is open, with tidies racing every open", func(t *testing.T) {
+		// Readers (attempts of many intents) read all the time, tidying the
+		// replicas whenever the gate is clean; the writer runs streaks that
+		// open the breaker and closes it again. A read that starts after an
+		// open returned and ends before the close starts must see it open:
+		// that attempt would otherwise send into an open breaker.
+		g, k := newStore(), key(t)
+		const rounds, readers = 12, 6
+		type span struct{ from, to time.Time }
+		var mu sync.Mutex
+		var opens []span
+		type read struct {
+			from, to time.Time
+			open     bool
+		}
+		var reads []read
+		var done atomic.Bool
+		var nreads, nclean atomic.Int64
+		var wg sync.WaitGroup
+		for r := 0; r < readers; r++ {
+			wg.Add(1)
+			go func(r int) {
+				defer wg.Done()
+				for i := 0; !done.Load(); i++ {
+					from := time.Now()
+					st, err := g.StateFor(ctx, k, fmt.Sprintf("it_%d_%d", r, i), now)
+					to := time.Now()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if core.CleanGate(st, now) {
+						nclean.Add(1)
+					}
+					nreads.Add(1)
+					mu.Lock()
+					reads = append(reads, read{from, to, st.Breaker.Open})
+					mu.Unlock()
+				}
+			}(r)
+		}
+		waitReads := func(n int64, clean bool) {
+			t.Helper()
+			base, baseClean := nreads.Load(), nclean.Load()
+			deadline := time.Now().Add(20 * time.Second)
+			for nreads.Load() < base+n || (clean && nclean.Load() < baseClean+n) {
+				if time.Now().After(deadline) {
+					t.Fatalf("readers stalled (%d reads, %d clean)", nreads.Load()-base, nclean.Load()-baseClean)
+				}
+				runtime.Gosched()
+			}
+		}
+		for round := 0; round < rounds && !t.Failed(); round++ {
+			waitReads(readers, true) // the gate is clean and read as clean
+			for i := 0; i < 2; i++ {
+				if _, err := g.Failure(ctx, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ok, err := g.Open(ctx, k, now.Add(time.Hour), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now.Add(time.Duration(round) * time.Second)})
+			if err != nil || !ok {
+				t.Fatalf("round %d: open: %v %v", round, ok, err)
+			}
+			opened := time.Now()
+			waitReads(2*readers, false)
+			closing := time.Now()
+			if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now.Add(time.Duration(round)*time.Second + time.Millisecond)}); err != nil || !ok {
+				t.Fatalf("round %d: close: %v %v", round, ok, err)
+			}
+			mu.Lock()
+			opens = append(opens, span{opened, closing})
+			mu.Unlock()
+		}
+		done.Store(true)
+		wg.Wait()
+		inside := 0
+		for _, rd := range reads {
+			for _, o := range opens {
+				if rd.from.After(o.from) && rd.to.Before(o.to) {
+					inside++
+					if !rd.open {
+						t.Fatalf("a read from +%v to +%v of an open spell read the breaker closed", rd.from.Sub(o.from), rd.to.Sub(o.from))
+					}
+				}
+			}
+		}
+		if inside < rounds*readers {
+			t.Fatalf("only %d reads fell inside the open spells", inside)
+		}
+	})
+
 	t.Run("override round-trips and comes back with a reservation", func(t *testing.T) {
 		g, k := newStore(), key(t)
 		o := &core.PaceOverride{Pace: core.Pace{Rate: 3, Per: time.Second, Burst: 2}, Reason: "asked", By: "ann", At: now}
@@ -255,4 +483,22 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatalf("override not removed %+v", st.Override)
 		}
 	})
+}
+
+// An unpaced attempt's read lands on the replica of its intent's shard:
+// the reads of many intents spread over every replica, none on the gate.
+func TestGateStateReadsSpreadOverReplicas(t *testing.T) {
+	g := NewGates(nil, "t")
+	seen := map[string]int{}
+	for i := 0; i < 1600; i++ {
+		seen[GateReplicaPK("sandbox#a", shardOf(fmt.Sprintf("it_%d", i), g.replicas()))]++
+	}
+	if len(seen) != DefaultSharding.Registry {
+		t.Fatalf("%d replicas read, want %d", len(seen), DefaultSharding.Registry)
+	}
+	for pk, n := range seen {
+		if n > 2*1600/DefaultSharding.Registry {
+			t.Fatalf("%s read %d of 1600 times", pk, n)
+		}
+	}
 }
