@@ -595,3 +595,77 @@ func TestTargetsOfOneAccountArePacedIndependently(t *testing.T) {
 		t.Fatalf("a2 sent at +%v (sends %d), want not before +10s", r.clock.Now().Sub(t0), r.prov.sends)
 	}
 }
+
+func TestCleanGate(t *testing.T) {
+	o := &PaceOverride{Pace: Pace{Rate: 1, Per: time.Second, Burst: 1}}
+	for _, c := range []struct {
+		name string
+		st   GateState
+		want bool
+	}{
+		{"new account", GateState{}, true},
+		{"closed after an outage", GateState{Breaker: Breaker{ClosedAt: at(-time.Minute)}}, true},
+		{"a failure streak runs", GateState{Breaker: Breaker{Failures: 1}}, false},
+		{"open", GateState{Breaker: Breaker{Open: true, OpenUntil: at(time.Second)}}, false},
+		{"open, cooldown over", GateState{Breaker: Breaker{Open: true, OpenUntil: at(-time.Second)}}, false},
+		{"probe out", GateState{Breaker: Breaker{Open: true, ProbeUntil: at(time.Second)}}, false},
+		{"paused", GateState{PausedUntil: at(time.Second)}, false},
+		{"pause just ended (within the settle)", GateState{PausedUntil: at(-GateCleanSettle / 2)}, false},
+		{"pause ended", GateState{PausedUntil: at(-GateCleanSettle)}, true},
+		{"operator's pace", GateState{Override: o}, false},
+	} {
+		if got := CleanGate(c.st, t0); got != c.want {
+			t.Errorf("%s: CleanGate = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// stateForSpy is a GateStore whose per-attempt reads (StateFor) are
+// counted apart from the gate's own (State).
+type stateForSpy struct {
+	*MemoryGates
+	forIDs []string
+	state  int
+}
+
+func (s *stateForSpy) State(ctx context.Context, key string) (GateState, error) {
+	s.state++
+	return s.MemoryGates.State(ctx, key)
+}
+
+func (s *stateForSpy) StateFor(ctx context.Context, key, id string, now time.Time) (GateState, error) {
+	s.forIDs = append(s.forIDs, id)
+	return s.MemoryGates.State(ctx, key)
+}
+
+// An unpaced account's attempts read the gate through StateFor (the store
+// spreads those reads by intent id), and what it says still stops a send:
+// once the breaker is open, none goes out.
+func TestUnpacedAttemptsReadTheGateThroughStateFor(t *testing.T) {
+	unavailable := func() error { return &RetryableError{Class: ClassTransient, Err: errors.New("503")} }
+	r, gates, _ := gateRig(nil, unavailable(), unavailable())
+	spy := &stateForSpy{MemoryGates: gates}
+	r.d.Gate.Store = spy
+	r.d.Backoff.MaxAttempts = 10
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 4; i++ {
+		ids = append(ids, r.submitKey(t, fmt.Sprintf("k%d", i)).ID)
+	}
+	for _, id := range ids {
+		if err := r.d.Attempt(ctx, id, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.prov.sends != 2 {
+		t.Fatalf("sends %d, want 2 (the breaker opens after 2; StateFor showed it open)", r.prov.sends)
+	}
+	if len(spy.forIDs) != 4 || spy.state != 0 {
+		t.Fatalf("StateFor read for %v, State read %d times; want one StateFor per attempt, by intent id, and no State", spy.forIDs, spy.state)
+	}
+	for i, id := range ids {
+		if spy.forIDs[i] != id {
+			t.Fatalf("read %d was for %s, want %s", i, spy.forIDs[i], id)
+		}
+	}
+}
