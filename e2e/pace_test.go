@@ -337,3 +337,67 @@ func TestTargetsOfOneAccountArePacedIndependentlyAcrossWorkers(t *testing.T) {
 		t.Fatalf("the two channels were paced together: %v", byTarget)
 	}
 }
+
+// An unpaced account's attempts read the gate's state from replicas (one
+// per intent shard, issue 13). Once the breaker is open, no attempt sends on
+// the strength of a replica: during the rest of the outage the sandbox sees
+// only the half-open probes, every intent submitted while it is open is
+// held, and every intent is delivered once after recovery.
+func TestUnpacedAccountSendsNothingButProbesWhileTheBreakerIsOpen(t *testing.T) {
+	t.Parallel()
+	acct := randName("acct-unpaced-")
+	policy := core.BreakerPolicy{Failures: 2, Cooldown: 2 * time.Second, MaxCooldown: 4 * time.Second, ProbeLease: time.Second}
+	cfg := fmt.Sprintf(`"pacing":{"breaker":{"failures":%d,"cooldownMs":%d,"maxCooldownMs":%d,"probeLeaseMs":%d}}`,
+		policy.Failures, policy.Cooldown.Milliseconds(), policy.MaxCooldown.Milliseconds(), policy.ProbeLease.Milliseconds())
+	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 60, MaxAge: time.Hour}
+	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff})
+	workers := []*env{e, e.join(options{ProviderConfig: cfg, Backoff: backoff})}
+	const outage = 10 * time.Second
+	outageStart := time.Now()
+	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":%d}}`, acct, outage.Milliseconds()))
+	outageEnd := outageStart.Add(outage)
+
+	var ids []string
+	for i := 0; i < policy.Failures; i++ {
+		r := workers[i%2].submit(botToken, fmt.Sprintf("%s-f%d", acct, i), intentBody(acct, "chat-0", "hello"))
+		if r.status != http.StatusCreated {
+			t.Fatalf("submit: %d %s", r.status, r.body)
+		}
+		var in core.Intent
+		r.json(t, &in)
+		ids = append(ids, in.ID)
+	}
+	var open core.AccountPacing
+	waitFor(t, 10*time.Second, "the breaker opens", func() bool {
+		r := e.do("GET", "/v1/admin/capabilities/sandbox/"+acct+"/pace", opToken, nil, "")
+		if r.status != http.StatusOK {
+			return false
+		}
+		r.json(t, &open)
+		return open.Breaker.Open && open.Breaker.OpenedAt != nil
+	})
+	openSeen := time.Now()
+	if !openSeen.Before(outageEnd.Add(-2 * time.Second)) {
+		t.Skipf("the breaker opened too late in the outage to test it (%v after its start)", openSeen.Sub(outageStart))
+	}
+	ids = append(ids, submitMany(t, workers, acct, 12)...)
+	for _, id := range ids {
+		e.waitStatus(id, time.Until(outageEnd)+policy.MaxCooldown+policy.ProbeLease+20*time.Second, core.StatusSucceeded)
+	}
+	var after []sandbox.RequestRecord
+	for _, r := range e.requests(acct) {
+		if r.At.After(openSeen) && r.At.Before(outageEnd) {
+			after = append(after, r)
+		}
+	}
+	maxProbes := probesWithin(policy, outageEnd.Sub(*open.Breaker.OpenedAt))
+	if len(after) > maxProbes {
+		t.Fatalf("%d requests while the breaker was open (from %v after the open to the outage's end), want at most the %d probes: %+v",
+			len(after), openSeen.Sub(*open.Breaker.OpenedAt), maxProbes, after)
+	}
+	for _, id := range ids {
+		if n := e.effectsFor(id); n != 1 {
+			t.Fatalf("intent %s: %d effects, want 1", id, n)
+		}
+	}
+}
