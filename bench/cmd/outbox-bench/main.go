@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,6 +46,7 @@ import (
 
 type flags struct {
 	out            string
+	merge          bool
 	profileDir     string
 	c1Dur          time.Duration
 	c8Dur          time.Duration
@@ -80,6 +82,7 @@ type flags struct {
 func main() {
 	var f flags
 	flag.StringVar(&f.out, "out", "build/bench/results.json", "results file")
+	flag.BoolVar(&f.merge, "merge", false, "add this run's keys to the results file's (bench/run.sh runs the scale parts on fresh emulators, one runner each)")
 	flag.StringVar(&f.profileDir, "profile-dir", "build/bench", "where the CPU profile of the throughput slices goes (empty: none)")
 	flag.DurationVar(&f.c1Dur, "c1", 600*time.Millisecond, "duration of each concurrency-1 slice")
 	flag.DurationVar(&f.c8Dur, "c8", 800*time.Millisecond, "duration of each concurrency-8 slice")
@@ -124,6 +127,12 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "outbox-bench:", err)
 		os.Exit(1)
+	}
+	if f.merge {
+		if err := r.loadPrevious(); err != nil {
+			fmt.Fprintln(os.Stderr, "outbox-bench:", err)
+			os.Exit(1)
+		}
 	}
 	runErr := r.run()
 	r.cleanup()
@@ -310,6 +319,49 @@ func (r *runner) cleanup() {
 }
 
 func (r *runner) set(k string, v any) { r.res[k] = v }
+
+func asFloat(v any) float64 { f, _ := v.(float64); return f }
+
+// loadPrevious starts from the results file's keys (-merge): this run's
+// keys replace theirs, its notes and errors are added to theirs, and the
+// goals are judged over all of them.
+func (r *runner) loadPrevious() error {
+	b, err := os.ReadFile(r.f.out)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	prev := map[string]any{}
+	if err := json.Unmarshal(b, &prev); err != nil {
+		return fmt.Errorf("merge %s: %w", r.f.out, err)
+	}
+	for k, v := range prev {
+		switch k {
+		case "notes", "errors":
+			if l, ok := v.([]any); ok {
+				for _, e := range l {
+					if k == "notes" {
+						r.notes = append(r.notes, fmt.Sprint(e))
+					} else {
+						r.errs = append(r.errs, fmt.Sprint(e))
+					}
+				}
+			}
+		case "meta":
+			runs, _ := prev["earlier_runs"].([]any)
+			r.res["earlier_runs"] = append(runs, v)
+		case "earlier_runs", "goals":
+			// earlier_runs is extended above; goals are judged again
+		case "runner_seconds":
+			r.res["earlier_runner_seconds"] = asFloat(v) + asFloat(prev["earlier_runner_seconds"])
+		default:
+			r.res[k] = v
+		}
+	}
+	return nil
+}
 
 func (r *runner) note(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
