@@ -551,19 +551,8 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		if tslot.After(now.Add(g.holdFor(held.target != nil))) {
 			// Over the target's pace: deferred to its slot, no provider call,
 			// no attempt counted, no slot of the account taken.
-			at, msg := tslot, RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpPaced}
-			delay := at.Sub(now) - g.queueMargin()
-			if in.Deadline != nil && in.Deadline.Before(at) {
-				at, delay = *in.Deadline, in.Deadline.Sub(now) // come back to expire it
-			} else {
-				msg.TargetSlotAt = &tslot
-			}
-			if err := d.Queue.Enqueue(ctx, msg, max(delay, 0)); err != nil {
-				return ticket{}, fmt.Errorf("defer %s: %w", in.ID, err)
-			}
-			d.log().InfoContext(ctx, "attempt deferred; nothing sent", "intent", in.ID, "bot", in.Bot, "gate", tkey, "until", at, "reason", "over the target's pace")
-			d.metrics().Count("AttemptDeferred", 1)
-			return t, nil
+			log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", tkey)
+			return t, d.deferAttempt(ctx, in, now, tslot, keepTargetSlot, "over the target's pace", log)
 		}
 		t.tkey, t.tpace, t.tslot = tkey, tp, tslot
 	}
@@ -653,26 +642,47 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		t.send = true
 		return t, nil
 	}
-	// Deferred: nothing sent, nothing counted, no intent write.
-	at := v.At
-	if in.Deadline != nil && in.Deadline.Before(at) {
-		at = *in.Deadline // come back to expire it, never to send it late
+	keep := keepNoSlot
+	if v.KeepSlot {
+		keep = keepAccountSlot
 	}
+	return t, d.deferAttempt(ctx, in, now, v.At, keep, v.Reason, log)
+}
+
+// keptSlot says which reserved slot a deferred attempt carries back.
+type keptSlot int
+
+const (
+	keepNoSlot keptSlot = iota
+	keepAccountSlot
+	keepTargetSlot
+)
+
+// deferAttempt re-queues an attempt the gate turned away before its claim:
+// nothing sent, nothing counted, no intent write. It comes back at at,
+// carrying its reserved slot (keep) — then early (queue delays are whole
+// seconds and the poll adds latency), to wait the rest in-process — or at
+// the intent's deadline if that comes first, to expire it, never to send it
+// late.
+func (d *Dispatcher) deferAttempt(ctx context.Context, in *Intent, now, at time.Time, keep keptSlot, reason string, log *slog.Logger) error {
 	msg := RetryMessage{IntentID: in.ID, Attempt: in.AttemptCount, Op: OpPaced}
 	delay := at.Sub(now)
-	if v.KeepSlot && at.Equal(v.At) {
-		s := v.At
-		msg.SlotAt = &s
-		// Come back early (queue delays are whole seconds and the poll adds
-		// latency) and wait the rest in-process.
-		delay -= g.queueMargin()
+	switch {
+	case in.Deadline != nil && in.Deadline.Before(at):
+		at, delay = *in.Deadline, in.Deadline.Sub(now)
+	case keep == keepAccountSlot:
+		msg.SlotAt = &at
+		delay -= d.Gate.queueMargin()
+	case keep == keepTargetSlot:
+		msg.TargetSlotAt = &at
+		delay -= d.Gate.queueMargin()
 	}
 	if err := d.Queue.Enqueue(ctx, msg, max(delay, 0)); err != nil {
-		return ticket{}, fmt.Errorf("defer %s: %w", in.ID, err)
+		return fmt.Errorf("defer %s: %w", in.ID, err)
 	}
-	log.InfoContext(ctx, "attempt deferred; nothing sent", "until", at, "reason", v.Reason)
+	log.InfoContext(ctx, "attempt deferred; nothing sent", "until", at, "reason", reason)
 	d.metrics().Count("AttemptDeferred", 1)
-	return t, nil
+	return nil
 }
 
 // hold waits for the ticket's slot right before the send, then looks at the

@@ -280,20 +280,31 @@ func TestRateLimitPausesTheAccountForEveryIntent(t *testing.T) {
 	}
 }
 
-func TestBreakerOpensProbesAndCloses(t *testing.T) {
-	unavailable := func() error { return &RetryableError{Class: ClassTransient, Err: errors.New("503")} }
-	r, gates, ev := gateRig(nil, unavailable(), unavailable(), unavailable())
-	r.d.Backoff.MaxAttempts = 10
-	ctx := context.Background()
+// attemptEach submits n intents (keys k0..k<n-1>) and attempts each once,
+// in order, as its stream record would.
+func (r *rig) attemptEach(t *testing.T, n int) []string {
+	t.Helper()
 	var ids []string
-	for i := 0; i < 4; i++ {
+	for i := 0; i < n; i++ {
 		ids = append(ids, r.submitKey(t, fmt.Sprintf("k%d", i)).ID)
 	}
 	for _, id := range ids {
-		if err := r.d.Attempt(ctx, id, "stream"); err != nil {
+		if err := r.d.Attempt(context.Background(), id, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return ids
+}
+
+// transientFailure is a provider's 503: retryable, counted by the breaker.
+func transientFailure() error { return &RetryableError{Class: ClassTransient, Err: errors.New("503")} }
+
+func TestBreakerOpensProbesAndCloses(t *testing.T) {
+	unavailable := transientFailure
+	r, gates, ev := gateRig(nil, unavailable(), unavailable(), unavailable())
+	r.d.Backoff.MaxAttempts = 10
+	ctx := context.Background()
+	ids := r.attemptEach(t, 4)
 	if r.prov.sends != 2 {
 		t.Fatalf("sends %d, want 2 (the breaker opens after 2)", r.prov.sends)
 	}
@@ -642,21 +653,12 @@ func (s *stateForSpy) StateFor(ctx context.Context, key, id string, now time.Tim
 // spreads those reads by intent id), and what it says still stops a send:
 // once the breaker is open, none goes out.
 func TestUnpacedAttemptsReadTheGateThroughStateFor(t *testing.T) {
-	unavailable := func() error { return &RetryableError{Class: ClassTransient, Err: errors.New("503")} }
+	unavailable := transientFailure
 	r, gates, _ := gateRig(nil, unavailable(), unavailable())
 	spy := &stateForSpy{MemoryGates: gates}
 	r.d.Gate.Store = spy
 	r.d.Backoff.MaxAttempts = 10
-	ctx := context.Background()
-	var ids []string
-	for i := 0; i < 4; i++ {
-		ids = append(ids, r.submitKey(t, fmt.Sprintf("k%d", i)).ID)
-	}
-	for _, id := range ids {
-		if err := r.d.Attempt(ctx, id, "stream"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids := r.attemptEach(t, 4)
 	if r.prov.sends != 2 {
 		t.Fatalf("sends %d, want 2 (the breaker opens after 2; StateFor showed it open)", r.prov.sends)
 	}

@@ -98,6 +98,20 @@ func gateReplicaKey(key string, k int) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": avS(GateReplicaPK(key, k)), "sk": avS(gateSK)}
 }
 
+// replicaMarks are the transaction items that mark every replica of key
+// dirty (sending its readers to the gate itself).
+func (g *Gates) replicaMarks(key string) []types.TransactWriteItem {
+	items := make([]types.TransactWriteItem, 0, g.replicas())
+	for k := 0; k < g.replicas(); k++ {
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(g.table), Key: gateReplicaKey(key, k),
+			UpdateExpression:          aws.String("SET dirty = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true)},
+		}})
+	}
+	return items
+}
+
 func (g *Gates) replicas() int {
 	if g.Replicas > 0 {
 		return g.Replicas
@@ -388,14 +402,7 @@ func (g *Gates) unclean(ctx context.Context, key string, c gateChange) (bool, ma
 	if len(c.names) > 0 {
 		upd.ExpressionAttributeNames = c.names
 	}
-	items := []types.TransactWriteItem{{Update: upd}}
-	for k := 0; k < g.replicas(); k++ {
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(g.table), Key: gateReplicaKey(key, k),
-			UpdateExpression:          aws.String("SET dirty = :t"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true)},
-		}})
-	}
+	items := append([]types.TransactWriteItem{{Update: upd}}, g.replicaMarks(key)...)
 	ok, err := g.transactRetry(ctx, items)
 	if err != nil || !ok {
 		return false, nil, err
@@ -543,14 +550,7 @@ func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bo
 		full := *upd
 		full.UpdateExpression = aws.String("SET #o = :t, openUntil = :u, openedAt = :at, rd = :t ADD opens :one REMOVE probeUntil")
 		full.ConditionExpression = aws.String("attribute_not_exists(#o) OR #o <> :t")
-		items := []types.TransactWriteItem{{Update: &full}, {Put: g.eventPut(key, ev)}}
-		for k := 0; k < g.replicas(); k++ {
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(g.table), Key: gateReplicaKey(key, k),
-				UpdateExpression:          aws.String("SET dirty = :t"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true)},
-			}})
-		}
+		items := append([]types.TransactWriteItem{{Update: &full}, {Put: g.eventPut(key, ev)}}, g.replicaMarks(key)...)
 		ok, err = g.transactRetry(ctx, items)
 		if err != nil {
 			return false, fmt.Errorf("open %s: %w", key, err)

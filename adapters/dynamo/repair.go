@@ -47,13 +47,13 @@ func (p repairPos) String() string { b, _ := json.Marshal(p); return string(b) }
 // query, one batched consistent read of the intents).
 func (s *Store) DueRepairs(ctx context.Context, shard int, upTo time.Time, limit int) ([]*core.Intent, []string, error) {
 	pk := shardKey(duePfx, shard)
-	cp, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: sweepKey(shard), ConsistentRead: aws.Bool(true)})
+	cp, err := s.checkpoint(ctx, shard)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read checkpoint of repair shard %d: %w", shard, err)
+		return nil, nil, err
 	}
 	var start map[string]types.AttributeValue
-	if sk, ok := cp.Item["wmsk"].(*types.AttributeValueMemberS); ok {
-		if p, ok := cp.Item["wmpk"].(*types.AttributeValueMemberS); ok {
+	if sk, ok := cp["wmsk"].(*types.AttributeValueMemberS); ok {
+		if p, ok := cp["wmpk"].(*types.AttributeValueMemberS); ok {
 			start = map[string]types.AttributeValue{
 				"gsi1pk": &types.AttributeValueMemberS{Value: pk}, "gsi1sk": sk,
 				"pk": p, "sk": &types.AttributeValueMemberS{Value: intentSK},
@@ -118,12 +118,18 @@ func attrS(item map[string]types.AttributeValue, k string) string {
 // intent id (the index key of the last entry it passed; "" before the first
 // pass): an entry filed before it is never read again. For diagnosis.
 func (s *Store) RepairCheckpoint(ctx context.Context, id string) (string, error) {
-	shard := shardOf(id, s.RepairShards())
+	cp, err := s.checkpoint(ctx, shardOf(id, s.RepairShards()))
+	return attrS(cp, "wmsk"), err
+}
+
+// checkpoint reads a shard's checkpoint item, strongly consistent (nil
+// before the first pass).
+func (s *Store) checkpoint(ctx context.Context, shard int) (map[string]types.AttributeValue, error) {
 	cp, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: sweepKey(shard), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return "", fmt.Errorf("read checkpoint of repair shard %d: %w", shard, err)
+		return nil, fmt.Errorf("read checkpoint of repair shard %d: %w", shard, err)
 	}
-	return attrS(cp.Item, "wmsk"), nil
+	return cp.Item, nil
 }
 
 // DropRepairCheckpoints deletes every shard's checkpoint, so the next sweep
