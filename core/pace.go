@@ -703,6 +703,7 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	}
 	var v Verdict
 	var now time.Time
+	stillLate := false
 	maxWait := g.maxHold()
 	for late := 0; ; late++ {
 		if err := g.sleep(ctx, t.sendAt.Sub(d.Clock.Now())); err != nil {
@@ -712,14 +713,15 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		acctLate := t.pace.Rate > 0 && SendTooLate(t.slot, t.pace, now)
 		targetLate := t.tkey != "" && SendTooLate(t.tslot, t.tpace, now)
 		if late == 2 || (!acctLate && !targetLate) {
+			stillLate = acctLate || targetLate
 			break
 		}
 		// Woke late for its slot (the claim, the checks, the queue or the
 		// machine were slow, or it waited for its target's slot): sent now,
 		// it would crowd the slots after it and go over the pace. Take a
 		// fresh slot (one more write, only for a late attempt) and wait for
-		// it; the checks are done. Twice at most: a fresh slot is then used
-		// even if this worker is slow to reach it.
+		// it; the checks are done. Twice at most: late for the third slot, it
+		// is released (below), not sent.
 		d.metrics().Count("GateLateSlotRetaken", 1)
 		var err error
 		if acctLate {
@@ -762,6 +764,13 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	}
 	t.state = st
 	v = Admit(t.sendAt, 0, st, false, now, g.Breaker, maxWait)
+	if stillLate && v.Kind == VerdictSend {
+		// Late for a third slot in a row (the machine is too slow to keep
+		// the pace): sent now it would crowd the sends after it, over the
+		// pace — and past the point where an opening breaker can stop it.
+		// Released like a paused attempt instead.
+		v = Verdict{Kind: VerdictDefer, At: now.Add(time.Second), Reason: "late for its pace slot three times"}
+	}
 	if v.Kind == VerdictProbe {
 		ok, err := g.Store.TakeProbe(ctx, t.key, now, now.Add(g.Breaker.ProbeLease))
 		if err == nil && ok {
