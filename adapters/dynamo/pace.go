@@ -363,6 +363,11 @@ func (c gateChange) expr(markRD bool) string {
 // replicas' invariant: one conditional write when rd is already set, else
 // one transaction that also sets rd and marks every replica dirty. It
 // reports whether the change's own condition held, and the gate after it.
+//
+// The transaction is conditional on rd being unset: when an outage makes
+// several workers fail at once, each finds the gate unmarked, but only the
+// first marks the replicas (17 items, 34 write units on AWS); the others'
+// transactions are cancelled and they go back to the single write.
 func (g *Gates) unclean(ctx context.Context, key string, c gateChange) (bool, map[string]types.AttributeValue, error) {
 	vals := map[string]types.AttributeValue{":rdt": avBool(true)}
 	for k, v := range c.vals {
@@ -381,42 +386,79 @@ func (g *Gates) unclean(ctx context.Context, key string, c gateChange) (bool, ma
 	if len(c.names) > 0 {
 		in.ExpressionAttributeNames = c.names
 	}
-	out, err := g.db.UpdateItem(ctx, in)
-	if err == nil {
-		return true, out.Attributes, nil
-	}
-	if !isCCF(err) {
-		return false, nil, err
-	}
-	var ccf *types.ConditionalCheckFailedException
-	errors.As(err, &ccf)
-	if boolAttr(ccf.Item, "rd") {
-		return false, ccf.Item, nil // marked: the change's own condition failed
-	}
 	// Not marked (the gate was clean): change, set rd and mark every
-	// replica in one transaction.
-	upd := &types.Update{TableName: aws.String(g.table), Key: gateKey(key), UpdateExpression: aws.String(c.expr(true)), ExpressionAttributeValues: vals}
+	// replica in one transaction, unless another writer marked meanwhile.
+	txCond := "attribute_not_exists(rd) OR rd <> :rdt"
 	if c.cond != "" {
-		upd.ConditionExpression = aws.String(c.cond)
+		txCond = "(" + txCond + ") AND (" + c.cond + ")"
 	}
+	upd := &types.Update{TableName: aws.String(g.table), Key: gateKey(key), UpdateExpression: aws.String(c.expr(true)),
+		ExpressionAttributeValues: vals, ConditionExpression: aws.String(txCond),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 	if len(c.names) > 0 {
 		upd.ExpressionAttributeNames = c.names
 	}
 	items := append([]types.TransactWriteItem{{Update: upd}}, g.replicaMarks(key)...)
-	ok, err := g.transactRetry(ctx, items)
-	if err != nil || !ok {
-		return false, nil, err
+	for round := 0; round < 4; round++ {
+		out, err := g.db.UpdateItem(ctx, in)
+		if err == nil {
+			return true, out.Attributes, nil
+		}
+		if !isCCF(err) {
+			return false, nil, err
+		}
+		var ccf *types.ConditionalCheckFailedException
+		errors.As(err, &ccf)
+		if boolAttr(ccf.Item, "rd") {
+			return false, ccf.Item, nil // marked: the change's own condition failed
+		}
+		ok, old, err := g.transactRetryOld(ctx, items)
+		if err != nil {
+			return false, nil, err
+		}
+		if !ok {
+			if old == nil { // a store that does not return the item: read it
+				got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
+				if err != nil {
+					return false, nil, err
+				}
+				old = got.Item
+			}
+			if !boolAttr(old, "rd") {
+				return false, old, nil // still unmarked: the change's own condition failed
+			}
+			continue // marked by another writer meanwhile: the single write again
+		}
+		got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return true, nil, err
+		}
+		return true, got.Item, nil
 	}
-	got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return true, nil, err
-	}
-	return true, got.Item, nil
+	return false, nil, fmt.Errorf("gate %s: marked and tidied under every try", key)
+}
+
+// transactRetryOld is transactRetry that also returns the first item's
+// state when its condition failed (nil if the store did not return it).
+func (g *Gates) transactRetryOld(ctx context.Context, items []types.TransactWriteItem) (bool, map[string]types.AttributeValue, error) {
+	var old map[string]types.AttributeValue
+	ok, err := g.transactRetryWith(ctx, items, func(r []types.CancellationReason) {
+		if len(r) > 0 {
+			old = r[0].Item
+		}
+	})
+	return ok, old, err
 }
 
 // transactRetry is transact, trying again (with jitter, a few times) when
 // the transaction collided with another write of the same items.
 func (g *Gates) transactRetry(ctx context.Context, items []types.TransactWriteItem) (bool, error) {
+	return g.transactRetryWith(ctx, items, nil)
+}
+
+// transactRetryWith is transactRetry that hands the cancellation reasons of
+// a failed condition to onFail.
+func (g *Gates) transactRetryWith(ctx context.Context, items []types.TransactWriteItem, onFail func([]types.CancellationReason)) (bool, error) {
 	for try := 0; ; try++ {
 		_, err := g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var tce *types.TransactionCanceledException
@@ -425,6 +467,9 @@ func (g *Gates) transactRetry(ctx context.Context, items []types.TransactWriteIt
 			for _, r := range tce.CancellationReasons {
 				switch aws.ToString(r.Code) {
 				case "ConditionalCheckFailed":
+					if onFail != nil {
+						onFail(tce.CancellationReasons)
+					}
 					return false, nil
 				case "TransactionConflict":
 					conflict = true
@@ -579,31 +624,42 @@ func (g *Gates) TakeProbe(ctx context.Context, key string, now, until time.Time)
 }
 
 // Close closes an open breaker (recording ev in the same transaction), or
-// else only resets the failure count.
+// else only resets the failure count. The reset comes first, as one write
+// conditional on a closed breaker with a streak running: the successes that
+// end a streak usually come together (every worker whose read saw the
+// streak), and only the first of them needs to write; an open breaker
+// (the probe's success) fails it and takes the transaction.
 func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (bool, error) {
+	_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(g.table), Key: gateKey(key),
+		UpdateExpression:                    aws.String("SET failures = :zero"),
+		ConditionExpression:                 aws.String("(attribute_not_exists(#o) OR #o = :f) AND failures > :zero"),
+		ExpressionAttributeNames:            map[string]string{"#o": "open"},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":zero": avN(0), ":f": avBool(false)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return false, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, fmt.Errorf("reset failures %s: %w", key, err)
+	}
+	if !boolAttr(ccf.Item, "open") {
+		return false, nil // no streak left to end: another success reset it
+	}
 	upd := &types.Update{
 		TableName: aws.String(g.table), Key: gateKey(key),
 		UpdateExpression:          aws.String("SET #o = :f, failures = :zero, opens = :zero, closedAt = :at REMOVE openUntil, probeUntil"),
 		ConditionExpression:       aws.String("#o = :t"),
 		ExpressionAttributeNames:  map[string]string{"#o": "open"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":f": &types.AttributeValueMemberBOOL{Value: false}, ":t": &types.AttributeValueMemberBOOL{Value: true}, ":zero": avN(0), ":at": avT(ev.At)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": avBool(false), ":t": avBool(true), ":zero": avN(0), ":at": avT(ev.At)},
 	}
 	ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
 	if err != nil {
 		return false, fmt.Errorf("close %s: %w", key, err)
 	}
-	if ok {
-		return true, nil
-	}
-	_, err = g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(g.table), Key: gateKey(key),
-		UpdateExpression:          aws.String("SET failures = :zero"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": avN(0)},
-	})
-	if err != nil {
-		return false, fmt.Errorf("reset failures %s: %w", key, err)
-	}
-	return false, nil
+	return ok, nil
 }
 
 // SetOverride stores or removes the operator's pace.

@@ -84,7 +84,65 @@ func TestGateStoreContract(t *testing.T) {
 				t.Fatal("tidy removed the pause")
 			}
 		})
+		t.Run("concurrent first failures mark the replicas once; concurrent successes reset once", func(t *testing.T) {
+			// Cost, not safety: a 17-item transaction is 34 write units on
+			// AWS, and in an outage every worker's first failure finds the
+			// gate unmarked at once.
+			db := &gateWriteCounter{API: clients.DynamoDB}
+			g := NewGates(db, table)
+			k := "sandbox#" + t.Name()
+			run := func(n int, f func()) {
+				var wg sync.WaitGroup
+				for i := 0; i < n; i++ {
+					wg.Add(1)
+					go func() { defer wg.Done(); f() }()
+				}
+				wg.Wait()
+			}
+			run(6, func() {
+				if _, err := g.Failure(ctx, k); err != nil {
+					t.Error(err)
+				}
+			})
+			if got := db.transactions.Load(); got != 1 {
+				t.Fatalf("6 concurrent first failures committed %d marking transactions, want 1", got)
+			}
+			db.updates.Store(0)
+			run(6, func() {
+				if _, err := g.Close(ctx, k, core.OperatorEvent{At: time.Now()}); err != nil {
+					t.Error(err)
+				}
+			})
+			if got, tx := db.updates.Load(), db.transactions.Load(); got != 1 || tx != 1 {
+				t.Fatalf("6 concurrent successes after a streak committed %d writes and %d more transactions, want 1 and 0", got, tx-1)
+			}
+			if st, _ := g.State(ctx, k); st.Breaker.Failures != 0 {
+				t.Fatalf("streak not ended: %+v", st.Breaker)
+			}
+		})
 	})
+}
+
+// gateWriteCounter counts the writes that commit.
+type gateWriteCounter struct {
+	API
+	transactions, updates atomic.Int64
+}
+
+func (c *gateWriteCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := c.API.TransactWriteItems(ctx, in, o...)
+	if err == nil {
+		c.transactions.Add(1)
+	}
+	return out, err
+}
+
+func (c *gateWriteCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := c.API.UpdateItem(ctx, in, o...)
+	if err == nil {
+		c.updates.Add(1)
+	}
+	return out, err
 }
 
 func gateContract(t *testing.T, newStore func() core.GateStore) {
@@ -265,6 +323,56 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		}
 		if ok, _ := g.Open(ctx, k, now, true, core.OperatorEvent{}); ok {
 			t.Fatal("reopen of a closed breaker")
+		}
+	})
+
+	t.Run("concurrent failures on a clean gate are each counted once, and concurrent successes end the streak", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		const n = 8
+		counts := make(chan int, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := g.Failure(ctx, k)
+				if err != nil {
+					t.Error(err)
+				}
+				counts <- st.Breaker.Failures
+			}()
+		}
+		wg.Wait()
+		close(counts)
+		// Each caller sees at least its own count (the marking one reads the
+		// gate after its transaction), and one of them sees all n: that one
+		// opens the breaker.
+		most := 0
+		for c := range counts {
+			if c < 1 || c > n {
+				t.Fatalf("a failure saw count %d of %d", c, n)
+			}
+			most = max(most, c)
+		}
+		st, _ := g.State(ctx, k)
+		if st.Breaker.Failures != n || most != n {
+			t.Fatalf("after %d concurrent failures: gate %d, highest count seen %d", n, st.Breaker.Failures, most)
+		}
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if ok, err := g.Close(ctx, k, core.OperatorEvent{At: now}); ok || err != nil {
+					t.Errorf("close of a closed breaker: %v %v", ok, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if st, _ := g.State(ctx, k); st.Breaker.Failures != 0 || st.Breaker.Open {
+			t.Fatalf("after concurrent successes %+v", st.Breaker)
+		}
+		if evs, _ := g.Events(ctx, k, 10); len(evs) != 0 {
+			t.Fatalf("events %+v", evs)
 		}
 	})
 
