@@ -703,11 +703,20 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	}
 	var v Verdict
 	var now time.Time
+	var st GateState
 	stillLate := false
 	maxWait := g.maxHold()
+	ahead := StateReadAhead(t.pace, t.tpace)
 	for late := 0; ; late++ {
-		if err := g.sleep(ctx, t.sendAt.Sub(d.Clock.Now())); err != nil {
+		// The account's state is read shortly before the slot, not after it:
+		// the read's latency (up to ~50 ms on a loaded host) would land
+		// between the slot and the send, bunching sends over the pace.
+		if err := g.sleep(ctx, t.sendAt.Add(-ahead).Sub(d.Clock.Now())); err != nil {
 			return true, err // the lease expires; the sweeper takes it (nothing was sent)
+		}
+		st = d.readGate(ctx, t, claimed.ID)
+		if err := g.sleep(ctx, t.sendAt.Sub(d.Clock.Now())); err != nil {
+			return true, err
 		}
 		now = d.Clock.Now()
 		acctLate := t.pace.Rate > 0 && SendTooLate(t.slot, t.pace, now)
@@ -716,19 +725,19 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 			stillLate = acctLate || targetLate
 			break
 		}
-		// Woke late for its slot (the claim, the checks, the queue or the
-		// machine were slow, or it waited for its target's slot): sent now,
-		// it would crowd the slots after it and go over the pace. Take a
-		// fresh slot (one more write, only for a late attempt) and wait for
-		// it; the checks are done. Twice at most: late for the third slot, it
-		// is released (below), not sent.
+		// Woke late for its slot (the claim, the checks, the queue, the read
+		// or the machine were slow, or it waited for its target's slot):
+		// sent now, it would crowd the slots after it and go over the pace.
+		// Take a fresh slot (one more write, only for a late attempt) and
+		// wait for it; the checks are done. Twice at most: late for the
+		// third slot, it is released (below), not sent.
 		d.metrics().Count("GateLateSlotRetaken", 1)
 		var err error
 		if acctLate {
-			t.slot, t.state, err = d.reserve(ctx, t.key, t.pace, now)
+			t.slot, err = d.retake(ctx, t.key, t.pace, now)
 		}
 		if targetLate && err == nil {
-			t.tslot, _, err = d.reserve(ctx, t.tkey, t.tpace, now)
+			t.tslot, err = d.retake(ctx, t.tkey, t.tpace, now)
 		}
 		next := t.slot
 		if t.tkey != "" && t.tslot.After(next) {
@@ -750,17 +759,6 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		if t.sendAt.Before(now) {
 			t.sendAt = now
 		}
-	}
-	var st GateState
-	var err error
-	if t.pace.Rate > 0 {
-		st, err = g.Store.State(ctx, t.key) // a paced account writes its gate on every attempt anyway
-	} else {
-		st, err = g.Store.StateFor(ctx, t.key, claimed.ID, now)
-	}
-	if err != nil {
-		// Cannot see the account: do not send blind; release and retry soon.
-		st = GateState{PausedUntil: ptrTime(now.Add(time.Second))}
 	}
 	t.state = st
 	v = Admit(t.sendAt, 0, st, false, now, g.Breaker, maxWait)
@@ -809,6 +807,46 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 
 func ptrTime(t time.Time) *time.Time { return &t }
 
+// readGate reads the account's state for the attempt of id right before its
+// send. An unreadable gate reads as a short pause: no blind send.
+func (d *Dispatcher) readGate(ctx context.Context, t *ticket, id string) GateState {
+	now := d.Clock.Now()
+	var st GateState
+	var err error
+	if t.pace.Rate > 0 {
+		st, err = d.Gate.Store.State(ctx, t.key) // a paced account writes its gate on every attempt anyway
+	} else {
+		st, err = d.Gate.Store.StateFor(ctx, t.key, id, now)
+	}
+	if err != nil {
+		return GateState{PausedUntil: ptrTime(now.Add(time.Second))}
+	}
+	return st
+}
+
+// GateReadAhead is the longest a held send reads the account's state ahead
+// of its slot (StateReadAhead).
+const GateReadAhead = 25 * time.Millisecond
+
+// StateReadAhead is how long before its slot a held send reads the
+// account's state: GateReadAhead, but at most half the shortest interval of
+// the paces it holds slots of, so a pause or an open written after one
+// send's result is still seen by the next send's read. Zero when it holds
+// no paced slot. Pure.
+func StateReadAhead(paces ...Pace) time.Duration {
+	ahead := time.Duration(0)
+	for _, p := range paces {
+		if p.Rate <= 0 {
+			continue
+		}
+		a := min(GateReadAhead, p.Interval()/2)
+		if ahead == 0 || a < ahead {
+			ahead = a
+		}
+	}
+	return ahead
+}
+
 func seenKey(m *sync.Map, key string) bool {
 	_, ok := m.Load(key)
 	return ok
@@ -834,6 +872,15 @@ func (d *Dispatcher) reserve(ctx context.Context, key string, p Pace, now time.T
 			return now, st, nil
 		}
 	}
+}
+
+// retake takes a fresh slot for a held send that woke too late for its
+// own, and returns when to send on it: like every fresh slot, the slot plus
+// the lead (the sends of the slots before it go out at theirs plus the
+// lead; without it, this send would land a lead early, on top of theirs).
+func (d *Dispatcher) retake(ctx context.Context, key string, p Pace, now time.Time) (time.Time, error) {
+	slot, _, err := d.reserve(ctx, key, p, now)
+	return slot.Add(d.Gate.Lead), err
 }
 
 // reserveOnce is reserve for a duplicate-prone trigger: the first reservation

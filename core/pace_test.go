@@ -418,9 +418,14 @@ func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.
 	}
 	r.d.Gate.MaxHold = time.Second
 	// b holds for its slot (500ms); meanwhile another worker sees a 429.
+	var pausedUntil time.Time
 	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
 		r.clock.Advance(d)
-		return gates.Pause(ctx, key, r.clock.Now().Add(5*time.Second))
+		if !pausedUntil.IsZero() {
+			return nil
+		}
+		pausedUntil = r.clock.Now().Add(5 * time.Second)
+		return gates.Pause(ctx, key, pausedUntil)
 	}
 	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
 		t.Fatal(err)
@@ -430,7 +435,7 @@ func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.
 	}
 	got := r.get(t, b.ID)
 	if got.Status != StatusRetryableFailure || got.AttemptCount != 1 || len(got.Attempts) != 1 || got.Attempts[0].Result != AttemptDeferred ||
-		got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(t0.Add(500*time.Millisecond+5*time.Second)) {
+		got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(pausedUntil) || pausedUntil.Before(t0.Add(5*time.Second)) {
 		t.Fatalf("released intent: %s attempts %d next %v", got.Status, got.AttemptCount, got.NextAttemptAt)
 	}
 	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error { r.clock.Advance(d); return nil }
@@ -560,6 +565,53 @@ func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
 	}
 }
 
+// Every fresh slot is sent at the slot plus the lead; a late send's fresh
+// slot too. Without the lead it would go out a lead early, on top of the
+// send of the slot before it.
+func TestALateSendsFreshSlotKeepsTheLead(t *testing.T) {
+	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1}) // a slot every 500ms
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	r.d.Gate.MaxHold = 3 * time.Second
+	r.d.Gate.Lead = 250 * time.Millisecond
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // slot t0, sent at +250ms
+		t.Fatal(err)
+	}
+	first := true
+	var others []time.Time
+	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+		if first {
+			// While b waits for its slot (+500ms, sent at +750ms), two other
+			// workers take +1s and +1.5s (sent at +1.25s, +1.75s), and b's
+			// worker is slow: it wakes 700ms late.
+			first = false
+			for i := 0; i < 2; i++ {
+				slot, _, err := gates.Reserve(ctx, key, 500*time.Millisecond)
+				if err != nil {
+					return err
+				}
+				others = append(others, slot.Add(r.d.Gate.Lead))
+			}
+			r.clock.Advance(d + 700*time.Millisecond)
+			return nil
+		}
+		r.clock.Advance(d)
+		return nil
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	sentAt := r.clock.Now()
+	if r.prov.sends != 2 {
+		t.Fatalf("sends %d, want 2", r.prov.sends)
+	}
+	last := others[len(others)-1]
+	if sentAt.Sub(last) < 500*time.Millisecond || !sentAt.Equal(t0.Add(2250*time.Millisecond)) {
+		t.Fatalf("b sent at +%v, %v after the other workers' last send (+%v); want +2.25s, one interval after it", sentAt.Sub(t0), sentAt.Sub(last), last.Sub(t0))
+	}
+}
+
 func TestDuplicateProneTrigger(t *testing.T) {
 	for trig, want := range map[string]bool{"stream": true, "sweeper": true, OpDispatch: true, "paced": false, "retry": false, "reconcile": false} {
 		if got := DuplicateProneTrigger(trig); got != want {
@@ -670,4 +722,60 @@ func TestUnpacedAttemptsReadTheGateThroughStateFor(t *testing.T) {
 			t.Fatalf("read %d was for %s, want %s", i, spy.forIDs[i], id)
 		}
 	}
+}
+
+func TestStateReadAhead(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		paces []Pace
+		want  time.Duration
+	}{
+		{"unpaced", []Pace{{}}, 0},
+		{"no paces", nil, 0},
+		{"slow pace: the cap", []Pace{{Rate: 1, Per: time.Second}}, GateReadAhead},
+		{"20/s: the cap (half the interval is 25ms)", []Pace{{Rate: 20, Per: time.Second}}, 25 * time.Millisecond},
+		{"100/s: half the interval", []Pace{{Rate: 100, Per: time.Second}}, 5 * time.Millisecond},
+		{"account and a faster target: the shorter", []Pace{{Rate: 1, Per: time.Second}, {Rate: 200, Per: time.Second}}, 2500 * time.Microsecond},
+		{"unpaced account, paced target", []Pace{{}, {Rate: 1, Per: time.Second}}, GateReadAhead},
+	} {
+		if got := StateReadAhead(c.paces...); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// The held send reads the account's state before its slot, so the read's
+// latency does not fall between the slot and the send.
+func TestHeldSendReadsTheGateBeforeItsSlot(t *testing.T) {
+	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1})
+	ctx := context.Background()
+	r.d.Gate.MaxHold = time.Second
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	reads := &timedGates{MemoryGates: gates, now: r.clock.Now}
+	r.d.Gate.Store = reads
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	sentAt := r.clock.Now()
+	if r.prov.sends != 2 || !sentAt.Equal(t0.Add(500*time.Millisecond)) {
+		t.Fatalf("sends %d, b sent at +%v, want 2 and +500ms", r.prov.sends, sentAt.Sub(t0))
+	}
+	if len(reads.at) == 0 || !reads.at[len(reads.at)-1].Equal(sentAt.Add(-GateReadAhead)) {
+		t.Fatalf("state reads at %v, want the last at the slot less %v (%v)", reads.at, GateReadAhead, sentAt.Add(-GateReadAhead))
+	}
+}
+
+// timedGates records when State is read.
+type timedGates struct {
+	*MemoryGates
+	now func() time.Time
+	at  []time.Time
+}
+
+func (g *timedGates) State(ctx context.Context, key string) (GateState, error) {
+	g.at = append(g.at, g.now())
+	return g.MemoryGates.State(ctx, key)
 }
