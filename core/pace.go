@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -386,6 +387,9 @@ type Gate struct {
 	DeclaredTarget func(provider, account string) (Pace, bool)
 
 	overrides sync.Map // gate key -> *PaceOverride last seen (nil: none)
+	// claimPaths: how long recent paced attempts took from the gate's
+	// answer to the wait for their slot (QueueMarginFor).
+	claimPaths latencyWindow
 }
 
 // targetPace is the pace of each target of the account, if it has one.
@@ -418,11 +422,57 @@ func (g *Gate) maxHold() time.Duration {
 	return 300 * time.Millisecond
 }
 
+// queueMargin is QueueMarginFor the configured margin and this process's
+// recent claim paths.
 func (g *Gate) queueMargin() time.Duration {
-	if g.QueueMargin > 0 {
-		return g.QueueMargin
+	base := g.QueueMargin
+	if base <= 0 {
+		base = 1500 * time.Millisecond
 	}
-	return 1500 * time.Millisecond
+	return QueueMarginFor(base, g.claimPaths.snapshot())
+}
+
+// MaxQueueMarginExtra caps what slow claim paths add to the queue margin.
+const MaxQueueMarginExtra = 3 * time.Second
+
+// QueueMarginFor is how early a deferred attempt asks the queue to bring it
+// back before its slot: the configured margin (the queue's whole-second
+// delays and its polling) plus the 95th percentile of the recent claim
+// paths (claim, barrier, revalidation, payload: from the gate's answer to
+// the wait for the slot), capped by MaxQueueMarginExtra. A returning
+// attempt whose claim path outlasts its margin wakes late for its slot and
+// must take a fresh one (the old one is lost to the pace); a slow store
+// makes that common unless the margin grows with it. Fewer than 8 samples
+// add nothing. Pure.
+func QueueMarginFor(base time.Duration, recent []time.Duration) time.Duration {
+	if len(recent) < 8 {
+		return base
+	}
+	s := slices.Clone(recent)
+	slices.Sort(s)
+	p95 := s[(len(s)*95)/100]
+	return base + min(max(p95, 0), MaxQueueMarginExtra)
+}
+
+// latencyWindow keeps the last few durations (safe for concurrent use).
+type latencyWindow struct {
+	mu   sync.Mutex
+	buf  [64]time.Duration
+	n, i int
+}
+
+func (w *latencyWindow) add(d time.Duration) {
+	w.mu.Lock()
+	w.buf[w.i] = d
+	w.i = (w.i + 1) % len(w.buf)
+	w.n = min(w.n+1, len(w.buf))
+	w.mu.Unlock()
+}
+
+func (w *latencyWindow) snapshot() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.buf[:w.n])
 }
 
 // holdFor is the longest wait held in-process: a returning reservation
@@ -476,6 +526,8 @@ type ticket struct {
 	probe  bool
 	key    string
 	state  GateState
+	// admitted is when the gate answered (the claim path starts there).
+	admitted time.Time
 }
 
 // admit runs the gate for the attempt of id before its claim. It returns
@@ -707,6 +759,9 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	stillLate := false
 	maxWait := g.maxHold()
 	ahead := StateReadAhead(t.pace, t.tpace)
+	if t.pace.Rate > 0 && !t.admitted.IsZero() {
+		g.claimPaths.add(d.Clock.Now().Sub(t.admitted))
+	}
 	for late := 0; ; late++ {
 		// The account's state is read shortly before the slot, not after it:
 		// the read's latency (up to ~50 ms on a loaded host) would land
