@@ -163,8 +163,10 @@ type GateStore interface {
 	// busiest): the store may serve it from a replica chosen by id. It must
 	// be exactly as safe as State at the instant of the read: it may return
 	// the zero state only when the gate itself is clean then (CleanGate:
-	// closed, no failure streak, no pause, no operator pace); otherwise it
-	// returns the gate's own state.
+	// closed, no probe, no pause, no operator pace: it admits what the zero
+	// state admits); otherwise it returns the gate's own state. The failure
+	// count of a streak may read as zero: successes learn of a streak from
+	// the worker that counted its failure (Gate), not from this read.
 	StateFor(ctx context.Context, key, id string, now time.Time) (GateState, error)
 	// Pause holds every send until until (a pause is never shortened) and
 	// moves the next free slot to at least until.
@@ -192,12 +194,13 @@ type GateStore interface {
 const GateCleanSettle = time.Second
 
 // CleanGate reports whether an account's gate is clean at now: the breaker
-// closed with no failure streak running, no pause (ended at least
-// GateCleanSettle ago), no operator pace. Only a clean gate may be read from
-// a replica (GateStore.StateFor): such a gate admits every unpaced attempt,
+// closed and no probe out, no pause (ended at least GateCleanSettle ago), no
+// operator pace. A failure streak below the breaker's threshold leaves it
+// clean: Admit never reads the count. Only a clean gate may be read from a
+// replica (GateStore.StateFor): such a gate admits every unpaced attempt,
 // as the zero state does. Pure.
 func CleanGate(st GateState, now time.Time) bool {
-	return !st.Breaker.Open && st.Breaker.Failures == 0 && st.Breaker.ProbeUntil == nil && st.Override == nil &&
+	return !st.Breaker.Open && st.Breaker.ProbeUntil == nil && st.Override == nil &&
 		(st.PausedUntil == nil || !st.PausedUntil.After(now.Add(-GateCleanSettle)))
 }
 
@@ -329,6 +332,15 @@ func SendTooLate(slot time.Time, p Pace, now time.Time) bool {
 	return now.After(slot.Add(p.Interval() / 2))
 }
 
+// EndsStreak reports whether a success must write to the gate: it was a
+// probe, or its read showed the breaker open or a failure streak, or this
+// process counted a failure for the account since its last success there
+// (an unpaced account's read, a replica, does not show the count). Every
+// other success writes nothing. Pure.
+func EndsStreak(probe bool, read GateState, countedHere bool) bool {
+	return probe || read.Breaker.Open || read.Breaker.Failures > 0 || countedHere
+}
+
 // GateResult classifies a send's result for the gate. Pure.
 type GateResult int
 
@@ -387,6 +399,10 @@ type Gate struct {
 	DeclaredTarget func(provider, account string) (Pace, bool)
 
 	overrides sync.Map // gate key -> *PaceOverride last seen (nil: none)
+	// counted: gate keys this process counted a transient failure for since
+	// its last success there. That success ends the streak (Close), even
+	// when its read of the gate (a replica) did not show the count.
+	counted sync.Map
 	// claimPaths: how long recent paced attempts took from the gate's
 	// answer to the wait for their slot (QueueMarginFor).
 	claimPaths latencyWindow
@@ -966,7 +982,8 @@ func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr err
 	}
 	switch ClassifyForGate(sendErr) {
 	case GateSuccess:
-		if !t.probe && !t.state.Breaker.Open && t.state.Breaker.Failures == 0 {
+		_, countedHere := g.counted.LoadAndDelete(t.key)
+		if !EndsStreak(t.probe, t.state, countedHere) {
 			return // the common case writes nothing
 		}
 		ev := OperatorEvent{Kind: EventBreakerClosed, Provider: in.Provider, Account: in.Account, At: now,
@@ -1001,6 +1018,9 @@ func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr err
 		}
 		st, err := g.Store.Failure(ctx, t.key)
 		warn("failure", err)
+		if err == nil {
+			g.counted.Store(t.key, struct{}{})
+		}
 		if err != nil || st.Breaker.Open || st.Breaker.Failures < g.Breaker.Failures {
 			return
 		}

@@ -668,7 +668,7 @@ func TestCleanGate(t *testing.T) {
 	}{
 		{"new account", GateState{}, true},
 		{"closed after an outage", GateState{Breaker: Breaker{ClosedAt: at(-time.Minute)}}, true},
-		{"a failure streak runs", GateState{Breaker: Breaker{Failures: 1}}, false},
+		{"a failure streak below the threshold: Admit never reads the count", GateState{Breaker: Breaker{Failures: 1}}, true},
 		{"open", GateState{Breaker: Breaker{Open: true, OpenUntil: at(time.Second)}}, false},
 		{"open, cooldown over", GateState{Breaker: Breaker{Open: true, OpenUntil: at(-time.Second)}}, false},
 		{"probe out", GateState{Breaker: Breaker{Open: true, ProbeUntil: at(time.Second)}}, false},
@@ -778,4 +778,72 @@ type timedGates struct {
 func (g *timedGates) State(ctx context.Context, key string) (GateState, error) {
 	g.at = append(g.at, g.now())
 	return g.MemoryGates.State(ctx, key)
+}
+
+func TestEndsStreak(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		probe   bool
+		read    GateState
+		counted bool
+		want    bool
+	}{
+		{"the common case: nothing to end", false, GateState{}, false, false},
+		{"a probe's success closes the breaker", true, GateState{}, false, true},
+		{"read an open breaker", false, GateState{Breaker: Breaker{Open: true}}, false, true},
+		{"read a streak", false, GateState{Breaker: Breaker{Failures: 3}}, false, true},
+		{"a replica read shows no streak, but this process counted one", false, GateState{}, true, true},
+	} {
+		if got := EndsStreak(c.probe, c.read, c.counted); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// replicaReads is a GateStore whose per-attempt reads (StateFor) answer the
+// zero state whenever the gate admits like it (a clean replica): they never
+// show a failure streak below the threshold.
+type replicaReads struct{ *MemoryGates }
+
+func (g replicaReads) StateFor(ctx context.Context, key, id string, now time.Time) (GateState, error) {
+	st, err := g.MemoryGates.State(ctx, key)
+	if err == nil && CleanGate(st, now) {
+		return GateState{}, nil
+	}
+	return st, err
+}
+
+// An unpaced account's reads may not show a failure streak; the process that
+// counted a failure ends the streak with its next success there, and a
+// process that counted none writes nothing for its successes.
+func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
+	r, gates, _ := gateRig(nil, transientFailure())
+	r.d.Gate.Store = replicaReads{gates}
+	r.d.Backoff.MaxAttempts = 10
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	r.attemptEach(t, 1) // a 503: the streak is 1
+	if st, _ := gates.State(ctx, key); st.Breaker.Failures != 1 {
+		t.Fatalf("after a failure: %+v", st.Breaker)
+	}
+	// Another process (its own Gate over the same store) succeeds: its read
+	// shows no streak and it counted none, so it writes nothing.
+	other := *r.d
+	otherGate := &Gate{Store: r.d.Gate.Store, Breaker: r.d.Gate.Breaker, Events: r.d.Gate.Events, Sleep: r.d.Gate.Sleep}
+	other.Gate = otherGate
+	in := r.submitKey(t, "other")
+	if err := other.Attempt(ctx, in.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := gates.State(ctx, key); st.Breaker.Failures != 1 {
+		t.Fatalf("a success in a process that counted no failure changed the streak: %+v", st.Breaker)
+	}
+	// The process that counted the failure succeeds: the streak ends.
+	in = r.submitKey(t, "mine")
+	if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := gates.State(ctx, key); st.Breaker.Failures != 0 {
+		t.Fatalf("the success after this process's failure left the streak at %d", st.Breaker.Failures)
+	}
 }

@@ -24,11 +24,12 @@ package dynamo
 // zero state, a dirty one sends the reader to the gate itself. Invariant:
 // whenever the gate is not clean, it carries rd=true, and rd=true means
 // every replica is dirty. Kept with transactions, never with copies:
-//   - a change that makes the gate unclean (a failure, a pause, an open, an
-//     operator's pace) is one conditional write "rd = true AND ..." when the
-//     replicas are already marked; otherwise one transaction that makes the
-//     change, sets rd and marks every replica (the first failure of a
-//     streak, a 429 on a clean account: rare);
+//   - a change that makes the gate unclean (a pause, an open, an operator's
+//     pace) is one conditional write "rd = true AND ..." when the replicas
+//     are already marked; otherwise one transaction that makes the change,
+//     sets rd and marks every replica (an open, a 429 on a clean account:
+//     rare). A failure streak below the threshold does not make it unclean
+//     (Admit never reads the count): a failure is one plain write;
 //   - the breaker's own moves (probe, re-open, close, the streak's reset)
 //     stay single writes on the gate (it is unclean while they happen, so
 //     every reader is on the gate: one winner per probe, as without replicas);
@@ -303,7 +304,7 @@ func (g *Gates) StateFor(ctx context.Context, key, id string, now time.Time) (co
 
 // cleanCond is core.CleanGate as a condition on the gate item (:cut = now
 // less core.GateCleanSettle).
-const cleanCond = "(attribute_not_exists(failures) OR failures = :zero) AND (attribute_not_exists(#o) OR #o = :f)" +
+const cleanCond = "(attribute_not_exists(#o) OR #o = :f)" +
 	" AND attribute_not_exists(probeUntil) AND attribute_not_exists(paceRate)" +
 	" AND (attribute_not_exists(pausedUntil) OR pausedUntil <= :cut)"
 
@@ -327,7 +328,7 @@ func (g *Gates) tidy(ctx context.Context, key string, now time.Time) {
 		UpdateExpression:         aws.String("REMOVE rd"),
 		ConditionExpression:      aws.String("rd = :t AND " + cleanCond),
 		ExpressionAttributeNames: map[string]string{"#o": "open"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true), ":f": avBool(false), ":zero": avN(0),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true), ":f": avBool(false),
 			":cut": avT(now.Add(-core.GateCleanSettle))},
 	}}}
 	for k := 0; k < g.replicas(); k++ {
@@ -512,14 +513,23 @@ func (g *Gates) Pause(ctx context.Context, key string, until time.Time) error {
 	return nil
 }
 
-// Failure adds one to the consecutive failure count (the first of a streak
-// marks the replicas in the same transaction).
+// Failure adds one to the consecutive failure count: one plain UpdateItem.
+// A streak does not change what the gate admits (core.Admit reads pause,
+// open, probe and pace, never the count), so it leaves the replicas alone;
+// the open that ends a streak marks them (Open). Successes learn of the
+// streak from the worker that counted the failure (core.Gate), not from
+// the replicas.
 func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error) {
-	_, item, err := g.unclean(ctx, key, gateChange{add: "failures :one", vals: map[string]types.AttributeValue{":one": avN(1)}})
+	out, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(g.table), Key: gateKey(key),
+		UpdateExpression:          aws.String("ADD failures :one"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": avN(1)},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
 	if err != nil {
-		return gateState(item), fmt.Errorf("count failure %s: %w", key, err)
+		return core.GateState{}, fmt.Errorf("count failure %s: %w", key, err)
 	}
-	return gateState(item), nil
+	return gateState(out.Attributes), nil
 }
 
 func (g *Gates) eventPut(key string, ev core.OperatorEvent) *types.Put {

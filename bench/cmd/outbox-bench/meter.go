@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/botharness/outbox/adapters/dynamo"
 )
 
 // meter is an SDK middleware on every DynamoDB client of the run (the stack's
@@ -283,6 +286,9 @@ func (m *meter) middleware(stack *middleware.Stack) error {
 				cc = one(r.ConsumedCapacity)
 			case *dynamodb.TransactWriteItemsOutput:
 				cc = r.ConsumedCapacity
+				if p, ok := in.Parameters.(*dynamodb.TransactWriteItemsInput); ok {
+					cc = transactWCU(p, cc)
+				}
 			case *dynamodb.BatchWriteItemOutput:
 				cc = r.ConsumedCapacity
 			case *dynamodb.GetItemOutput:
@@ -381,6 +387,40 @@ func (rt *routeTimer) summary() map[string]any {
 	out := map[string]any{}
 	for k, n := range rt.n {
 		out[k] = map[string]any{"n": n, "mean_ms": round(float64(rt.t[k].Microseconds())/1000/float64(n), 3)}
+	}
+	return out
+}
+
+// transactWCU is a write transaction's capacity by AWS's rule: two write
+// units per KB (rounded up) of every item it writes or checks. DynamoDB
+// Local reports 2 for a whole transaction whatever its items (17 small
+// items: 2, where AWS charges 34), which would hide what multi-item
+// transactions cost. The size of an item an Update, Delete or ConditionCheck
+// touches is not in the request: counted as one KB (the gate and its
+// replicas, the only such items, are far below it).
+func transactWCU(in *dynamodb.TransactWriteItemsInput, reported []types.ConsumedCapacity) []types.ConsumedCapacity {
+	units := 0.0
+	var table *string
+	for _, it := range in.TransactItems {
+		kb := 1.0
+		switch {
+		case it.Put != nil:
+			table = it.Put.TableName
+			kb = math.Max(1, math.Ceil(float64(dynamo.ItemSize(it.Put.Item, dynamo.NumberBytesDynamoDB))/1024))
+		case it.Update != nil:
+			table = it.Update.TableName
+		case it.Delete != nil:
+			table = it.Delete.TableName
+		case it.ConditionCheck != nil:
+			table = it.ConditionCheck.TableName
+		}
+		units += 2 * kb
+	}
+	out := []types.ConsumedCapacity{{TableName: table, CapacityUnits: &units}}
+	for _, c := range reported { // keep what the emulator says of the indexes
+		if len(c.GlobalSecondaryIndexes) > 0 {
+			out[0].GlobalSecondaryIndexes = c.GlobalSecondaryIndexes
+		}
 	}
 	return out
 }
