@@ -522,93 +522,59 @@ func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
 	}
 }
 
+// A held send that wakes late for its slot takes a fresh one instead of
+// crowding the slots after it, and is sent at that slot plus the lead, like
+// every fresh slot: without the lead it would go out a lead early, on top
+// of the send of the slot before it.
 func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
-	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1}) // a slot every 500ms
-	ctx := context.Background()
-	key := GateKey("fake", "a1")
-	r.d.Gate.MaxHold = 3 * time.Second
-	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // sends at t0
-		t.Fatal(err)
-	}
-	var sendTimes []time.Time
-	first := true
-	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
-		if first {
-			// While b waits for its slot (+500ms), two other workers take
-			// +1s and +1.5s, and b's worker is slow: it wakes at +1.2s.
-			first = false
-			for i := 0; i < 2; i++ {
-				if _, _, err := gates.Reserve(ctx, key, 500*time.Millisecond); err != nil {
-					return err
-				}
+	for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
+		t.Run(fmt.Sprintf("lead %v", lead), func(t *testing.T) {
+			r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1}) // a slot every 500ms
+			ctx := context.Background()
+			key := GateKey("fake", "a1")
+			r.d.Gate.MaxHold = 3 * time.Second
+			r.d.Gate.Lead = lead
+			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // slot t0, sent at t0 + lead
+				t.Fatal(err)
 			}
-			r.clock.Advance(d + 700*time.Millisecond)
-			return nil
-		}
-		r.clock.Advance(d)
-		return nil
-	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
-	sendTimes = append(sendTimes, r.clock.Now())
-	if r.prov.sends != 2 {
-		t.Fatalf("sends %d, want 2", r.prov.sends)
-	}
-	// Not at +1.2s (between the others' slots): at the next free slot, +2s.
-	if !sendTimes[0].Equal(t0.Add(2 * time.Second)) {
-		t.Fatalf("b sent at +%v, want +2s", sendTimes[0].Sub(t0))
-	}
-	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
-		t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
-	}
-}
-
-// Every fresh slot is sent at the slot plus the lead; a late send's fresh
-// slot too. Without the lead it would go out a lead early, on top of the
-// send of the slot before it.
-func TestALateSendsFreshSlotKeepsTheLead(t *testing.T) {
-	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1}) // a slot every 500ms
-	ctx := context.Background()
-	key := GateKey("fake", "a1")
-	r.d.Gate.MaxHold = 3 * time.Second
-	r.d.Gate.Lead = 250 * time.Millisecond
-	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // slot t0, sent at +250ms
-		t.Fatal(err)
-	}
-	first := true
-	var others []time.Time
-	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
-		if first {
-			// While b waits for its slot (+500ms, sent at +750ms), two other
-			// workers take +1s and +1.5s (sent at +1.25s, +1.75s), and b's
-			// worker is slow: it wakes 700ms late.
-			first = false
-			for i := 0; i < 2; i++ {
-				slot, _, err := gates.Reserve(ctx, key, 500*time.Millisecond)
-				if err != nil {
-					return err
+			first := true
+			var others []time.Time
+			r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+				if first {
+					// While b waits for its slot (+500ms), two other workers
+					// take +1s and +1.5s, and b's worker is slow: it wakes
+					// 700ms late.
+					first = false
+					for i := 0; i < 2; i++ {
+						slot, _, err := gates.Reserve(ctx, key, 500*time.Millisecond)
+						if err != nil {
+							return err
+						}
+						others = append(others, slot.Add(lead))
+					}
+					r.clock.Advance(d + 700*time.Millisecond)
+					return nil
 				}
-				others = append(others, slot.Add(r.d.Gate.Lead))
+				r.clock.Advance(d)
+				return nil
 			}
-			r.clock.Advance(d + 700*time.Millisecond)
-			return nil
-		}
-		r.clock.Advance(d)
-		return nil
-	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
-	sentAt := r.clock.Now()
-	if r.prov.sends != 2 {
-		t.Fatalf("sends %d, want 2", r.prov.sends)
-	}
-	last := others[len(others)-1]
-	if sentAt.Sub(last) < 500*time.Millisecond || !sentAt.Equal(t0.Add(2250*time.Millisecond)) {
-		t.Fatalf("b sent at +%v, %v after the other workers' last send (+%v); want +2.25s, one interval after it", sentAt.Sub(t0), sentAt.Sub(last), last.Sub(t0))
+			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			sentAt := r.clock.Now()
+			if r.prov.sends != 2 {
+				t.Fatalf("sends %d, want 2", r.prov.sends)
+			}
+			// Not between the others' sends: at the next free slot (+2s) plus the lead.
+			last := others[len(others)-1]
+			if !sentAt.Equal(t0.Add(2*time.Second+lead)) || sentAt.Sub(last) < 500*time.Millisecond {
+				t.Fatalf("b sent at +%v, %v after the other workers' last send (+%v); want +%v, one interval after it", sentAt.Sub(t0), sentAt.Sub(last), last.Sub(t0), 2*time.Second+lead)
+			}
+			if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
+				t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
+			}
+		})
 	}
 }
 
