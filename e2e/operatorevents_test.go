@@ -268,7 +268,7 @@ func TestOperatorEventFromRunningNotifier(t *testing.T) {
 	}
 }
 
-// TestBreakerEventsReachOperatorSubscribers: a provider outage opens the
+// TestBreakerEventsReachOperatorSubscribers: a provider's failures open the
 // account's circuit breaker and recovery closes it (issue 15); each of those
 // operator events reaches the signed-webhook subscriber exactly once.
 func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
@@ -278,7 +278,10 @@ func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
 	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":2,"cooldownMs":500,"maxCooldownMs":1000,"probeLeaseMs":1000}}`, acct)
 	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 50, MaxAge: time.Hour}
 	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff, OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
-	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":2000}}`, acct))
+	// Three 503s in a row (the open after two, a failed probe), whenever
+	// they come: a timed outage could end before a loaded machine's first
+	// send, and then no breaker would open.
+	e.faults(fmt.Sprintf(`{"account":%q,"faults":[{"kind":"unavailable"},{"kind":"unavailable"},{"kind":"unavailable"}]}`, acct))
 	ids := submitMany(t, []*env{e}, acct, 3)
 	for _, id := range ids {
 		e.waitStatus(id, 30*time.Second, core.StatusSucceeded)
