@@ -813,3 +813,79 @@ func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 		t.Fatalf("the success after this process's failure left the streak at %d", st.Breaker.Failures)
 	}
 }
+
+func TestQueueMarginFor(t *testing.T) {
+	base := 1500 * time.Millisecond
+	ms := func(n, v int) []time.Duration {
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		recent []time.Duration
+		want   time.Duration
+	}{
+		{"no samples: the configured margin", nil, base},
+		{"fewer than 8 samples add nothing", ms(7, 900), base},
+		{"fast claim paths add little", ms(8, 20), base + 20*time.Millisecond},
+		{"slow claim paths add their 95th percentile", ms(8, 700), base + 700*time.Millisecond},
+		{"capped", ms(8, 9000), base + MaxQueueMarginExtra},
+		{"one outlier in twenty is the 95th percentile", append(ms(19, 100), 2*time.Second), base + 2*time.Second},
+		{"one outlier in forty is not", append(ms(39, 100), 2*time.Second), base + 100*time.Millisecond},
+	} {
+		if got := QueueMarginFor(base, c.recent); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// slowClaims is an IntentStore whose claims take took on the rig's clock.
+type slowClaims struct {
+	IntentStore
+	clock *fakeClock
+	took  time.Duration
+}
+
+func (s slowClaims) Claim(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error) {
+	s.clock.Advance(s.took)
+	return s.IntentStore.Claim(ctx, id, mutate)
+}
+
+// A process whose claims have been slow asks the queue to bring deferred
+// attempts back earlier: otherwise they would reach their slots late.
+func TestSlowClaimPathsRaiseTheQueueMargin(t *testing.T) {
+	r, _, _ := gateRig(&Pace{Rate: 1, Per: time.Second, Burst: 1})
+	ctx := context.Background()
+	r.d.Gate.MaxHold = 3 * time.Second
+	r.d.Gate.QueueMargin = 1500 * time.Millisecond
+	r.d.Store = slowClaims{IntentStore: r.d.Store, clock: r.clock, took: 700 * time.Millisecond}
+	// Nine paced sends, each claim taking 700ms of the wait for its slot
+	// (the first is sent on the spot, without a wait: eight samples).
+	r.attemptEach(t, 9)
+	if r.prov.sends != 9 {
+		t.Fatalf("sends %d, want 9", r.prov.sends)
+	}
+	// The next attempt is over the pace's hold: deferred to its slot, asking
+	// to come back 1.5s + 700ms before it.
+	in := r.submitKey(t, "later")
+	// Take slots up to 5s ahead so the next one is beyond MaxHold.
+	for i := 0; i < 4; i++ {
+		if _, _, err := r.d.Gate.Store.Reserve(ctx, GateKey("fake", "a1"), time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	msgs := r.queue.take()
+	if len(msgs) != 1 || msgs[0].msg.SlotAt == nil {
+		t.Fatalf("deferral: %+v", msgs)
+	}
+	asked := msgs[0].msg.SlotAt.Sub(r.clock.Now()) - msgs[0].delay
+	if asked != 2200*time.Millisecond {
+		t.Fatalf("deferred with a margin of %v before its slot, want 2.2s (1.5s + the claims' 700ms)", asked)
+	}
+}
