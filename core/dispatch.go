@@ -119,8 +119,8 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 	if err != nil || !gate.send {
 		return err // deferred by the account gate (pace, pause, breaker): nothing sent
 	}
-	gate.admitted = d.Clock.Now()
 	now := d.Clock.Now()
+	gate.admitted = now
 	var expired bool
 	in, err := d.Store.Claim(ctx, id, func(in *Intent) error {
 		if !in.Claimable(now) {

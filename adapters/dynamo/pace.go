@@ -339,10 +339,11 @@ func (g *Gates) tidy(ctx context.Context, key string, now time.Time) {
 
 // gateChange is a change that may make the gate unclean.
 type gateChange struct {
-	set, add string // expression clauses without their keyword ("" none)
-	cond     string // the change's own condition ("" none)
-	names    map[string]string
-	vals     map[string]types.AttributeValue
+	set, add, remove string // expression clauses without their keyword ("" none)
+	cond             string // the change's own condition ("" none)
+	names            map[string]string
+	vals             map[string]types.AttributeValue
+	also             []types.TransactWriteItem // written with the change (an operator event)
 }
 
 func (c gateChange) expr(markRD bool) string {
@@ -351,115 +352,84 @@ func (c gateChange) expr(markRD bool) string {
 		set = strings.TrimPrefix(set+", rd = :rdt", ", ")
 	}
 	var parts []string
-	if set != "" {
-		parts = append(parts, "SET "+set)
-	}
-	if c.add != "" {
-		parts = append(parts, "ADD "+c.add)
+	for _, p := range []struct{ kw, clause string }{{"SET ", set}, {"ADD ", c.add}, {"REMOVE ", c.remove}} {
+		if p.clause != "" {
+			parts = append(parts, p.kw+p.clause)
+		}
 	}
 	return strings.Join(parts, " ")
 }
 
-// unclean applies a change that may make the gate unclean, keeping the
-// replicas' invariant: one conditional write when rd is already set, else
-// one transaction that also sets rd and marks every replica dirty. It
-// reports whether the change's own condition held, and the gate after it.
-//
-// The transaction is conditional on rd being unset: when an outage makes
-// several workers fail at once, each finds the gate unmarked, but only the
-// first marks the replicas (17 items, 34 write units on AWS); the others'
-// transactions are cancelled and they go back to the single write.
-func (g *Gates) unclean(ctx context.Context, key string, c gateChange) (bool, map[string]types.AttributeValue, error) {
+// update is the change as a transaction item on the gate, conditional on
+// cond and on the change's own condition.
+func (g *Gates) update(key string, c gateChange, markRD bool, cond string) types.TransactWriteItem {
 	vals := map[string]types.AttributeValue{":rdt": avBool(true)}
 	for k, v := range c.vals {
 		vals[k] = v
 	}
-	cond := "rd = :rdt"
 	if c.cond != "" {
-		cond += " AND (" + c.cond + ")"
+		cond = "(" + cond + ") AND (" + c.cond + ")"
 	}
-	in := &dynamodb.UpdateItemInput{
-		TableName: aws.String(g.table), Key: gateKey(key),
-		UpdateExpression: aws.String(c.expr(false)), ConditionExpression: aws.String(cond),
-		ExpressionAttributeValues: vals, ReturnValues: types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	if len(c.names) > 0 {
-		in.ExpressionAttributeNames = c.names
-	}
-	// Not marked (the gate was clean): change, set rd and mark every
-	// replica in one transaction, unless another writer marked meanwhile.
-	txCond := "attribute_not_exists(rd) OR rd <> :rdt"
-	if c.cond != "" {
-		txCond = "(" + txCond + ") AND (" + c.cond + ")"
-	}
-	upd := &types.Update{TableName: aws.String(g.table), Key: gateKey(key), UpdateExpression: aws.String(c.expr(true)),
-		ExpressionAttributeValues: vals, ConditionExpression: aws.String(txCond),
+	upd := &types.Update{TableName: aws.String(g.table), Key: gateKey(key), UpdateExpression: aws.String(c.expr(markRD)),
+		ExpressionAttributeValues: vals, ConditionExpression: aws.String(cond),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 	if len(c.names) > 0 {
 		upd.ExpressionAttributeNames = c.names
 	}
-	items := append([]types.TransactWriteItem{{Update: upd}}, g.replicaMarks(key)...)
+	return types.TransactWriteItem{Update: upd}
+}
+
+// unclean applies a change that may make the gate unclean, keeping the
+// replicas' invariant: the gate's own write when rd is already set (one
+// UpdateItem, or a transaction with the change's other items), else one
+// transaction that also sets rd and marks every replica dirty. It reports
+// whether the change's own condition held.
+//
+// The marking transaction is conditional on rd being unset: when several
+// workers see the same 429 at once, each finds the gate unmarked, but only
+// the first marks the replicas (17 items, 34 write units on AWS); the
+// others' transactions are cancelled and they go back to the single write.
+func (g *Gates) unclean(ctx context.Context, key string, c gateChange) (bool, error) {
+	own := append([]types.TransactWriteItem{g.update(key, c, false, "rd = :rdt")}, c.also...)
+	marking := append(append([]types.TransactWriteItem{g.update(key, c, true, "attribute_not_exists(rd) OR rd <> :rdt")}, c.also...), g.replicaMarks(key)...)
 	for round := 0; round < 4; round++ {
-		out, err := g.db.UpdateItem(ctx, in)
-		if err == nil {
-			return true, out.Attributes, nil
+		ok, old, err := g.write(ctx, key, own)
+		if err != nil || ok {
+			return ok, err
 		}
-		if !isCCF(err) {
-			return false, nil, err
+		if boolAttr(old, "rd") {
+			return false, nil // marked: the change's own condition failed
 		}
-		var ccf *types.ConditionalCheckFailedException
-		errors.As(err, &ccf)
-		if boolAttr(ccf.Item, "rd") {
-			return false, ccf.Item, nil // marked: the change's own condition failed
+		ok, old, err = g.write(ctx, key, marking)
+		if err != nil || ok {
+			return ok, err
 		}
-		ok, old, err := g.transactRetryOld(ctx, items)
-		if err != nil {
-			return false, nil, err
+		if !boolAttr(old, "rd") {
+			return false, nil // still unmarked: the change's own condition failed
 		}
-		if !ok {
-			if old == nil { // a store that does not return the item: read it
-				got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
-				if err != nil {
-					return false, nil, err
-				}
-				old = got.Item
-			}
-			if !boolAttr(old, "rd") {
-				return false, old, nil // still unmarked: the change's own condition failed
-			}
-			continue // marked by another writer meanwhile: the single write again
-		}
-		got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return true, nil, err
-		}
-		return true, got.Item, nil
+		// Marked by another writer meanwhile: the gate's own write again.
 	}
-	return false, nil, fmt.Errorf("gate %s: marked and tidied under every try", key)
+	return false, fmt.Errorf("gate %s: marked and tidied under every try", key)
 }
 
-// transactRetryOld is transactRetry that also returns the first item's
-// state when its condition failed (nil if the store did not return it).
-func (g *Gates) transactRetryOld(ctx context.Context, items []types.TransactWriteItem) (bool, map[string]types.AttributeValue, error) {
-	var old map[string]types.AttributeValue
-	ok, err := g.transactRetryWith(ctx, items, func(r []types.CancellationReason) {
-		if len(r) > 0 {
-			old = r[0].Item
+// write runs items — one UpdateItem when the gate's update is all there is,
+// else a transaction, tried again (with jitter, a few times) when it
+// collided with another write of the same items. When the first item's
+// condition fails it reports false and the gate as it was (read when the
+// store did not return it).
+func (g *Gates) write(ctx context.Context, key string, items []types.TransactWriteItem) (bool, map[string]types.AttributeValue, error) {
+	if len(items) == 1 && items[0].Update != nil {
+		u := items[0].Update
+		_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key,
+			UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return false, g.orRead(ctx, key, ccf.Item), nil
 		}
-	})
-	return ok, old, err
-}
-
-// transactRetry is transact, trying again (with jitter, a few times) when
-// the transaction collided with another write of the same items.
-func (g *Gates) transactRetry(ctx context.Context, items []types.TransactWriteItem) (bool, error) {
-	return g.transactRetryWith(ctx, items, nil)
-}
-
-// transactRetryWith is transactRetry that hands the cancellation reasons of
-// a failed condition to onFail.
-func (g *Gates) transactRetryWith(ctx context.Context, items []types.TransactWriteItem, onFail func([]types.CancellationReason)) (bool, error) {
+		return err == nil, nil, err
+	}
 	for try := 0; ; try++ {
 		_, err := g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var tce *types.TransactionCanceledException
@@ -468,10 +438,7 @@ func (g *Gates) transactRetryWith(ctx context.Context, items []types.TransactWri
 			for _, r := range tce.CancellationReasons {
 				switch aws.ToString(r.Code) {
 				case "ConditionalCheckFailed":
-					if onFail != nil {
-						onFail(tce.CancellationReasons)
-					}
-					return false, nil
+					return false, g.orRead(ctx, key, tce.CancellationReasons[0].Item), nil
 				case "TransactionConflict":
 					conflict = true
 				}
@@ -482,22 +449,31 @@ func (g *Gates) transactRetryWith(ctx context.Context, items []types.TransactWri
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return false, ctx.Err()
+				return false, nil, ctx.Err()
 			case <-t.C:
 			}
 			continue
 		}
-		if err != nil {
-			return false, err
-		}
-		return true, nil
+		return err == nil, nil, err
 	}
+}
+
+// orRead is item, or the gate read now when the store returned none.
+func (g *Gates) orRead(ctx context.Context, key string, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if item != nil {
+		return item
+	}
+	got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil
+	}
+	return got.Item
 }
 
 // Pause raises pausedUntil (never lowers it) and moves the slot counter to
 // at least until, so every slot handed out afterwards is after the pause.
 func (g *Gates) Pause(ctx context.Context, key string, until time.Time) error {
-	_, _, err := g.unclean(ctx, key, gateChange{set: "pausedUntil = :u", cond: "attribute_not_exists(pausedUntil) OR pausedUntil < :u",
+	_, err := g.unclean(ctx, key, gateChange{set: "pausedUntil = :u", cond: "attribute_not_exists(pausedUntil) OR pausedUntil < :u",
 		vals: map[string]types.AttributeValue{":u": avT(until)}})
 	if err != nil {
 		return fmt.Errorf("pause %s: %w", key, err)
@@ -544,75 +520,29 @@ func (g *Gates) eventPut(key string, ev core.OperatorEvent) *types.Put {
 	}
 }
 
-// transact runs items and reports false when the condition of the first failed.
-func (g *Gates) transact(ctx context.Context, items []types.TransactWriteItem) (bool, error) {
-	_, err := g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for _, r := range tce.CancellationReasons {
-			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return false, nil
-			}
-		}
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// Open opens a closed breaker and records the event in one transaction; with
-// reopen it extends an open breaker's cooldown after a failed probe.
+// Open opens a closed breaker and records the event with it (marking the
+// replicas if they are not: an open is what makes readers look at the
+// gate); with reopen it extends an open breaker's cooldown after a failed
+// probe.
 func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bool, ev core.OperatorEvent) (bool, error) {
-	vals := map[string]types.AttributeValue{":u": avT(until), ":one": avN(1), ":t": &types.AttributeValueMemberBOOL{Value: true}}
-	upd := &types.Update{TableName: aws.String(g.table), Key: gateKey(key), ExpressionAttributeValues: vals}
+	vals := map[string]types.AttributeValue{":u": avT(until), ":one": avN(1), ":t": avBool(true)}
+	names := map[string]string{"#o": "open"}
 	if reopen {
-		upd.UpdateExpression = aws.String("SET openUntil = :u ADD opens :one REMOVE probeUntil")
-		upd.ConditionExpression = aws.String("#o = :t")
-		upd.ExpressionAttributeNames = map[string]string{"#o": "open"}
-		ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}})
+		ok, _, err := g.write(ctx, key, []types.TransactWriteItem{{Update: &types.Update{TableName: aws.String(g.table), Key: gateKey(key),
+			UpdateExpression: aws.String("SET openUntil = :u ADD opens :one REMOVE probeUntil"), ConditionExpression: aws.String("#o = :t"),
+			ExpressionAttributeNames: names, ExpressionAttributeValues: vals}}})
 		if err != nil {
 			return false, fmt.Errorf("re-open %s: %w", key, err)
 		}
 		return ok, nil
 	}
 	vals[":at"] = avT(ev.At)
-	upd.UpdateExpression = aws.String("SET #o = :t, openUntil = :u, openedAt = :at ADD opens :one REMOVE probeUntil")
-	upd.ExpressionAttributeNames = map[string]string{"#o": "open"}
-	for try := 0; try < 3; try++ {
-		// The replicas are marked (a failure streak ran): the open is the
-		// gate's own write, as fast as without replicas.
-		upd.ConditionExpression = aws.String("rd = :t AND (attribute_not_exists(#o) OR #o <> :t)")
-		ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
-		if err != nil {
-			return false, fmt.Errorf("open %s: %w", key, err)
-		}
-		if ok {
-			return true, nil
-		}
-		got, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return false, fmt.Errorf("open %s: %w", key, err)
-		}
-		if boolAttr(got.Item, "open") {
-			return false, nil // another worker opened it
-		}
-		if boolAttr(got.Item, "rd") {
-			continue // marked meanwhile: the gate's own write again
-		}
-		// Not marked (the streak was reset and tidied meanwhile): open, set
-		// rd and mark every replica in one transaction.
-		full := *upd
-		full.UpdateExpression = aws.String("SET #o = :t, openUntil = :u, openedAt = :at, rd = :t ADD opens :one REMOVE probeUntil")
-		full.ConditionExpression = aws.String("attribute_not_exists(#o) OR #o <> :t")
-		items := append([]types.TransactWriteItem{{Update: &full}, {Put: g.eventPut(key, ev)}}, g.replicaMarks(key)...)
-		ok, err = g.transactRetry(ctx, items)
-		if err != nil {
-			return false, fmt.Errorf("open %s: %w", key, err)
-		}
-		return ok, nil
+	ok, err := g.unclean(ctx, key, gateChange{set: "#o = :t, openUntil = :u, openedAt = :at", add: "opens :one", remove: "probeUntil",
+		cond: "attribute_not_exists(#o) OR #o <> :t", names: names, vals: vals, also: []types.TransactWriteItem{{Put: g.eventPut(key, ev)}}})
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", key, err)
 	}
-	return false, fmt.Errorf("open %s: the gate kept changing", key)
+	return ok, nil
 }
 
 // TakeProbe lets one caller probe a half-open breaker.
@@ -665,7 +595,7 @@ func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (b
 		ExpressionAttributeNames:  map[string]string{"#o": "open"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": avBool(false), ":t": avBool(true), ":zero": avN(0), ":at": avT(ev.At)},
 	}
-	ok, err := g.transact(ctx, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
+	ok, _, err := g.write(ctx, key, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
 	if err != nil {
 		return false, fmt.Errorf("close %s: %w", key, err)
 	}
@@ -677,7 +607,7 @@ func (g *Gates) SetOverride(ctx context.Context, key string, o *core.PaceOverrid
 	if o != nil {
 		// An operator's pace makes the gate unclean: unpaced readers must
 		// see it (they then take slots).
-		_, _, err := g.unclean(ctx, key, gateChange{
+		_, err := g.unclean(ctx, key, gateChange{
 			set: "paceRate = :r, pacePer = :p, paceBurst = :b, paceReason = :why, paceBy = :by, paceAt = :at",
 			vals: map[string]types.AttributeValue{
 				":r": avN(int64(o.Pace.Rate)), ":p": avN(int64(o.Pace.Per)), ":b": avN(int64(o.Pace.Burst)),
