@@ -156,6 +156,9 @@ func TestWebhookDuplicatesRetriesAndReorder(t *testing.T) {
 	if evs[0].Data.EventID != evs[3].Data.EventID || evs[4].Data.EventID != evs[6].Data.EventID {
 		t.Fatal("duplicates must keep their webhook-id")
 	}
+	// The sandbox records a delivery when its response is back, after the
+	// receiver has seen it: wait for the record too.
+	waitFor(t, "delivery records", func() bool { return len(e.sb.WebhookDeliveries("a1")) >= 7 })
 	ds := e.sb.WebhookDeliveries("a1")
 	if len(ds) != 7 || ds[0].Status != 503 || ds[1].Attempt != 2 || ds[1].Copy != 0 || ds[2].Copy != 1 {
 		t.Fatalf("deliveries %+v", ds)
