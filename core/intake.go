@@ -148,6 +148,11 @@ func decodeSubmit(body []byte) ([]byte, *SubmitRequest, error) {
 	if !json.Valid(body) {
 		return nil, nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body is not valid JSON"}
 	}
+	// I-JSON only: what is canonicalised below is then exactly what the bot
+	// sent, value for value (core/ijson.go).
+	if err := CheckIJSON(body); err != nil {
+		return nil, nil, err
+	}
 	canonical, err := Canonicalize(body)
 	if err != nil {
 		return nil, nil, &ValidationError{Code: CodeMalformedJSON, Message: err.Error()}
