@@ -87,6 +87,8 @@ type Options struct {
 	// DisableNotifier leaves the notifier's stream poller off even with a
 	// webhook URL (tests deliver its records by hand).
 	DisableNotifier bool
+	// BotLimits: per-bot limits (wire.Config.BotLimits).
+	BotLimits core.BotLimitConfig
 }
 
 // Stack is a running local system.
@@ -151,6 +153,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		RequestCacheTTL: o.RequestCacheTTL, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
+		BotLimits: o.BotLimits,
 	})
 	if err != nil {
 		return nil, err
