@@ -57,6 +57,11 @@ const (
 	// objects (every function that can make an attempt; backups).
 	// Env OUTBOX_PAYLOAD_BUCKET.
 	NeedPayloadRead
+	// NeedBotLimits: env OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN,
+	// OUTBOX_BOT_LIMITS from OutboxStackProps.BotRate, BotMaxOpen and
+	// BotLimits, each only when set (no IAM: the counters are table items
+	// written with NeedTableWrite).
+	NeedBotLimits
 )
 
 // Has reports whether n includes all of want.
@@ -145,7 +150,7 @@ func DefaultFunctions() []FunctionSpec {
 			PublicRoutes: routesOf(routes.OpenAPI),
 			// Provider config: intake checks the intent names a configured
 			// provider before accepting it.
-			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite,
+			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite | NeedBotLimits,
 		},
 		{
 			Name:        "dispatcher",

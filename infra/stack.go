@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ const (
 	EnvPayloadBucket   = "OUTBOX_PAYLOAD_BUCKET"
 	EnvProviderConfig  = "OUTBOX_PROVIDER_CONFIG"
 	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
+	EnvBotRate         = "OUTBOX_BOT_RATE"
+	EnvBotMaxOpen      = "OUTBOX_BOT_MAX_OPEN"
+	EnvBotLimits       = "OUTBOX_BOT_LIMITS"
 	EnvLogLevel        = "LOG_LEVEL"
 	// EnvOperatorTopicArn and EnvConsoleURL: operator events (issue 14).
 	EnvOperatorTopicArn = "OUTBOX_OPERATOR_TOPIC_ARN"
@@ -361,6 +365,16 @@ func (o *outbox) function(spec FunctionSpec) {
 	}
 	if n.Has(NeedProviderConfig) {
 		env[EnvProviderConfig] = jsii.String(r.ProviderConfig)
+	}
+	if n.Has(NeedBotLimits) {
+		for k, v := range map[string]string{EnvBotRate: r.BotRate, EnvBotLimits: r.BotLimits} {
+			if strings.TrimSpace(v) != "" {
+				env[k] = jsii.String(v)
+			}
+		}
+		if r.BotMaxOpen > 0 {
+			env[EnvBotMaxOpen] = jsii.String(strconv.Itoa(int(r.BotMaxOpen)))
+		}
 	}
 	if n.Has(NeedOperatorEvents) {
 		role.AddToPrincipalPolicy(allow(ActionsTopicPublish, o.operatorTopic.TopicArn()))

@@ -109,6 +109,9 @@ func synthesize() error {
 		ProviderSecretNames: strings.Split(devSecretNames, ","),
 		LogLevel:            "debug",
 		Architecture:        "x86_64",
+		BotRate:             "50/1s",
+		BotMaxOpen:          1000,
+		BotLimits:           `{"bulk-bot":{"rate":"5/1m"}}`,
 	})
 	// What `cdklocal deploy -c httpApi=false` builds for LocalStack's free
 	// tier, with only some functions written yet.
@@ -700,6 +703,18 @@ func TestFunctions(t *testing.T) {
 	}
 	if v := devT.function(t, devPrefix, "webhook").Props["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvProviderSecrets]; v != devSecretNames {
 		t.Errorf("dev webhook secrets env %v", v)
+	}
+	// Bot limits (issue 24) reach intake, and only intake.
+	for _, s := range DefaultFunctions() {
+		env := devT.function(t, devPrefix, s.Name).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
+		got := []any{env[EnvBotRate], env[EnvBotMaxOpen], env[EnvBotLimits]}
+		want := []any{nil, nil, nil}
+		if s.Name == "intake" {
+			want = []any{"50/1s", "1000", `{"bulk-bot":{"rate":"5/1m"}}`}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("dev %s bot-limit env %v, want %v", s.Name, got, want)
+		}
 	}
 }
 
