@@ -17,8 +17,12 @@ import (
 func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{BotLimits: core.BotLimitConfig{PerBot: map[string]core.BotLimits{
-		testBot: {Rate: core.BotRate{N: 5, Per: time.Minute}, MaxOpen: 100},
+		testBot: {Rate: core.BotRate{N: 5, Per: time.Hour}, MaxOpen: 100},
 	}}})
+	// The rate window is a fixed hour: do not straddle its end.
+	if end := time.Now().Truncate(time.Hour).Add(time.Hour); time.Until(end) < 30*time.Second {
+		e.waitUntil(end)
+	}
 	// The first intent, delivered: with both limits on it costs the three
 	// writes plus the count at intake and the give-back at its end.
 	first := e.mustSubmit("rl-0", intentBody("acct-rl", "chan-1", "m0"))
@@ -29,11 +33,11 @@ func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
 	}
 	r := e.submit(botToken, "rl-5", intentBody("acct-rl", "chan-1", "m5"))
 	if r.status != http.StatusTooManyRequests || r.errorCode() != "rate_limited" {
-		t.Fatalf("sixth intent in the minute: %d %s, want 429 rate_limited", r.status, r.body)
+		t.Fatalf("sixth intent in the hour: %d %s, want 429 rate_limited", r.status, r.body)
 	}
 	ra, err := strconv.Atoi(r.headers.Get("Retry-After"))
-	if err != nil || ra < 1 || ra > 60 {
-		t.Fatalf("Retry-After %q, want 1..60 seconds", r.headers.Get("Retry-After"))
+	if err != nil || ra < 1 || ra > 3600 {
+		t.Fatalf("Retry-After %q, want 1..3600 seconds (the rest of the window)", r.headers.Get("Retry-After"))
 	}
 	// Limited, and still a replay of a stored key is answered.
 	e.expectReplay("rl-0", intentBody("acct-rl", "chan-1", "m0"), first)
@@ -43,6 +47,19 @@ func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
 	}
 	if n := e.effects("?account=acct-rl"); n > 6 {
 		t.Fatalf("%d effects, at most 6 intents were accepted", n)
+	}
+	// Operators see the limits and the counts (validated against the spec).
+	var lim struct {
+		Rate                                               string
+		MaxOpen, Shards, RateQuotaPerShard, InWindow, Open int
+	}
+	lr := e.do("GET", "/v1/admin/bots/"+testBot+"/limits", opToken, nil, "")
+	lr.json(t, &lim)
+	if lr.status != http.StatusOK || lim.Rate != "5/1h0m0s" || lim.MaxOpen != 100 || lim.Shards != 1 || lim.RateQuotaPerShard != 5 || lim.InWindow != 5 || lim.Open > 4 {
+		t.Fatalf("admin limits: %d %s", lr.status, lr.body)
+	}
+	if r := e.do("GET", "/v1/admin/bots/"+testBot+"/limits", orchToken, nil, ""); r.status != http.StatusForbidden {
+		t.Fatalf("orchestrator reads limits: %d %s", r.status, r.body)
 	}
 }
 

@@ -59,8 +59,8 @@ const (
 	NeedPayloadRead
 	// NeedBotLimits: env OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN,
 	// OUTBOX_BOT_LIMITS from OutboxStackProps.BotRate, BotMaxOpen and
-	// BotLimits, each only when set (no IAM: the counters are table items
-	// written with NeedTableWrite).
+	// BotLimits, each only when set (no IAM: the counters are table items,
+	// written with NeedTableWrite, read with NeedTableGet).
 	NeedBotLimits
 )
 
@@ -190,7 +190,9 @@ func DefaultFunctions() []FunctionSpec {
 			// The operators' web console (static files; see adapters/handlers/console).
 			PublicRoutes: routesOf(routes.Console...),
 			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket | NeedBackupProfile |
-				NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead | NeedPayloadWrite,
+				NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead | NeedPayloadWrite |
+				// GET /v1/admin/bots/{bot}/limits shows the configured limits.
+				NeedBotLimits,
 		},
 		{
 			Name:        "notifier",

@@ -704,12 +704,13 @@ func TestFunctions(t *testing.T) {
 	if v := devT.function(t, devPrefix, "webhook").Props["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvProviderSecrets]; v != devSecretNames {
 		t.Errorf("dev webhook secrets env %v", v)
 	}
-	// Bot limits (issue 24) reach intake, and only intake.
+	// Bot limits (issue 24) reach intake (which applies them) and admin
+	// (which shows them), and no other function.
 	for _, s := range DefaultFunctions() {
 		env := devT.function(t, devPrefix, s.Name).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
 		got := []any{env[EnvBotRate], env[EnvBotMaxOpen], env[EnvBotLimits]}
 		want := []any{nil, nil, nil}
-		if s.Name == "intake" {
+		if s.Name == "intake" || s.Name == "admin" {
 			want = []any{"50/1s", "1000", `{"bulk-bot":{"rate":"5/1m"}}`}
 		}
 		if !reflect.DeepEqual(got, want) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/core"
 )
 
@@ -78,11 +79,12 @@ func botLimitsFromEnv() (core.BotLimitConfig, error) {
 	return ParseBotLimits(os.Getenv("OUTBOX_BOT_RATE"), os.Getenv("OUTBOX_BOT_MAX_OPEN"), os.Getenv("OUTBOX_BOT_LIMITS"))
 }
 
-// wireBotLimits puts the limiter in front of intake when any bot has a limit.
+// wireBotLimits puts the limiter in front of intake when any bot has a
+// limit, and serves the limits to operators (admin.BotLimitsRoute).
 func wireBotLimits(a *App) {
-	if !a.Config.BotLimits.Enabled() {
-		return
-	}
 	a.BotLimiter = dynamo.NewBotLimiter(a.Clients.DynamoDB, a.Config.Table, a.Config.BotLimits)
-	a.Intake.Limits = a.BotLimiter
+	if a.Config.BotLimits.Enabled() {
+		a.Intake.Limits = a.BotLimiter
+	}
+	a.AdminExtra[admin.BotLimitsRoute] = (&admin.BotLimits{Counters: a.BotLimiter, Clock: a.Config.Clock, Log: a.Log}).Route()
 }

@@ -144,8 +144,8 @@ type App struct {
 	OperatorEvents *core.OperatorNotifier
 	// Payloads is the claim-check store (nil without a payload bucket).
 	Payloads *payloads.Store
-	// BotLimiter counts new intents against their bot's limits (nil: no
-	// bot has a limit).
+	// BotLimiter counts new intents against their bot's limits (intake uses
+	// it only when a bot has a limit) and reads the counters for operators.
 	BotLimiter *dynamo.BotLimiter
 	Metrics    *emf.Writer
 	Log        *slog.Logger
