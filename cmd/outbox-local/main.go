@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,7 +43,7 @@ func run() error {
 	sandboxURL := os.Getenv("OUTBOX_SANDBOX_URL")
 	if sandboxURL == "" {
 		addr := env("OUTBOX_SANDBOX_ADDR", "127.0.0.1:4100")
-		ln, err := net.Listen("tcp", addr)
+		ln, err := sandbox.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("sandbox provider: %w", err)
 		}
