@@ -386,3 +386,34 @@ func TestMCPStdioBinary(t *testing.T) {
 		t.Fatalf("bad token: %v %s", err, out)
 	}
 }
+
+// The example agent, built and run as a user would against /mcp: three
+// steps, four tool calls (one turn retried with a new tool-call id), three
+// intents and three effects; run again, every step replays.
+func TestExampleAgent(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "agent")
+	if out, err := exec.Command("go", "build", "-o", bin, "../examples/agent").CombinedOutput(); err != nil {
+		t.Fatalf("build examples/agent: %v\n%s", err, out)
+	}
+	e := newEnv(t, options{})
+	e.st.SetAPIURL(e.api.URL)
+	run := func() string {
+		t.Helper()
+		out, err := exec.Command(bin, "-api", e.api.URL, "-token", botToken, "-grant", "g-1", "-account", "acct-agent").CombinedOutput()
+		if err != nil {
+			t.Fatalf("agent: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	out := run()
+	if !strings.Contains(out, "3 steps, 4 tool calls, 3 intents") || strings.Count(out, "succeeded") != 3 || strings.Count(out, "replayed") != 1 {
+		t.Fatalf("first run:\n%s", out)
+	}
+	if out := run(); strings.Count(out, "replayed") != 3 {
+		t.Fatalf("second run must replay the three steps:\n%s", out)
+	}
+	if n := e.effects("?account=acct-agent"); n != 3 {
+		t.Fatalf("the sandbox performed %d effects, want 3", n)
+	}
+}

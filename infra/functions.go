@@ -57,6 +57,9 @@ const (
 	// objects (every function that can make an attempt; backups).
 	// Env OUTBOX_PAYLOAD_BUCKET.
 	NeedPayloadRead
+	// NeedAPIURL: env OUTBOX_API_URL, this stack's HTTP API endpoint (no
+	// IAM): a function that calls the public API like any client (mcp).
+	NeedAPIURL
 )
 
 // Has reports whether n includes all of want.
@@ -206,12 +209,13 @@ func DefaultFunctions() []FunctionSpec {
 			Public:      true,
 			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
 		},
+		mcpFunction(),
 	}
 }
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
-	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)$`)
+	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|ANY)$`)
 )
 
 func (f FunctionSpec) validate() error {

@@ -651,6 +651,7 @@ func TestFunctions(t *testing.T) {
 		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
 		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvProviderSecrets, EnvTable},
+		"mcp":        {EnvAPIURL, EnvLogLevel},
 	}
 	specs := DefaultFunctions()
 	if len(specs) != len(want) || len(prodT.resources("AWS::Lambda::Function")) != len(want) {
@@ -870,6 +871,8 @@ func TestLeastPrivilege(t *testing.T) {
 			"secretsmanager:GetSecretValue": {"secrets"},
 			"secretsmanager:DescribeSecret": {"secrets"},
 		}),
+		// The MCP endpoint calls the public API: logs only, no data access.
+		"mcp": {},
 	}
 	check(prodT, prodPrefix, DefaultFunctions(), want, []string{"outbox/provider-secrets"})
 
@@ -915,7 +918,7 @@ func TestRoutes(t *testing.T) {
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "ANY /mcp",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)
