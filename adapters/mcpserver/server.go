@@ -118,6 +118,9 @@ func NewServer(c *client.Client, p Principal, o Options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "Outbox", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions(p.Kind),
 		Logger:       o.Log,
+		// The tool list depends on the caller's token: no shared cache may
+		// serve one principal's list to another.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 	})
 	d := &deps{c: c, p: p, log: o.Log}
 	for _, t := range catalogue {
