@@ -57,6 +57,7 @@ func HTTPHandler(cfg HTTPConfig) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	cfg.Log = quiet(cfg.Log)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}

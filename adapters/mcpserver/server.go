@@ -115,6 +115,7 @@ func NewServer(c *client.Client, p Principal, o Options) *mcp.Server {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	o.Log = quiet(o.Log)
 	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "Outbox", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions(p.Kind),
 		Logger:       o.Log,
@@ -131,6 +132,23 @@ func NewServer(c *client.Client, p Principal, o Options) *mcp.Server {
 	s.AddReceivingMiddleware(guard(p))
 	return s
 }
+
+// quiet keeps the SDK's per-session Info lines (three per stateless
+// request) out of the logs: warnings and errors only.
+func quiet(l *slog.Logger) *slog.Logger {
+	if _, ok := l.Handler().(warnOnly); ok {
+		return l
+	}
+	return slog.New(warnOnly{l.Handler()})
+}
+
+type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+func (w warnOnly) WithAttrs(a []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(a)} }
+func (w warnOnly) WithGroup(n string) slog.Handler      { return warnOnly{w.Handler.WithGroup(n)} }
 
 func instructions(kind string) string {
 	switch kind {
