@@ -303,6 +303,10 @@ func TestMCPToolsPerPrincipalAndOwnIntentsOnly(t *testing.T) {
 	}
 	var o mcpserver.IntentOutcome
 	structured(t, callTool(t, bot1, "c1", "submit_intent", submitArgs("acct-own", "run-o", "s1", "mine", 0)), &o)
+	// Without wait_seconds the answer is the accepted intent, with how to check it.
+	if o.Outcome != mcpserver.OutcomePending || !strings.Contains(o.Check, "wait_for_intent") || !strings.Contains(o.Message, "To check") {
+		t.Fatalf("submit without waiting: %+v", o)
+	}
 	// bot-2 cannot read bot-1's intent (the API's 404), nor use orchestrator tools.
 	if code, _, _ := toolErr(t, callTool(t, bot2, "c2", "get_intent", map[string]any{"intent_id": o.IntentID})); code != "not_found" {
 		t.Fatalf("another bot's intent: %s", code)

@@ -95,8 +95,8 @@ func outcome(in *client.Intent, replayed bool) IntentOutcome {
 		o.Check = check
 	case client.StatusUnknownOutcome:
 		o.Outcome = OutcomeUnknown
-		o.Message = UnknownOutcomeWords + " if the provider cannot tell. It may or may not have reached the provider; " +
-			"the outbox is asking the provider now. It is neither a success nor a failure yet."
+		o.Message = UnknownOutcomeWords + ". It may or may not have reached the provider; the outbox is asking the provider now, " +
+			"and if the provider cannot tell, a person decides. It is neither a success nor a failure yet."
 		o.Check = check
 	case client.StatusPending, client.StatusInFlight, client.StatusRetryableFailure:
 		o.Outcome = OutcomePending
