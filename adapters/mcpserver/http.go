@@ -16,11 +16,6 @@ import (
 	"github.com/botharness/outbox/client"
 )
 
-// Route is the route key of the MCP endpoint (adapters/routes.MCP): every
-// method reaches the handler, which answers GET and DELETE 405 itself, as
-// stateless Streamable HTTP does.
-const Route = "ANY /mcp"
-
 // HTTPConfig configures the Streamable HTTP endpoint.
 type HTTPConfig struct {
 	// APIURL returns the base URL of the outbox API the tools call (the
