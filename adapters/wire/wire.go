@@ -54,6 +54,10 @@ type Config struct {
 	OperatorWebhookURL    string
 	OperatorWebhookSecret string
 	ConsoleURL            string
+	// BackupKey signs and verifies backup manifests (HMAC-SHA256; locally
+	// OUTBOX_BACKUP_KEY). Empty: read the Secrets Manager secret named by
+	// OUTBOX_BACKUP_KEY_SECRET, if any (wireBackups).
+	BackupKey string
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -73,6 +77,7 @@ func FromEnv(required ...string) (Config, error) {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
+		BackupKey:             os.Getenv(EnvBackupKey),
 	}
 	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
 		c.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q}}`, os.Getenv("OUTBOX_SANDBOX_URL"))
@@ -221,6 +226,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if err := wireOperatorEvents(app); err != nil {
 		return nil, err
 	}
+	wireTokens(app)
 	wireConsole(app)
 	return app, nil
 }
