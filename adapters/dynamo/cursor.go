@@ -135,8 +135,7 @@ func decodeMergedCursor(cursor string, shape mergedShape) (mergedCursor, error) 
 		done[d] = true
 	}
 	for k, p := range cur.Pos {
-		n, ok := shardNumber(k, shape.shards)
-		if !ok || done[n] {
+		if _, ok := shardNumber(k, shape.shards); !ok {
 			return cur, core.InvalidCursor("a shard is out of range")
 		}
 		if !keyPartOK(p.SK) || !keyPartOK(p.PK) || !strings.HasPrefix(p.PK, shape.pkPrefix) || len(p.PK) == len(shape.pkPrefix) || p.SKey != shape.sk {
