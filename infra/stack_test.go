@@ -364,7 +364,7 @@ func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
 		inbox:          q("inbox"),
 		failures:       q("dispatch-failures"),
 		bucket:         "<" + bucketID + ".Arn>",
-		bucketObjects:  "<" + bucketID + ".Arn>/*",
+		bucketObjects:  "<" + bucketID + ".Arn>/backups/*",
 		topic:          "<" + t.one(tt, "AWS::SNS::Topic", "TopicName", prefix+"-operator-events").ID + ">",
 		payloadObjects: "<" + payloadID + ".Arn>/payloads/*",
 		logs:           map[string]string{},
@@ -597,6 +597,14 @@ func TestQueues(t *testing.T) {
 }
 
 func TestBackupBucket(t *testing.T) {
+	// The backup key is generated in the stack (never a template value) and
+	// only the admin function reads it (TestLeastPrivilege pins its grants).
+	must(t, "backup key secret", func() {
+		prodTmpl.HasResourceProperties(jsii.String("AWS::SecretsManager::Secret"), assertions.Match_ObjectLike(obj(
+			"Name", prodPrefix+"-backup-key",
+			"GenerateSecretString", assertions.Match_ObjectLike(obj("PasswordLength", 64, "ExcludePunctuation", true)),
+		)))
+	})
 	must(t, "backup bucket", func() {
 		prodTmpl.HasResourceProperties(jsii.String("AWS::S3::Bucket"), assertions.Match_ObjectLike(obj(
 			"BucketEncryption", obj("ServerSideEncryptionConfiguration", []any{obj("ServerSideEncryptionByDefault", obj("SSEAlgorithm", "AES256"))}),
@@ -649,7 +657,7 @@ func TestFunctions(t *testing.T) {
 		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
 		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
-		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
+		"admin":      {EnvBackupBucket, EnvBackupKeySecret, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvProviderSecrets, EnvTable},
 	}
 	specs := DefaultFunctions()
@@ -769,6 +777,8 @@ func TestLeastPrivilege(t *testing.T) {
 					case "secrets":
 						exp[a] = append(exp[a], secretArns()...)
 						continue
+					case "backupKey":
+						r = "<" + tm.one(t, "AWS::SecretsManager::Secret", "Name", prefix+"-backup-key").ID + ">"
 					}
 					exp[a] = append(exp[a], r)
 				}
@@ -793,7 +803,7 @@ func TestLeastPrivilege(t *testing.T) {
 						}
 					}
 				}
-				if strings.HasPrefix(a, "secretsmanager:") && s.Name != "webhook" {
+				if strings.HasPrefix(a, "secretsmanager:") && s.Name != "webhook" && s.Name != "admin" {
 					t.Errorf("%s reads secrets (%s)", s.Name, a)
 				}
 				if a == "dynamodb:DeleteItem" || a == "dynamodb:Scan" || a == "s3:DeleteObject" {
@@ -864,6 +874,9 @@ func TestLeastPrivilege(t *testing.T) {
 			"s3:GetObject":            {"objects", "payloads"},
 			"s3:PutObject":            {"objects", "payloads"},
 			"s3:ListBucket":           {"bucket"},
+			// The backup signing key, and no other secret.
+			"secretsmanager:GetSecretValue": {"backupKey"},
+			"secretsmanager:DescribeSecret": {"backupKey"},
 		}),
 		"webhook": with(rw, map[string][]string{
 			"sqs:SendMessage":               {"inbox"},

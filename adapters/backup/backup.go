@@ -156,7 +156,11 @@ func (s *Service) log() *slog.Logger {
 	return s.Log
 }
 
-func prefix(id string) string { return "backups/" + id + "/" }
+// Prefix is where every snapshot object lives in the backup bucket (the
+// stack grants object access under it only).
+const Prefix = "backups/"
+
+func prefix(id string) string { return Prefix + id + "/" }
 
 // Backup snapshots a profile. It raises the barrier (no new claims), copies
 // every item, uploads, and lifts the barrier. It never waits for provider
