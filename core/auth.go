@@ -238,5 +238,12 @@ func SeedToken(ctx context.Context, reg TokenRegistry, secret string, p Principa
 	if cur.Principal() != p {
 		return fmt.Errorf("%w to %s %s, not %s %s", err, cur.Kind, cur.Owner, p.Kind, p.Name)
 	}
+	if a, ok := reg.(interface {
+		AdoptToken(ctx context.Context, hash string, now time.Time) (Token, error)
+	}); ok && cur.ID == "" {
+		// A record from before token ids: give it one, so it can be revoked.
+		_, err := a.AdoptToken(ctx, TokenHash(secret), now)
+		return err
+	}
 	return nil
 }

@@ -239,3 +239,68 @@ func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]co
 	}
 	return out, encodeCursor(res.LastEvaluatedKey), nil
 }
+
+// AdoptToken gives a record written before tokens had ids (kind and name
+// only) an id, a creation time if it has none, and its listing entry, so it
+// can be listed, revoked and rotated. A record that has an id is returned
+// as it is.
+func (t *Tokens) AdoptToken(ctx context.Context, hash string, now time.Time) (core.Token, error) {
+	cur, err := t.LookupToken(ctx, hash)
+	if err != nil || cur.ID != "" {
+		return cur, err
+	}
+	id, err := core.NewTokenID()
+	if err != nil {
+		return core.Token{}, err
+	}
+	created := cur.CreatedAt
+	if created.IsZero() {
+		created = now.UTC()
+	}
+	byID := tokenIDKey(id)
+	byID["hash"] = avS(hash)
+	_, err = t.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{TableName: aws.String(t.table), Key: tokenKey(hash),
+			UpdateExpression:    aws.String("SET id = :id, createdAt = :c, gsi1pk = :p, gsi1sk = :s"),
+			ConditionExpression: aws.String("attribute_exists(pk) AND attribute_not_exists(id)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":id": avS(id), ":c": avS(created.Format(time.RFC3339Nano)),
+				":p": avS(tokensGSI), ":s": avS(created.Format(timeKey) + "#" + id)}}},
+		{Put: &types.Put{TableName: aws.String(t.table), Item: byID, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+	}})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		// Adopted concurrently: read what won.
+		return t.LookupToken(ctx, hash)
+	}
+	if err != nil {
+		return core.Token{}, fmt.Errorf("adopt token: %w", err)
+	}
+	return t.LookupToken(ctx, hash)
+}
+
+// LegacyTokenHashes lists the hashes of token records without an id (a
+// scan: run once, by outboxctl token adopt).
+func LegacyTokenHashes(ctx context.Context, db interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}, table string) ([]string, error) {
+	var out []string
+	var start map[string]types.AttributeValue
+	for {
+		res, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ExclusiveStartKey: start,
+			FilterExpression:          aws.String("begins_with(pk, :p) AND sk = :s AND attribute_not_exists(id)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(tokenPfx), ":s": avS("TOKEN")},
+			ProjectionExpression:      aws.String("pk")})
+		if err != nil {
+			return nil, fmt.Errorf("scan for legacy tokens: %w", err)
+		}
+		for _, it := range res.Items {
+			if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+				out = append(out, strings.TrimPrefix(pk.Value, tokenPfx))
+			}
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		start = res.LastEvaluatedKey
+	}
+}

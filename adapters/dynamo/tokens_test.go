@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
@@ -89,5 +91,54 @@ func TestTokenRevokeExpireAndList(t *testing.T) {
 	}
 	if len(listed) != 3 || listed[0].ID != ids[0] || listed[2].ID != ids[2] || listed[0].TokenStatus(now.Add(2*time.Second)) != "revoked" {
 		t.Fatalf("listed %+v", listed)
+	}
+}
+
+// A record written before token ids (kind and name only) still
+// authenticates, and adopting it makes it listable and revocable.
+func TestLegacyTokensAreAdopted(t *testing.T) {
+	db, table := testTable(t, "tokens")
+	ctx := context.Background()
+	tokens := NewTokens(db, table)
+	now := time.Now().UTC()
+	legacy := func(secret, kind, name string) {
+		item := tokenKey(core.TokenHash(secret))
+		item["kind"], item["name"], item["createdAt"] = avS(kind), avS(name), avS(now.Format(time.RFC3339))
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy("old-bot", core.PrincipalBot, "bot-a")
+	legacy("old-op", core.PrincipalOperator, "ann")
+	if p, err := core.AuthenticateAt(ctx, tokens, "Bearer old-bot", now); err != nil || p.Name != "bot-a" {
+		t.Fatalf("legacy token: %+v %v", p, err)
+	}
+	hashes, err := LegacyTokenHashes(ctx, db, table)
+	if err != nil || len(hashes) != 2 {
+		t.Fatalf("legacy hashes %v %v", hashes, err)
+	}
+	adopted, err := tokens.AdoptToken(ctx, core.TokenHash("old-bot"), now)
+	if err != nil || adopted.ID == "" || adopted.Kind != core.PrincipalBot {
+		t.Fatalf("adopt: %+v %v", adopted, err)
+	}
+	if again, err := tokens.AdoptToken(ctx, core.TokenHash("old-bot"), now); err != nil || again.ID != adopted.ID {
+		t.Fatalf("adopting twice: %+v %v", again, err)
+	}
+	// A seed of the same principal adopts the record too.
+	if err := core.SeedToken(ctx, tokens, "old-op", core.Principal{Kind: core.PrincipalOperator, Name: "ann"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if hashes, _ := LegacyTokenHashes(ctx, db, table); len(hashes) != 0 {
+		t.Fatalf("still legacy: %v", hashes)
+	}
+	page, _, err := tokens.ListTokens(ctx, "", 10)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("listed %+v %v", page, err)
+	}
+	if _, err := tokens.RevokeToken(ctx, adopted.ID, now, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.AuthenticateAt(ctx, tokens, "Bearer old-bot", now.Add(time.Second)); !errors.Is(err, core.ErrTokenRevoked) {
+		t.Fatalf("revoked legacy token: %v", err)
 	}
 }

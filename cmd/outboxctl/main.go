@@ -26,6 +26,7 @@ type cli struct {
 		List   tokenListCmd   `cmd:"" help:"List tokens: id, kind, owner, created, expires, revoked (never secrets or hashes)."`
 		Revoke tokenRevokeCmd `cmd:"" help:"Revoke a token by id (refused by the authorizer within its cache TTL)."`
 		Rotate tokenRotateCmd `cmd:"" help:"Issue a successor for the same owner and kind; the old token expires after --overlap."`
+		Adopt  tokenAdoptCmd  `cmd:"" help:"Give tokens issued before token ids an id, so they can be listed, revoked and rotated (one table scan)."`
 	} `cmd:"" help:"Bearer tokens, read and written directly in the table (AWS credentials; works before any operator token exists)."`
 
 	Intents struct {

@@ -141,3 +141,27 @@ func (c *tokenRotateCmd) Run(root *cli) error {
 	fmt.Fprintf(os.Stderr, "issued %s; %s expires at %s\n", nt.ID, old.ID, old.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil
 }
+
+type tokenAdoptCmd struct{}
+
+func (c *tokenAdoptCmd) Run(root *cli) error {
+	ctx := context.Background()
+	clients, err := awsconfig.LoadClients(ctx)
+	if err != nil {
+		return err
+	}
+	reg := dynamo.NewTokens(clients.DynamoDB, root.Table)
+	hashes, err := dynamo.LegacyTokenHashes(ctx, clients.DynamoDB, root.Table)
+	if err != nil {
+		return err
+	}
+	for _, h := range hashes {
+		t, err := reg.AdoptToken(ctx, h, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Printf("adopted %s (%s %s)\n", t.ID, t.Kind, t.Owner)
+	}
+	fmt.Printf("%d tokens adopted\n", len(hashes))
+	return nil
+}
