@@ -49,7 +49,7 @@ type RevokeTokenBody struct {
 	Reason string `json:"reason"`
 }
 
-// TokenRoutes returns the route handlers by route key, for Handler.Extra.
+// Routes returns the route handlers by route key, for Handler.Extra.
 func (t *Tokens) Routes() map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	return map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{
 		"GET /v1/admin/tokens":                   t.list,
