@@ -32,6 +32,7 @@ func TestClientTypesMatchSpec(t *testing.T) {
 		"IntentPage": client.IntentPage{}, "SourceResult": client.SourceState{}, "SourceUpdate": client.SourceUpdate{},
 		"ResolutionRequest": client.ResolutionRequest{}, "Manifest": client.Manifest{}, "RestoreReport": client.RestoreReport{},
 		"HistorySummary": client.HistorySummary{}, "HistorySlice": client.HistorySlice{}, "WhoAmI": client.WhoAmI{},
+		"Token": client.Token{}, "TokenPage": client.TokenPage{},
 	}
 	for schema, v := range pairs {
 		s, ok := doc.Components.Schemas[schema]

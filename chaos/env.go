@@ -61,6 +61,9 @@ type slot struct {
 // from the product's own setting (wire.EnvWebhookSecrets).
 var webhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("outbox-chaos-webhook-signing-key"))
 
+// chaosBackupKey signs and verifies the workers' backup manifests.
+const chaosBackupKey = "outbox-chaos-backup-signing-key"
+
 // NewEnv creates `parallel` tables with their stream observers.
 func NewEnv(ctx context.Context, parallel int) (*Env, error) {
 	if err := os.Setenv(wire.EnvWebhookSecrets, fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret)); err != nil {

@@ -50,7 +50,7 @@ func TestRegressionBackupLiftsBarrierWhenRaiseResponseIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	app, err := wire.New(clients, wire.Config{Table: name, BackupBucket: bucket, RetryQueueURL: "unused", InboxQueueURL: "unused",
-		Log: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
+		Log: slog.New(slog.DiscardHandler), MetricsOut: io.Discard, BackupKey: "chaos-regression-backup-key"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,6 +227,8 @@ type Manifest struct {
 	PayloadsSHA256  string `json:"payloadsSha256,omitempty"`
 	PayloadsMissing int    `json:"payloadsMissing,omitempty"`
 	ManifestSHA256  string `json:"manifestSha256"`
+	// Signature: HMAC-SHA256 under the deployment's backup key.
+	Signature string `json:"signature"`
 }
 
 // RestoreReport says what a restore wrote.

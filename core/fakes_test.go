@@ -179,7 +179,7 @@ func (m *memStore) ListPage(ctx context.Context, status Status, cursor string, l
 		at, id, _ := strings.Cut(cursor, "|")
 		t, err := time.Parse(time.RFC3339Nano, at)
 		if err != nil {
-			return nil, "", &ValidationError{Code: CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
+			return nil, "", InvalidCursor("not valid for this listing")
 		}
 		afterAt, afterID = t, id
 	}

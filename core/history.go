@@ -199,7 +199,7 @@ func HistoryCursor(cursor string, pages int) (seq int, inline bool, err error) {
 	if cursor != "" {
 		n, convErr := strconv.Atoi(cursor)
 		if convErr != nil || n < 1 || n > pages+1 || strconv.Itoa(n) != cursor {
-			return 0, false, &ValidationError{Code: CodeInvalidField, Field: "cursor", Message: "cursor is not one this intent's history handed out"}
+			return 0, false, InvalidCursor("not a page of this intent's history")
 		}
 		seq = n
 	}

@@ -51,8 +51,8 @@ func TestHistoryCursor(t *testing.T) {
 		seq, inline, err := HistoryCursor(c.cursor, c.pages)
 		var ve *ValidationError
 		if c.bad {
-			if !errors.As(err, &ve) || ve.Field != "cursor" || ve.Code != CodeInvalidField {
-				t.Errorf("cursor %q of %d pages: err %v, want invalid_field cursor", c.cursor, c.pages, err)
+			if !errors.As(err, &ve) || ve.Field != "cursor" || ve.Code != CodeInvalidCursor {
+				t.Errorf("cursor %q of %d pages: err %v, want invalid_cursor", c.cursor, c.pages, err)
 			}
 			continue
 		}

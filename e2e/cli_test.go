@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,4 +57,64 @@ func TestOperatorCLI(t *testing.T) {
 		t.Fatalf("pace show:\n%s", out)
 	}
 	e.assertEffectsStay(id, 1, 0)
+}
+
+// The token lifecycle through outboxctl, on the table directly: issue (never
+// over an existing token), list (no secrets), rotate with an overlap, revoke.
+func TestTokenCLI(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "outboxctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/outboxctl").CombinedOutput(); err != nil {
+		t.Fatalf("build outboxctl: %v\n%s", err, out)
+	}
+	e := newEnv(t, options{})
+	run := func(wantOK bool, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--table", e.table}, args...)...)
+		cmd.Env = os.Environ()
+		out, err := cmd.CombinedOutput()
+		if (err == nil) != wantOK {
+			t.Fatalf("outboxctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	var issued struct {
+		Token  string     `json:"token"`
+		Record core.Token `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(run(true, "token", "issue", "--kind", "bot", "--name", testBot, "--json")), &issued); err != nil || issued.Token == "" {
+		t.Fatalf("issue: %v %+v", err, issued)
+	}
+	if !e.tokenUsable(issued.Token) {
+		t.Fatal("the issued token is refused")
+	}
+	// The same secret again, as an operator: refused, and the token stays a bot's.
+	if out := run(false, "token", "issue", "--kind", "operator", "--name", "mallory", "--token", issued.Token); !strings.Contains(out, "already issued") {
+		t.Fatalf("re-issue:\n%s", out)
+	}
+	if r := e.do("GET", "/v1/admin/tokens", issued.Token, nil, ""); r.status != http.StatusForbidden {
+		t.Fatalf("the bot token reached the admin API: %d", r.status)
+	}
+	list := run(true, "token", "list")
+	if !strings.Contains(list, issued.Record.ID) || strings.Contains(list, issued.Token) || strings.Contains(list, core.TokenHash(issued.Token)) {
+		t.Fatalf("list:\n%s", list)
+	}
+	var rotated struct {
+		Token  string     `json:"token"`
+		Record core.Token `json:"record"`
+		Old    core.Token `json:"old"`
+	}
+	if err := json.Unmarshal([]byte(run(true, "token", "rotate", issued.Record.ID, "--overlap", "1h", "--json")), &rotated); err != nil ||
+		rotated.Old.ExpiresAt == nil || rotated.Old.RotatedTo != rotated.Record.ID || rotated.Record.Owner != testBot {
+		t.Fatalf("rotate: %v %+v", err, rotated)
+	}
+	if !e.tokenUsable(issued.Token) || !e.tokenUsable(rotated.Token) {
+		t.Fatal("within the overlap both tokens work")
+	}
+	if out := run(true, "token", "revoke", issued.Record.ID, "--reason", "rotated out early"); !strings.Contains(out, "revoked "+issued.Record.ID) {
+		t.Fatalf("revoke:\n%s", out)
+	}
+	if e.tokenUsable(issued.Token) || !e.tokenUsable(rotated.Token) {
+		t.Fatal("after revoking the old token (the test env has no token cache)")
+	}
 }

@@ -33,13 +33,15 @@ func TestEveryRouteRefusesMalformedIDs(t *testing.T) {
 		"one over 512B": strings.Repeat("x", 513),
 	}
 	// Good values for the other parameters of a route.
-	goodParam := map[string]string{"id": good, "grantId": "g-1", "provider": "sandbox", "account": "acct-1", "sourceId": "src-1", "backupId": "bk-1"}
+	goodParam := map[string]string{"id": good, "grantId": "g-1", "provider": "sandbox", "account": "acct-1", "sourceId": "src-1", "backupId": "bk-1",
+		"eventId": "evt_1", "tokenId": "tok_1"}
 	// A well-formed body per route, so only the identifier is wrong.
 	bodies := map[string]string{
 		"POST /v1/admin/intents/{id}/resolution":          `{"decision":"abandon","reason":"x"}`,
 		"POST /v1/admin/intents/{id}/recommendation":      `{"decision":"abandon","summary":"x"}`,
 		"PUT /v1/admin/grants/{grantId}":                  `{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["*"]}`,
 		"POST /v1/admin/grants/{grantId}/revoke":          `{"reason":"x"}`,
+		"POST /v1/admin/tokens/{tokenId}/revoke":          `{"reason":"x"}`,
 		"PUT /v1/admin/capabilities/{provider}/{account}": `{"withdrawn":true,"reason":"x"}`,
 		"PUT /v1/sources/{sourceId}":                      `{"revision":1}`,
 		routes.Webhook:                                    `{"id":"evt_1","type":"message.sent"}`,

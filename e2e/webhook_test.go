@@ -7,17 +7,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
@@ -143,23 +144,31 @@ func (e *env) inbox() []core.InboxMessage {
 	}
 }
 
-// unresolved lists unresolved webhook events through the real admin handler.
-func (e *env) unresolved() []core.EventRecord {
+// unresolved lists unresolved webhook events through the admin API (rows
+// without raw bodies).
+func (e *env) unresolved() []admin.UnresolvedRow {
 	e.t.Helper()
-	req := events.APIGatewayV2HTTPRequest{RouteKey: wire.UnresolvedRoute, RequestContext: events.APIGatewayV2HTTPRequestContext{
-		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"kind": core.PrincipalOperator, "name": "op-ann"}},
-	}}
-	resp, err := e.st.Admin.Handle(context.Background(), req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("list unresolved: %v %d %s", err, resp.StatusCode, resp.Body)
+	r := e.do("GET", "/v1/admin/webhooks/unresolved", opToken, nil, "")
+	if r.status != http.StatusOK {
+		e.t.Fatalf("list unresolved: %d %s", r.status, r.body)
 	}
 	var out struct {
-		Events []core.EventRecord `json:"events"`
+		Events []admin.UnresolvedRow `json:"events"`
 	}
-	if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
-		e.t.Fatal(err)
-	}
+	r.json(e.t, &out)
 	return out.Events
+}
+
+// unresolvedEvent reads one unresolved event, raw body included.
+func (e *env) unresolvedEvent(provider, account, eventID string) core.EventRecord {
+	e.t.Helper()
+	r := e.do("GET", "/v1/admin/webhooks/unresolved/"+url.PathEscape(provider)+"/"+url.PathEscape(account)+"/"+url.PathEscape(eventID), opToken, nil, "")
+	if r.status != http.StatusOK {
+		e.t.Fatalf("unresolved event %s: %d %s", eventID, r.status, r.body)
+	}
+	var rec core.EventRecord
+	r.json(e.t, &rec)
+	return rec
 }
 
 func webhookEntries(in *core.Intent) []core.Attempt {
@@ -349,8 +358,11 @@ func TestWebhookUnmatchedEchoIsUnresolvedAndWakesNobody(t *testing.T) {
 	}
 	un := e.unresolved()
 	if len(un) != 1 || un[0].EventID != er.Event.Data.EventID || un[0].MessageID != er.Event.Data.MessageID ||
-		un[0].State != core.EventUnresolved || !strings.Contains(un[0].Raw, "posted by the bot from elsewhere") || un[0].Reason == "" {
+		un[0].State != core.EventUnresolved || un[0].RawBytes == 0 || un[0].Reason == "" {
 		t.Fatalf("unresolved records %+v", un)
+	}
+	if rec := e.unresolvedEvent(un[0].Provider, un[0].Account, un[0].EventID); !strings.Contains(rec.Raw, "posted by the bot from elsewhere") || len(rec.Raw) != un[0].RawBytes {
+		t.Fatalf("unresolved event %+v", rec)
 	}
 	if msgs := e.inbox(); len(msgs) != 0 {
 		t.Fatalf("an echo woke the bot: %+v", msgs)

@@ -36,8 +36,8 @@ func (o *outbox) suppressions() {
 		}
 		if s.Needs.Has(NeedBackupBucket) {
 			suppress(role, "AwsSolutions-IAM5",
-				"Backup object keys are generated per profile and backup (<profile>/<backup-id>/...), so GetObject/PutObject are granted on the backup bucket's objects; no other bucket, and no delete.",
-				`/^Resource::<BackupBucket[A-Za-z0-9]+\.Arn>\/\*$/`)
+				"Backup object keys are generated per backup (backups/<backup-id>/...), so GetObject/PutObject are granted on the backup bucket's objects under backups/ only; no other bucket or prefix, and no delete.",
+				`/^Resource::<BackupBucket[A-Za-z0-9]+\.Arn>\/backups\/\*$/`)
 		}
 		if s.Needs.Has(NeedPayloadRead) || s.Needs.Has(NeedPayloadWrite) {
 			suppress(role, "AwsSolutions-IAM5",
@@ -45,6 +45,8 @@ func (o *outbox) suppressions() {
 				`/^Resource::<PayloadBucket[A-Za-z0-9]+\.Arn>\/payloads\/\*$/`)
 		}
 	}
+	suppress(o.backupKey, "AwsSolutions-SMG4",
+		"The backup key signs snapshot manifests (HMAC); an automatic rotation would make every earlier snapshot unrestorable. It is rotated by hand, keeping the previous version to restore older snapshots (docs/decisions.md).")
 	suppress(o.dispatchFailures, "AwsSolutions-SQS3",
 		"This queue is the dispatcher stream mapping's on-failure destination, i.e. it already is the dead-letter destination; nothing consumes it automatically (an alarm fires on any message).")
 }

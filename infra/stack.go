@@ -29,6 +29,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/botharness/outbox/adapters/backup"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/payloads"
@@ -61,6 +62,7 @@ const (
 	EnvRetryQueueURL   = "OUTBOX_RETRY_QUEUE_URL"
 	EnvInboxQueueURL   = "OUTBOX_INBOX_QUEUE_URL"
 	EnvBackupBucket    = "OUTBOX_BACKUP_BUCKET"
+	EnvBackupKeySecret = "OUTBOX_BACKUP_KEY_SECRET"
 	EnvPayloadBucket   = "OUTBOX_PAYLOAD_BUCKET"
 	EnvProviderConfig  = "OUTBOX_PROVIDER_CONFIG"
 	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
@@ -108,6 +110,7 @@ type outbox struct {
 	payloadBucket    awss3.Bucket
 	accessLogsBucket awss3.Bucket
 	secrets          []awssecretsmanager.ISecret
+	backupKey        awssecretsmanager.Secret
 	secretsByName    map[string]awssecretsmanager.ISecret
 	alarmTopic       awssns.ITopic
 	operatorTopic    awssns.Topic
@@ -274,6 +277,17 @@ func (o *outbox) data() {
 		EnforceSSL:  jsii.Bool(true),
 	})
 
+	// The backup signing key (HMAC-SHA256 over each manifest): generated
+	// here, read by the functions that back up and restore, never in the
+	// template or an environment (docs/decisions.md "Backup and restore").
+	o.backupKey = awssecretsmanager.NewSecret(stack, jsii.String("BackupKey"), &awssecretsmanager.SecretProps{
+		SecretName:  r.name("backup-key"),
+		Description: jsii.String("outbox backup manifest signing key (HMAC-SHA256); rotating it makes older snapshots unrestorable"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
+		},
+		RemovalPolicy: o.removal,
+	})
 	for _, n := range r.ProviderSecretNames {
 		o.secrets = append(o.secrets, o.importSecret(n))
 	}
@@ -398,9 +412,11 @@ func (o *outbox) function(spec FunctionSpec) {
 		env[EnvInboxQueueURL] = o.inboxQueue.QueueUrl()
 	}
 	if n.Has(NeedBackupBucket) {
-		role.AddToPrincipalPolicy(allow(ActionsBucketObjects, o.backupBucket.ArnForObjects(jsii.String("*"))))
+		role.AddToPrincipalPolicy(allow(ActionsBucketObjects, o.backupBucket.ArnForObjects(jsii.String(backup.Prefix+"*"))))
 		role.AddToPrincipalPolicy(allow(ActionsBucketList, o.backupBucket.BucketArn()))
 		env[EnvBackupBucket] = o.backupBucket.BucketName()
+		role.AddToPrincipalPolicy(allow(ActionsSecretsRead, o.backupKey.SecretArn()))
+		env[EnvBackupKeySecret] = o.backupKey.SecretName()
 	}
 	payloadObjects := o.payloadBucket.ArnForObjects(jsii.String(payloads.Prefix + "*"))
 	if n.Has(NeedPayloadRead) {

@@ -384,7 +384,7 @@ func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
 		inbox:          q("inbox"),
 		failures:       q("dispatch-failures"),
 		bucket:         "<" + bucketID + ".Arn>",
-		bucketObjects:  "<" + bucketID + ".Arn>/*",
+		bucketObjects:  "<" + bucketID + ".Arn>/backups/*",
 		topic:          "<" + t.one(tt, "AWS::SNS::Topic", "TopicName", prefix+"-operator-events").ID + ">",
 		payloadObjects: "<" + payloadID + ".Arn>/payloads/*",
 		logs:           map[string]string{},
@@ -617,6 +617,14 @@ func TestQueues(t *testing.T) {
 }
 
 func TestBackupBucket(t *testing.T) {
+	// The backup key is generated in the stack (never a template value) and
+	// only the admin function reads it (TestLeastPrivilege pins its grants).
+	must(t, "backup key secret", func() {
+		prodTmpl.HasResourceProperties(jsii.String("AWS::SecretsManager::Secret"), assertions.Match_ObjectLike(obj(
+			"Name", prodPrefix+"-backup-key",
+			"GenerateSecretString", assertions.Match_ObjectLike(obj("PasswordLength", 64, "ExcludePunctuation", true)),
+		)))
+	})
 	must(t, "backup bucket", func() {
 		prodTmpl.HasResourceProperties(jsii.String("AWS::S3::Bucket"), assertions.Match_ObjectLike(obj(
 			"BucketEncryption", obj("ServerSideEncryptionConfiguration", []any{obj("ServerSideEncryptionByDefault", obj("SSEAlgorithm", "AES256"))}),
@@ -669,7 +677,7 @@ func TestFunctions(t *testing.T) {
 		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
 		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
 		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
-		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
+		"admin":      {EnvBackupBucket, EnvBackupKeySecret, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
 		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvSecretUses, EnvProviderSecrets, EnvTable},
 		"mcp":        {EnvAPIURL, EnvLogLevel},
 	}
@@ -808,6 +816,8 @@ func TestLeastPrivilege(t *testing.T) {
 					case "secrets", "send", "verify":
 						exp[a] = append(exp[a], secretArns(r)...)
 						continue
+					case "backupKey":
+						r = "<" + tm.one(t, "AWS::SecretsManager::Secret", "Name", prefix+"-backup-key").ID + ">"
 					}
 					exp[a] = append(exp[a], r)
 				}
@@ -904,6 +914,9 @@ func TestLeastPrivilege(t *testing.T) {
 			"s3:GetObject":            {"objects", "payloads"},
 			"s3:PutObject":            {"objects", "payloads"},
 			"s3:ListBucket":           {"bucket"},
+			// The backup signing key, and no other secret.
+			"secretsmanager:GetSecretValue": {"backupKey"},
+			"secretsmanager:DescribeSecret": {"backupKey"},
 		}),
 		"webhook": with(rw, map[string][]string{
 			"sqs:SendMessage":               {"inbox"},
@@ -925,6 +938,9 @@ func TestLeastPrivilege(t *testing.T) {
 		for _, a := range sm {
 			want[fn][a] = []string{"send"}
 		}
+	}
+	for _, a := range sm { // and the admin the backup signing key
+		want["admin"][a] = []string{"send", "backupKey"}
 	}
 	for _, a := range sm {
 		want["webhook"][a] = []string{"secrets", "verify"}

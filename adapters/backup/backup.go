@@ -3,15 +3,17 @@
 //
 // A snapshot is two objects under backups/<backupId>/: items.jsonl.gz (one
 // DynamoDB-JSON item per line, gzip) and manifest.json (barrier time, counts,
-// SHA-256 of the items object, the intents in flight at the cutoff, and the
-// manifest's own checksum). Restore verifies all of it before writing
-// anything.
+// SHA-256 of the items object, the intents in flight at the cutoff, the
+// manifest's own checksum, and its HMAC-SHA256 signature under the
+// deployment's backup key). Restore verifies all of it, and that every item
+// belongs to the manifest's profile (owned.go), before writing anything.
 package backup
 
 import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -60,15 +62,55 @@ type Manifest struct {
 	PayloadsBytes   int64  `json:"payloadsBytes,omitempty"`
 	PayloadsSHA256  string `json:"payloadsSha256,omitempty"`
 	PayloadsMissing int    `json:"payloadsMissing,omitempty"`
-	// ManifestSHA256 covers every other field (computed with it empty).
+	// ManifestSHA256 covers every other field (computed with it and
+	// Signature empty).
 	ManifestSHA256 string `json:"manifestSha256"`
+	// Signature is HMAC-SHA256, under the deployment's backup key, of the
+	// manifest with Signature empty (so it covers the checksums of the items
+	// and payloads objects). Without the key nobody can make a snapshot
+	// restore accepts (docs/decisions.md "Backup and restore").
+	Signature string `json:"signature,omitempty"`
 }
 
+// ManifestFormat is the manifest format this code writes and restores: 2
+// is signed; format 1 (unsigned) is refused.
+const ManifestFormat = 2
+
+// MinKeyBytes is the shortest backup key accepted (docs/decisions.md).
+const MinKeyBytes = 16
+
 func (m Manifest) checksum() string {
-	m.ManifestSHA256 = ""
+	m.ManifestSHA256, m.Signature = "", ""
 	b, _ := json.Marshal(m)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// Sign returns the manifest's signature under key.
+func (m Manifest) Sign(key []byte) string {
+	m.Signature = ""
+	b, _ := json.Marshal(m)
+	mac := hmac.New(sha256.New, key)
+	mac.Write(b)
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// Seal sets the manifest's checksum and signature (backups, and tests that
+// play an insider holding the key).
+func (m *Manifest) Seal(key []byte) {
+	m.ManifestSHA256 = m.checksum()
+	m.Signature = m.Sign(key)
+}
+
+// ErrNoBackupKey: backups and restores need the deployment's backup key
+// (OUTBOX_BACKUP_KEY locally, the secret named by OUTBOX_BACKUP_KEY_SECRET in AWS).
+var ErrNoBackupKey = errors.New("no backup key is configured (OUTBOX_BACKUP_KEY, or OUTBOX_BACKUP_KEY_SECRET naming a Secrets Manager secret): backups are not signed or verified without it")
+
+func (s *Service) key() ([]byte, error) {
+	if len(s.Key) < MinKeyBytes {
+		return nil, ErrNoBackupKey
+	}
+	return s.Key, nil
 }
 
 // PayloadObjects is the claim-check store as backups see it: raw objects by
@@ -96,8 +138,11 @@ type Service struct {
 	Dispatcher *core.Dispatcher
 	// Payloads, when set, lets backups carry claim-checked payloads and
 	// restores put them back.
-	Payloads   PayloadObjects
-	Clock      core.Clock
+	Payloads PayloadObjects
+	Clock    core.Clock
+	// Key signs manifests and verifies them (HMAC-SHA256, at least
+	// MinKeyBytes); without it Backup and Restore refuse (ErrNoBackupKey).
+	Key        []byte
 	BarrierTTL time.Duration
 	Log        *slog.Logger
 	// Progress, when set, is told how many items have been captured so far.
@@ -111,7 +156,11 @@ func (s *Service) log() *slog.Logger {
 	return s.Log
 }
 
-func prefix(id string) string { return "backups/" + id + "/" }
+// Prefix is where every snapshot object lives in the backup bucket (the
+// stack grants object access under it only).
+const Prefix = "backups/"
+
+func prefix(id string) string { return Prefix + id + "/" }
 
 // Backup snapshots a profile. It raises the barrier (no new claims), copies
 // every item, uploads, and lifts the barrier. It never waits for provider
@@ -119,6 +168,10 @@ func prefix(id string) string { return "backups/" + id + "/" }
 func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error) {
 	if strings.TrimSpace(profile) == "" {
 		return nil, &core.ValidationError{Code: core.CodeInvalidField, Field: "profile", Message: "profile (the bot name) is required"}
+	}
+	key, err := s.key()
+	if err != nil {
+		return nil, err
 	}
 	now := s.Clock.Now()
 	id := "bk_" + strings.ToLower(ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String())
@@ -137,7 +190,7 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 	if err := s.Store.RaiseBarrier(ctx, profile, id, now, ttl); err != nil {
 		return nil, err
 	}
-	m := &Manifest{Format: 1, BackupID: id, Profile: profile, Table: s.Store.Table(), BarrierAt: now,
+	m := &Manifest{Format: ManifestFormat, BackupID: id, Profile: profile, Table: s.Store.Table(), BarrierAt: now,
 		ItemsObject: prefix(id) + "items.jsonl.gz", StatusCounts: map[string]int{}, InFlightAtCutoff: []string{}}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -163,7 +216,7 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 		m.ItemCount++
 		return nil
 	}
-	err := s.Store.ProfileKeys(ctx, profile, func(keys []map[string]types.AttributeValue) error {
+	err = s.Store.ProfileKeys(ctx, profile, func(keys []map[string]types.AttributeValue) error {
 		for _, k := range keys {
 			item, err := s.Store.GetRaw(ctx, k)
 			if err != nil {
@@ -214,7 +267,7 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 		return nil, err
 	}
 	m.CompletedAt = s.Clock.Now()
-	m.ManifestSHA256 = m.checksum()
+	m.Seal(key)
 	mb, _ := json.MarshalIndent(m, "", "  ")
 	if _, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(prefix(id) + "manifest.json"),
 		Body: bytes.NewReader(mb), ContentType: aws.String("application/json")}); err != nil {
@@ -271,6 +324,10 @@ func (s *Service) Manifest(ctx context.Context, id string) (*Manifest, error) {
 	if !strings.HasPrefix(id, "bk_") || strings.ContainsAny(id, "/.") {
 		return nil, &core.ValidationError{Code: core.CodeInvalidField, Field: "backupId", Message: "not a backup id"}
 	}
+	key, err := s.key()
+	if err != nil {
+		return nil, err
+	}
 	b, err := s.get(ctx, prefix(id)+"manifest.json")
 	if err != nil {
 		return nil, err
@@ -279,10 +336,23 @@ func (s *Service) Manifest(ctx context.Context, id string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: manifest is not valid JSON", ErrInvalidSnapshot)
 	}
-	if m.Format != 1 || m.BackupID != id || m.ManifestSHA256 != m.checksum() {
-		return nil, fmt.Errorf("%w: manifest checksum or identity does not match", ErrInvalidSnapshot)
+	return &m, VerifyManifest(&m, id, key)
+}
+
+// VerifyManifest checks a manifest's format, identity, checksum and
+// signature under key; every failure is ErrInvalidSnapshot.
+func VerifyManifest(m *Manifest, id string, key []byte) error {
+	switch {
+	case m.Format != ManifestFormat:
+		return fmt.Errorf("%w: manifest format %d is not %d (signed): an unsigned snapshot is never restored", ErrInvalidSnapshot, m.Format, ManifestFormat)
+	case m.Signature == "":
+		return fmt.Errorf("%w: the manifest is not signed", ErrInvalidSnapshot)
+	case !hmac.Equal([]byte(m.Signature), []byte(m.Sign(key))):
+		return fmt.Errorf("%w: the manifest's signature does not match this deployment's backup key (edited, or signed with another key)", ErrInvalidSnapshot)
+	case m.BackupID != id || m.ManifestSHA256 != m.checksum():
+		return fmt.Errorf("%w: manifest checksum or identity does not match", ErrInvalidSnapshot)
 	}
-	return &m, nil
+	return nil
 }
 
 func (s *Service) get(ctx context.Context, key string) ([]byte, error) {
@@ -349,6 +419,12 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 	}
 	if len(items) != m.ItemCount {
 		return nil, fmt.Errorf("%w: %d items, the manifest says %d", ErrInvalidSnapshot, len(items), m.ItemCount)
+	}
+	// A restore writes only what the profile owns: its intents, their
+	// history pages and its sources. Anything else (a token, a grant, a
+	// capability, another bot's intent, a gate) refuses the whole restore.
+	if err := CheckOwned(m.Profile, items); err != nil {
+		return nil, err
 	}
 	payloadLines, err := s.readPayloads(ctx, m)
 	if err != nil {

@@ -24,7 +24,7 @@ func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string,
 	if status != core.StatusNeedsHuman {
 		return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "status", Message: "only needs-human intents are listed (status=needs-human)"}
 	}
-	entries, next, err := mergedPage(ctx, s.db, s.table, "needs-human", humanPfx, s.RepairShards(), cursor, limit)
+	entries, next, err := mergedPage(ctx, s.db, s.table, mergedShape{listing: "needs-human", shards: s.RepairShards(), pkPrefix: "INTENT#", sk: intentSK}, humanPfx, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -59,20 +59,12 @@ type mergedCursor struct {
 // position (in parallel), the results are merged, and the first limit kept.
 // The cursor keeps a position per shard, so a page never repeats or skips
 // an entry, whatever is written meanwhile.
-func mergedPage(ctx context.Context, db API, table, listing, pfx string, n int, cursor string, limit int) ([]map[string]types.AttributeValue, string, error) {
+func mergedPage(ctx context.Context, db API, table string, shape mergedShape, pfx string, cursor string, limit int) ([]map[string]types.AttributeValue, string, error) {
 	limit = min(max(limit, 1), 100)
-	cur := mergedCursor{Listing: listing, Pos: map[string]repairPos{}}
-	if cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err == nil {
-			err = json.Unmarshal(raw, &cur)
-		}
-		if err != nil || cur.Listing != listing {
-			return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "cursor", Message: "the cursor is not valid for this listing"}
-		}
-		if cur.Pos == nil {
-			cur.Pos = map[string]repairPos{}
-		}
+	listing, n := shape.listing, shape.shards
+	cur, err := decodeMergedCursor(cursor, shape)
+	if err != nil {
+		return nil, "", err
 	}
 	done := map[int]bool{}
 	for _, d := range cur.Done {

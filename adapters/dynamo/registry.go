@@ -268,7 +268,7 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": regS(grantsGSI)},
 		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
 	}
-	start, err := decodeCursor(cursor, "gsi1pk", grantsGSI)
+	start, err := decodeCursor(cursor, cursorShape{partitionAttr: "gsi1pk", partition: grantsGSI, pkPrefix: grantPfx, sk: grantSK})
 	if err != nil {
 		return nil, "", err
 	}

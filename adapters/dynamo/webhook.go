@@ -354,7 +354,7 @@ func (w *Webhooks) MarkForwarded(ctx context.Context, rec core.EventRecord, now 
 // ListUnresolved pages through unresolved events, oldest first, with an
 // opaque cursor ("" when there is no next page).
 func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int) ([]core.EventRecord, string, error) {
-	entries, next, err := mergedPage(ctx, w.db, w.table, "unresolved-webhooks", unresolvedGSIPK+"#", w.shards(), cursor, limit)
+	entries, next, err := mergedPage(ctx, w.db, w.table, mergedShape{listing: "unresolved-webhooks", shards: w.shards(), pkPrefix: "WHEVT#", sk: eventSK}, unresolvedGSIPK+"#", cursor, limit)
 	if err != nil {
 		return nil, "", fmt.Errorf("list unresolved webhook events: %w", err)
 	}

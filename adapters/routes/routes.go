@@ -33,6 +33,9 @@ var Admin = []string{
 	"GET /v1/admin/intents/{id}/retry-risk",
 	"GET /v1/admin/intents/{id}/history",
 	"GET /v1/admin/bots/{bot}/limits",
+	"GET /v1/admin/tokens",
+	"POST /v1/admin/tokens/{tokenId}/revoke",
+	"GET /v1/admin/webhooks/unresolved/{provider}/{account}/{eventId}",
 }
 
 // Console is the operators' web console: static files the admin function

@@ -67,22 +67,25 @@ func (c *Cache[K, V]) Get(k K, load func() (V, error)) (V, error) {
 	return v, nil
 }
 
-// Tokens caches principal lookups by token hash.
+// Tokens caches token records by token hash. The record carries its
+// expiry, which core.AuthenticateAt checks on every request, so a cached
+// token expires on time; a revocation is seen once the entry is read again,
+// at most TTL after it was cached.
 type Tokens struct {
 	core.TokenStore
-	cache *Cache[string, core.Principal]
+	cache *Cache[string, core.Token]
 }
 
 var _ core.TokenStore = (*Tokens)(nil)
 
 // NewTokens wraps a token store.
 func NewTokens(inner core.TokenStore, ttl time.Duration) *Tokens {
-	return &Tokens{TokenStore: inner, cache: New[string, core.Principal](ttl, 10000, nil)}
+	return &Tokens{TokenStore: inner, cache: New[string, core.Token](ttl, 10000, nil)}
 }
 
 // LookupToken answers from the cache when it can.
-func (t *Tokens) LookupToken(ctx context.Context, hash string) (core.Principal, error) {
-	return t.cache.Get(hash, func() (core.Principal, error) { return t.TokenStore.LookupToken(ctx, hash) })
+func (t *Tokens) LookupToken(ctx context.Context, hash string) (core.Token, error) {
+	return t.cache.Get(hash, func() (core.Token, error) { return t.TokenStore.LookupToken(ctx, hash) })
 }
 
 // Grants caches grant reads for intake.

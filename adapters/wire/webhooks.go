@@ -86,6 +86,8 @@ func wireWebhooks(a *App) error {
 		h.Providers[telegram.Name] = &webhook.Telegram{Accounts: p.Account}
 	}
 	a.Webhook = h.Handle
-	a.AdminExtra[UnresolvedRoute] = (&admin.Unresolved{Store: store, Log: a.Log}).Handle
+	for k, f := range (&admin.Unresolved{Store: store, Log: a.Log}).Routes() {
+		a.AdminExtra[k] = f
+	}
 	return nil
 }

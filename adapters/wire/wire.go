@@ -60,6 +60,10 @@ type Config struct {
 	// BotLimits are the per-bot rate and open-intent limits (issue 24;
 	// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS). Zero: none.
 	BotLimits core.BotLimitConfig
+	// BackupKey signs and verifies backup manifests (HMAC-SHA256; locally
+	// OUTBOX_BACKUP_KEY). Empty: read the Secrets Manager secret named by
+	// OUTBOX_BACKUP_KEY_SECRET, if any (wireBackups).
+	BackupKey string
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -80,6 +84,7 @@ func FromEnv(required ...string) (Config, error) {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
+		BackupKey:             os.Getenv(EnvBackupKey),
 	}
 	limits, err := botLimitsFromEnv()
 	if err != nil {
@@ -245,6 +250,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if err := wireOperatorEvents(app); err != nil {
 		return nil, err
 	}
+	wireTokens(app)
 	wireConsole(app)
 	return app, nil
 }

@@ -28,6 +28,9 @@ func env(name, def string) string {
 	return def
 }
 
+// DevBackupKey signs make run's backups unless OUTBOX_BACKUP_KEY is set.
+const DevBackupKey = "dev-backup-key-not-secret"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "outbox-local:", err)
@@ -76,6 +79,9 @@ func run() error {
 		Table: table, QueuePrefix: env("OUTBOX_QUEUE_PREFIX", table), ProviderConfig: providerCfg,
 		Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL,
 		SweepInterval: wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second), Tokens: tokens, Log: log,
+		// The dev backup key (make run); outboxctl backup --direct reads the
+		// same variable. In AWS it is a Secrets Manager secret.
+		BackupKey: env(wire.EnvBackupKey, DevBackupKey),
 		// A permissive dev grant so the printed curl works; real grants are
 		// managed through PUT /v1/admin/grants/{grantId}.
 		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*",

@@ -1,11 +1,9 @@
 // Command outboxctl is the operator CLI: create the tables and queues, and
-// issue bearer tokens (only their hashes are stored).
+// issue, list, revoke and rotate bearer tokens (only their hashes are stored).
 package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,14 +15,19 @@ import (
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/sqsqueue"
-	"github.com/botharness/outbox/core"
 )
 
 type cli struct {
 	Table string `default:"outbox" env:"OUTBOX_TABLE" help:"DynamoDB table name."`
 
 	Setup setupCmd `cmd:"" help:"Create the table, queues and backup bucket if missing (idempotent)."`
-	Token tokenCmd `cmd:"" help:"Issue a bearer token for a principal and store its hash."`
+	Token struct {
+		Issue  tokenIssueCmd  `cmd:"" help:"Issue a bearer token (shown once; only its hash is stored). Never replaces a token."`
+		List   tokenListCmd   `cmd:"" help:"List tokens: id, kind, owner, created, expires, revoked (never secrets or hashes)."`
+		Revoke tokenRevokeCmd `cmd:"" help:"Revoke a token by id (refused by the authorizer within its cache TTL)."`
+		Rotate tokenRotateCmd `cmd:"" help:"Issue a successor for the same owner and kind; the old token expires after --overlap."`
+		Adopt  tokenAdoptCmd  `cmd:"" help:"Give tokens issued before token ids an id, so they can be listed, revoked and rotated (one table scan)."`
+	} `cmd:"" help:"Bearer tokens, read and written directly in the table (AWS credentials; works before any operator token exists)."`
 
 	Intents struct {
 		List intentsListCmd `cmd:"" help:"List intents by status (default needs-human), with the evidence summary."`
@@ -61,35 +64,6 @@ func (c *setupCmd) Run(root *cli) error {
 		fmt.Fprintf(os.Stderr, "bucket %s: %v (continuing: it may already exist)\n", c.Bucket, err)
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{"table": root.Table, "queues": urls, "bucket": c.Bucket})
-}
-
-type tokenCmd struct {
-	Kind  string `required:"" enum:"bot,operator,orchestrator" help:"Principal kind: bot, operator or orchestrator."`
-	Name  string `required:"" help:"Principal name (a bot's name scopes its intents)."`
-	Token string `help:"Use this token instead of generating one (dev only)." env:"OUTBOX_TOKEN"`
-}
-
-func (c *tokenCmd) Run(root *cli) error {
-	ctx := context.Background()
-	clients, err := awsconfig.LoadClients(ctx)
-	if err != nil {
-		return err
-	}
-	tok := c.Token
-	if tok == "" {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return err
-		}
-		tok = "obx_" + base64.RawURLEncoding.EncodeToString(b[:])
-	}
-	store := dynamo.NewTokens(clients.DynamoDB, root.Table)
-	if err := store.PutToken(ctx, core.TokenHash(tok), core.Principal{Kind: c.Kind, Name: c.Name}); err != nil {
-		return err
-	}
-	// The token is shown once, to the operator who asked for it; it is never logged or stored.
-	fmt.Println(tok)
-	return nil
 }
 
 func main() {

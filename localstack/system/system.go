@@ -6,9 +6,13 @@ package system
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +42,10 @@ type Options struct {
 	Table string // default "outbox"
 	// Bucket for profile backups (created if missing); default "outbox-backups".
 	Bucket string
+	// BackupKey signs backup manifests; default OUTBOX_BACKUP_KEY, else a
+	// random key for this process (a snapshot restores only under the key
+	// that signed it).
+	BackupKey string
 	// PayloadBucket for claim-checked payloads (created if missing); default
 	// "outbox-payloads". "-" keeps every payload inline.
 	PayloadBucket string
@@ -166,7 +174,13 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if err != nil {
 		return nil, err
 	}
-	app, err := wire.New(clients, wire.Config{
+	if o.BackupKey == "" {
+		o.BackupKey = os.Getenv(wire.EnvBackupKey)
+	}
+	if o.BackupKey == "" {
+		o.BackupKey = processBackupKey()
+	}
+	app, err := wire.New(clients, wire.Config{BackupKey: o.BackupKey,
 		Table: o.Table, BackupBucket: o.Bucket, PayloadBucket: o.PayloadBucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
 		RequestCacheTTL: o.RequestCacheTTL, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
@@ -177,7 +191,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		return nil, err
 	}
 	for tok, p := range o.Tokens {
-		if err := app.Tokens.PutToken(ctx, core.TokenHash(tok), p); err != nil {
+		if err := core.SeedToken(ctx, app.Tokens, tok, p, time.Now()); err != nil {
 			return nil, fmt.Errorf("seed %s token: %w", p.Kind, err)
 		}
 	}
@@ -329,3 +343,12 @@ func orInt(v, def int) int {
 	}
 	return def
 }
+
+// processBackupKey is a random backup key shared by every stack of this
+// process (tests restore one stack's snapshot into another), never written
+// anywhere.
+var processBackupKey = sync.OnceValue(func() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+})

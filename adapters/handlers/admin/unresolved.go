@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -11,15 +12,53 @@ import (
 	"github.com/botharness/outbox/core"
 )
 
-// UnresolvedLister pages through webhook events that matched no intent.
+// UnresolvedLister pages through webhook events that matched no intent, and
+// reads one event with its raw body.
 type UnresolvedLister interface {
 	ListUnresolved(ctx context.Context, cursor string, limit int) ([]core.EventRecord, string, error)
+	SeenEvent(ctx context.Context, provider, account, eventID string) (*core.EventRecord, error)
 }
 
-// Unresolved serves GET /v1/admin/webhooks/unresolved.
+// Unresolved serves GET /v1/admin/webhooks/unresolved (rows without raw
+// bodies) and GET /v1/admin/webhooks/unresolved/{provider}/{account}/{eventId}
+// (one event with its raw body). A raw body may be as large as the webhook
+// route accepts, so a page of them could pass Lambda's 6 MB response limit;
+// a row carries its size (rawBytes) instead.
 type Unresolved struct {
 	Store UnresolvedLister
 	Log   *slog.Logger
+}
+
+// UnresolvedRow is one row of the unresolved list: the event without its body.
+type UnresolvedRow struct {
+	Provider   string         `json:"provider"`
+	Account    string         `json:"account"`
+	EventID    string         `json:"eventId"`
+	Kind       core.EventKind `json:"kind"`
+	Type       string         `json:"type,omitempty"`
+	State      string         `json:"state"`
+	IntentID   string         `json:"intentId,omitempty"`
+	MessageID  string         `json:"messageId,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
+	ReceivedAt time.Time      `json:"receivedAt"`
+	BodyHash   string         `json:"bodyHash,omitempty"`
+	RawBytes   int            `json:"rawBytes"`
+}
+
+func unresolvedRow(r core.EventRecord) UnresolvedRow {
+	return UnresolvedRow{Provider: r.Provider, Account: r.Account, EventID: r.EventID, Kind: r.Kind, Type: r.Type, State: r.State,
+		IntentID: r.IntentID, MessageID: r.MessageID, Reason: r.Reason, ReceivedAt: r.ReceivedAt, BodyHash: r.BodyHash, RawBytes: len(r.Raw)}
+}
+
+// UnresolvedEventRoute serves one unresolved event with its raw body.
+const UnresolvedEventRoute = "GET /v1/admin/webhooks/unresolved/{provider}/{account}/{eventId}"
+
+// Routes returns the route handlers by route key, for Handler.Extra.
+func (u *Unresolved) Routes() map[string]Route {
+	return map[string]Route{
+		"GET /v1/admin/webhooks/unresolved": u.Handle,
+		UnresolvedEventRoute:                u.event,
+	}
 }
 
 // Handle lists unresolved events for operators and orchestrators.
@@ -35,5 +74,24 @@ func (u *Unresolved) Handle(ctx context.Context, p core.Principal, req events.AP
 	if err != nil {
 		return Fail(ctx, u.Log, err)
 	}
-	return httpjson.JSON(http.StatusOK, map[string]any{"events": recs, "next": next}, nil)
+	rows := make([]UnresolvedRow, 0, len(recs))
+	for _, r := range recs {
+		rows = append(rows, unresolvedRow(r))
+	}
+	return httpjson.JSON(http.StatusOK, map[string]any{"events": rows, "next": next}, nil)
+}
+
+func (u *Unresolved) event(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	if p.Kind != core.PrincipalOperator && p.Kind != core.PrincipalOrchestrator {
+		return httpjson.Error(http.StatusForbidden, "forbidden", "operators only", "")
+	}
+	pp := req.PathParameters
+	rec, err := u.Store.SeenEvent(ctx, pp["provider"], pp["account"], pp["eventId"])
+	if err != nil {
+		return Fail(ctx, u.Log, err)
+	}
+	if rec == nil || rec.State != core.EventUnresolved {
+		return httpjson.Error(http.StatusNotFound, "not_found", "no unresolved event with this provider, account and id", "")
+	}
+	return httpjson.JSON(http.StatusOK, rec, nil)
 }
