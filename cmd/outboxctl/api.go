@@ -14,13 +14,29 @@ import (
 // apiFlags address the admin API through the Go client (client.Admin): one
 // HTTP client, one retry policy, one error model for bots and operators.
 type apiFlags struct {
-	API   string `default:"http://127.0.0.1:4000" env:"OUTBOX_API_URL" help:"Base URL of the outbox HTTP API."`
-	Token string `env:"OUTBOX_OPERATOR_TOKEN" required:"" help:"Operator (or orchestrator) bearer token."`
+	API   string `default:"${api_url}" help:"Base URL of the outbox HTTP API (default: $$OUTBOX_API_URL, else http://$$OUTBOX_HTTP_ADDR, else http://127.0.0.1:4000)."`
+	Token string `env:"OUTBOX_OPERATOR_TOKEN" required:"" help:"Operator (or orchestrator) bearer token (make run prints it as OUTBOX_OPERATOR_TOKEN)."`
 	JSON  bool   `help:"Print the JSON answer."`
 }
 
 func (a apiFlags) admin() *client.Admin {
 	return client.New(a.API, a.Token, client.WithRetry(client.RetryPolicy{AttemptTimeout: 60 * time.Second})).Admin()
+}
+
+// AfterApply runs before every API command: a wrong address fails at once,
+// naming the address and where it came from, instead of after the client's
+// connection retries.
+func (a apiFlags) AfterApply() error {
+	src := "--api"
+	if u, s := client.BaseURLSourceFromEnv(); u == a.API {
+		src = s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := client.CheckReachable(ctx, a.API, 2*time.Second); err != nil {
+		return fmt.Errorf("%w [address from %s]", err, src)
+	}
+	return nil
 }
 
 func (a apiFlags) ctx() (context.Context, context.CancelFunc) {

@@ -17,6 +17,7 @@ import (
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/sqsqueue"
+	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
 )
 
@@ -94,6 +95,7 @@ func (c *tokenCmd) Run(root *cli) error {
 
 func main() {
 	var c cli
-	k := kong.Parse(&c, kong.Name("outboxctl"), kong.Description("Operate the outbox."))
+	k := kong.Parse(&c, kong.Name("outboxctl"), kong.Description("Operate the outbox."),
+		kong.Vars{"api_url": client.BaseURLFromEnv()})
 	k.FatalIfErrorf(k.Run(&c))
 }
