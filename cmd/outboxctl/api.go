@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -43,6 +44,16 @@ func (a apiFlags) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 3*time.Minute)
 }
 
+// explain turns the API gateway's bare 401/403 (no error code: the token
+// is not recognised at all) into a message saying so.
+func explain(err error) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == "" && (ae.Status == 401 || ae.Status == 403) {
+		return fmt.Errorf("the token is not recognised (the API answered %d): pass --token or set OUTBOX_OPERATOR_TOKEN to the operator token make run printed, or issue one with `outboxctl token --kind operator`", ae.Status)
+	}
+	return err
+}
+
 // printJSON prints v when --json was given and reports whether it did.
 func (a apiFlags) printJSON(v any) (bool, error) {
 	if !a.JSON {
@@ -55,7 +66,7 @@ func (a apiFlags) printJSON(v any) (bool, error) {
 
 type intentsListCmd struct {
 	apiFlags
-	Status string `default:"needs-human" help:"Status to list (non-terminal statuses only)."`
+	Status string `default:"needs-human" enum:"needs-human,unknown-outcome,retryable-failure,pending,in-flight" help:"Status to list: needs-human, unknown-outcome, retryable-failure, pending or in-flight (read a final intent with intents show)."`
 	Limit  int    `default:"50" help:"Page size (1-100)."`
 	Cursor string `help:"Cursor from a previous page."`
 }

@@ -97,5 +97,5 @@ func main() {
 	var c cli
 	k := kong.Parse(&c, kong.Name("outboxctl"), kong.Description("Operate the outbox."),
 		kong.Vars{"api_url": client.BaseURLFromEnv()})
-	k.FatalIfErrorf(k.Run(&c))
+	k.FatalIfErrorf(explain(k.Run(&c)))
 }
