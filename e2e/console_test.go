@@ -238,6 +238,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('#queue-rows tr[data-status="needs-human"]').length`); n != 0 {
 		t.Fatalf("the unknown-outcome filter shows %d needs-human rows", n)
 	}
+	if pager := textOf(t, ctx, "#view .pager"); strings.Contains(pager, "null") {
+		t.Fatalf("the queue's pager shows %q", pager)
+	}
 	screenshot(t, ctx, "queue-unknown-outcome.png")
 	// Open an intent by its id, from the queue page.
 	step(t, ctx, "open by id", 20*time.Second,

@@ -241,10 +241,10 @@ async function renderQueue(params) {
     if (!items.length) tbody.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'Nothing on this page matches.')));
     const oldest = items.length ? Math.max(...items.map(it => ageOf(it.waitingSince))) : NaN;
     stat.textContent = items.length ? 'Oldest waiting on this page: ' + fmtAge(oldest) + ' · ' + items.length + ' shown' : 'Nothing waiting here.';
-    pager.replaceChildren(
+    pager.replaceChildren(...[ // replaceChildren would show a null as the text "null"
       cursor ? h('a', { href: '#/queue?' + withoutCursor(params), id: 'first-page' }, '⟵ First page') : null,
       page.nextCursor ? h('a', { href: '#/queue?' + withCursor(params, page.nextCursor), id: 'next-page' }, 'Next page ⟶') : h('span', { class: 'muted' }, 'End of list'),
-      h('button', { type: 'button', id: 'refresh', onclick: load }, 'Refresh'));
+      h('button', { type: 'button', id: 'refresh', onclick: load }, 'Refresh')].filter(Boolean));
   };
   await load();
   // The first page refreshes itself, so a new needs-human intent shows up
