@@ -62,7 +62,7 @@ func run() error {
 	sandboxState := ""
 	if sandboxURL == "" {
 		addr := env("OUTBOX_SANDBOX_ADDR", "127.0.0.1:4100")
-		ln, err := net.Listen("tcp", addr)
+		ln, err := sandbox.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("sandbox provider: %w", err)
 		}
