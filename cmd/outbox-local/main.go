@@ -193,8 +193,14 @@ func banner(b bannerInfo) string {
 		fmt.Fprintf(&w, "  %s %-9s %s%s\n", label, p.Name, accounts, at)
 	}
 	fmt.Fprintf(&w, "  grant      dev-grant v1: any bot, provider sandbox, any account, action and target\n")
-	if b.DataDir != "" || b.SandboxState != "" {
-		fmt.Fprintf(&w, "  data       %s and %s (kept across restarts; make run-reset starts clean)\n", b.DataDir, b.SandboxState)
+	var kept []string
+	for _, p := range []string{b.DataDir, b.SandboxState} {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(&w, "  data       %s (kept across restarts; make run-reset starts clean)\n", strings.Join(kept, " and "))
 	}
 	logs := "warnings and errors only (LOG_LEVEL=info shows every request)"
 	if b.Level <= slog.LevelInfo {

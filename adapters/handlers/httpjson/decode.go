@@ -39,8 +39,9 @@ const CodeUnsupportedMediaType = "unsupported_media_type"
 // decoded). ok is false with the answer to send when the request is refused.
 func RequestBody(req events.APIGatewayV2HTTPRequest) (body []byte, resp events.APIGatewayV2HTTPResponse, ok bool) {
 	if ct, found := Header(req, "Content-Type"); found && strings.TrimSpace(ct) != "" && !IsJSONMediaType(ct) {
-		return nil, Error(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
-			"send the body as JSON with Content-Type: application/json (or no Content-Type)", "Content-Type"), false
+		r, _ := Answer(&core.ValidationError{Code: CodeUnsupportedMediaType, Field: "Content-Type",
+			Message: "send the body as JSON with Content-Type: application/json (or no Content-Type)"})
+		return nil, r, false
 	}
 	b, err := Body(req)
 	if err != nil {

@@ -37,6 +37,7 @@ var errorTable = []struct {
 // validationStatus is the status of a ValidationError by code (400 otherwise).
 var validationStatus = map[string]int{
 	core.CodePayloadTooLarge: http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	core.CodeUnknownProvider: http.StatusUnprocessableEntity,
 	core.CodeUnknownAction:   http.StatusUnprocessableEntity,
 	core.CodeDeadlinePassed:  http.StatusUnprocessableEntity,
