@@ -65,6 +65,9 @@ const (
 	// "send" in OUTBOX_SECRET_USES. For the functions that attempt intents or
 	// look up their outcome.
 	NeedSendSecrets
+	// NeedAPIURL: env OUTBOX_API_URL, this stack's HTTP API endpoint (no
+	// IAM): a function that calls the public API like any client (mcp).
+	NeedAPIURL
 )
 
 // Has reports whether n includes all of want.
@@ -226,12 +229,13 @@ func DefaultFunctions() []FunctionSpec {
 			Public:      true,
 			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
 		},
+		mcpFunction(),
 	}
 }
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
-	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)$`)
+	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|ANY)$`)
 )
 
 func (f FunctionSpec) validate() error {

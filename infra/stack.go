@@ -570,6 +570,7 @@ func (o *outbox) httpAPI() {
 			// Links in operator events open the console on this API.
 			o.fns[s.Name].AddEnvironment(jsii.String(EnvConsoleURL), jsii.String(*o.api.ApiEndpoint()+"/console"), nil)
 		}
+		o.apiURLEnv(s)
 		if len(s.Routes) == 0 && len(s.PublicRoutes) == 0 {
 			continue
 		}

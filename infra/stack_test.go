@@ -668,6 +668,7 @@ func TestFunctions(t *testing.T) {
 		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
 		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
 		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvSecretUses, EnvProviderSecrets, EnvTable},
+		"mcp":        {EnvAPIURL, EnvLogLevel},
 	}
 	specs := DefaultFunctions()
 	if len(specs) != len(want) || len(prodT.resources("AWS::Lambda::Function")) != len(want) {
@@ -893,6 +894,8 @@ func TestLeastPrivilege(t *testing.T) {
 			"secretsmanager:GetSecretValue": {"secrets"},
 			"secretsmanager:DescribeSecret": {"secrets"},
 		}),
+		// The MCP endpoint calls the public API: logs only, no data access.
+		"mcp": {},
 	}
 	check(prodT, prodPrefix, DefaultFunctions(), want, map[string][]string{"secrets": {"outbox/provider-secrets"}})
 
@@ -952,7 +955,7 @@ func TestRoutes(t *testing.T) {
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "ANY /mcp",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)

@@ -122,6 +122,7 @@ func run() error {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
+		APIURL:                "http://" + httpAddr,
 	})
 	if err != nil {
 		return err
@@ -173,6 +174,7 @@ func banner(b bannerInfo) string {
 	fmt.Fprintf(&w, "\noutbox is running\n")
 	fmt.Fprintf(&w, "  HTTP API   %s   (GET /healthz; the contract at /v1/openapi.json)\n", b.API)
 	fmt.Fprintf(&w, "  console    %s/console   (sign in with the operator token)\n", b.API)
+	fmt.Fprintf(&w, "  MCP        %s/mcp   (agents: Streamable HTTP; bearer token as for the API)\n", b.API)
 	fmt.Fprintf(&w, "  sandbox    %s   (GET /_sandbox/effects, POST /_sandbox/faults)\n", b.Sandbox)
 	for i, p := range b.Providers {
 		label := "providers "
