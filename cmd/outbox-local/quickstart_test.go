@@ -104,8 +104,8 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 	})
 	select {
 	case <-bannerDone:
-	case <-time.After(4 * time.Minute):
-		t.Fatal("make run printed no banner within 4 minutes")
+	case <-time.After(8 * time.Minute): // make run may first install (deps), on a loaded machine
+		t.Fatal("make run printed no banner within 8 minutes")
 	}
 	out.mu.Lock()
 	vars := map[string]string{}
