@@ -8,7 +8,7 @@ GO_PKGS    := ./...
 
 .PHONY: help
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's|$$(GOARCH)|$(GOARCH)|g' | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
 
 .PHONY: deps
 deps: ## Install Java 17 (if missing) and the pinned emulators and Node 22 (npm ci)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/botharness/outbox/core"
 )
@@ -57,6 +58,25 @@ func TestOperatorCLI(t *testing.T) {
 		t.Fatalf("pace show:\n%s", out)
 	}
 	e.assertEffectsStay(id, 1, 0)
+
+	// Every status the help offers lists (the intent is abandoned now: no row).
+	for _, st := range []string{"unknown-outcome", "retryable-failure", "pending", "in-flight"} {
+		if out := run("intents", "list", "--status", st); !strings.Contains(out, "TARGET") || strings.Contains(out, id) {
+			t.Fatalf("intents list --status %s:\n%s", st, out)
+		}
+	}
+	// A token the API does not know is called that, and a dead address is named at once.
+	bad := exec.Command(bin, "intents", "list")
+	bad.Env = append(os.Environ(), "OUTBOX_API_URL="+e.api.URL, "OUTBOX_OPERATOR_TOKEN=no-such-token")
+	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "not recognised") {
+		t.Fatalf("outboxctl with an unknown token: %v\n%s", err, out)
+	}
+	dead := exec.Command(bin, "intents", "list")
+	dead.Env = append(os.Environ(), "OUTBOX_API_URL=", "OUTBOX_HTTP_ADDR=127.0.0.1:1", "OUTBOX_OPERATOR_TOKEN="+opToken)
+	began := time.Now()
+	if out, err := dead.CombinedOutput(); err == nil || !strings.Contains(string(out), "http://127.0.0.1:1") || !strings.Contains(string(out), "OUTBOX_HTTP_ADDR") || time.Since(began) > 3*time.Second {
+		t.Fatalf("outboxctl against a dead address: %v after %s\n%s", err, time.Since(began), out)
+	}
 }
 
 // The token lifecycle through outboxctl, on the table directly: issue (never

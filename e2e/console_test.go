@@ -155,14 +155,42 @@ func TestConsoleInBrowser(t *testing.T) {
 		bulkIDs = append(bulkIDs, e.mustSubmit(fmt.Sprintf("console-bulk-%d", i), intentBody("acct-bulk", fmt.Sprintf("chan-b%d", i), "bulk")))
 	}
 
+	// One intent under reconciliation (unknown-outcome), for the status filter:
+	// it reaches needs-human, then is put back to unknown-outcome by hand with
+	// its next check an hour away, so it stays there during the test.
+	e.faults(`{"account":"acct-uo","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}]}`)
+	uoID := e.mustSubmit("console-uo", intentBody("acct-uo", "chan-uo", "under reconciliation"))
+	e.waitStatus(uoID, 15*time.Second, core.StatusNeedsHuman)
+	if _, err := e.st.App.Store.Update(context.Background(), uoID, func(in *core.Intent) error {
+		in.Status, in.RepairAt = core.StatusUnknownOutcome, time.Now().UTC().Add(time.Hour)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	console := e.api.URL + "/console"
-	// A bot's token is refused exactly as the API refuses it.
+	// Before sign-in there is no navigation; a token the API does not know
+	// is "not recognised".
 	step(t, ctx, "open the console", 20*time.Second,
 		chromedp.Navigate(console),
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), "no-such-token"),
+		chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#signin-error`)))
+	if !eval[bool](t, ctx, `document.getElementById('nav').hidden`) {
+		t.Fatal("the navigation is shown before sign-in")
+	}
+	if msg := textOf(t, ctx, "#signin-error"); !strings.Contains(msg, "not recognised") {
+		t.Fatalf("unknown token: %q, want it called not recognised", msg)
+	}
+	// A bot's token is refused exactly as the API refuses it.
+	step(t, ctx, "a bot's token", 20*time.Second,
 		chromedp.SendKeys(chromedp.CSS(`#token`), botToken),
 		chromedp.Click(chromedp.CSS(`#signin`)),
 		chromedp.WaitVisible(chromedp.CSS(`#signin-error`)))
+	e.eventually(10*time.Second, "the bot sign-in answer replaces the previous one", func() bool {
+		return strings.Contains(textOf(t, ctx, "#signin-error"), "recognised but")
+	})
 	if msg := textOf(t, ctx, "#signin-error"); !strings.Contains(msg, "403") || !strings.Contains(msg, "forbidden") {
 		t.Fatalf("bot sign-in: %q, want the API's 403 forbidden", msg)
 	}
@@ -178,6 +206,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#signin`)),
 		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+id+`"]`)))
+	if eval[bool](t, ctx, `document.getElementById('nav').hidden`) {
+		t.Fatal("the navigation is hidden after sign-in")
+	}
 	inURL := eval[string](t, ctx, `location.href`)
 	cookie := eval[string](t, ctx, `document.cookie`)
 	stored = eval[string](t, ctx, `sessionStorage.getItem('outbox.operatorToken') || ''`)
@@ -195,6 +226,34 @@ func TestConsoleInBrowser(t *testing.T) {
 			eval[int](t, ctx, `document.querySelectorAll('#queue-rows tr[data-intent="`+id+`"]').length`) == 1
 	})
 	screenshot(t, ctx, "queue.png")
+
+	// The unknown-outcome filter lists the intent under reconciliation (with
+	// its target) and none of the needs-human ones.
+	step(t, ctx, "filter unknown-outcome", 20*time.Second,
+		chromedp.Navigate(console+"#/queue?status=unknown-outcome"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+uoID+`"]`)))
+	if row := textOf(t, ctx, `tr[data-intent="`+uoID+`"]`); !strings.Contains(row, "chan-uo") || !strings.Contains(row, "unknown-outcome") {
+		t.Fatalf("unknown-outcome row lacks its target or status: %q", row)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#queue-rows tr[data-status="needs-human"]').length`); n != 0 {
+		t.Fatalf("the unknown-outcome filter shows %d needs-human rows", n)
+	}
+	if pager := textOf(t, ctx, "#view .pager"); strings.Contains(pager, "null") {
+		t.Fatalf("the queue's pager shows %q", pager)
+	}
+	screenshot(t, ctx, "queue-unknown-outcome.png")
+	// Open an intent by its id, from the queue page.
+	step(t, ctx, "open by id", 20*time.Second,
+		chromedp.SendKeys(chromedp.CSS(`#open-id`), uoID),
+		chromedp.Click(chromedp.CSS(`#open-intent`)),
+		chromedp.WaitVisible(chromedp.CSS(`#intent-id`)),
+		chromedp.WaitVisible(chromedp.CSS(`#not-waiting`)))
+	if got := textOf(t, ctx, "#intent-id"); got != uoID {
+		t.Fatalf("open by id showed %q, want %s", got, uoID)
+	}
+	step(t, ctx, "back to the queue", 20*time.Second,
+		chromedp.Navigate(console+"#/queue?account=acct-con"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+id+`"]`)))
 
 	// Its page shows identity, the payload hash (not the body) and the
 	// attempt evidence.
@@ -229,8 +288,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("an unconfirmed retry changed the intent to %s", st)
 	}
 	screenshot(t, ctx, "retry-risk.png")
-	step(t, ctx, "confirm and retry", 20*time.Second,
-		chromedp.Click(chromedp.CSS(`#confirm-duplicate`)),
+	step(t, ctx, "confirm", 10*time.Second, chromedp.Click(chromedp.CSS(`#confirm-duplicate`)))
+	if eval[bool](t, ctx, `document.querySelector('#decision-error') !== null`) {
+		t.Fatal("the stale decision error stays after the form changed")
+	}
+	step(t, ctx, "retry", 20*time.Second,
 		chromedp.Click(chromedp.CSS(`#decide`)),
 		chromedp.WaitVisible(chromedp.CSS(`#decision-ok`)))
 	// The page watches the intent until the retry's outcome is in.
@@ -262,7 +324,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	if msg := textOf(t, ctx, "#bulk-count"); !strings.HasPrefix(msg, "20 intents match") {
 		t.Fatalf("bulk preview: %q", msg)
 	}
+	// No default decision: running without choosing one is refused.
+	if v := eval[string](t, ctx, `document.getElementById('bulk-decision').value`); v != "" {
+		t.Fatalf("the bulk form starts with decision %q selected, want none", v)
+	}
+	step(t, ctx, "bulk run without a decision", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#bulk-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#bulk-error`)))
+	if msg := textOf(t, ctx, "#bulk-error"); !strings.Contains(msg, "Choose a decision") {
+		t.Fatalf("bulk run without a decision: %q", msg)
+	}
+	if st := e.intent(bulkIDs[0]).Status; st != core.StatusNeedsHuman {
+		t.Fatalf("a bulk run without a decision changed an intent to %s", st)
+	}
 	step(t, ctx, "bulk run", 60*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#bulk-decision`), "abandon"),
 		chromedp.Click(chromedp.CSS(`#bulk-run`)),
 		chromedp.WaitVisible(chromedp.CSS(`#bulk-status[data-running="no"][data-done="20"]`)))
 	okRows := eval[int](t, ctx, `document.querySelectorAll('#bulk-results tr[data-ok="yes"]').length`)

@@ -192,7 +192,7 @@ func TestRevalidateGrantIntakeRefusals(t *testing.T) {
 		{`{"bot":"bot-1","provider":"pigeon","account":"a","actions":["send_message"],"targets":["*"]}`, http.StatusUnprocessableEntity, "unknown_provider"},
 		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["teleport"],"targets":["*"]}`, http.StatusUnprocessableEntity, "unknown_action"},
 		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["a*b"]}`, http.StatusBadRequest, "invalid_field"},
-		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["*"],"extra":1}`, http.StatusBadRequest, "malformed_json"},
+		{`{"bot":"bot-1","provider":"sandbox","account":"a","actions":["send_message"],"targets":["*"],"extra":1}`, http.StatusBadRequest, "invalid_field"},
 	} {
 		if r := e.do("PUT", "/v1/admin/grants/g-bad", opToken, nil, bad.body); r.status != bad.status || r.errorCode() != bad.code {
 			t.Fatalf("bad grant %s: %d %s, want %d %s", bad.body, r.status, r.body, bad.status, bad.code)

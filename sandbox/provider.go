@@ -323,6 +323,7 @@ func (s *Server) commitLocked(a *account, ks *keyState, key string, req MessageR
 		ks.recordBody = body
 		ks.firstCommit = now
 	}
+	_ = s.saveLocked() // before the answer: an answered effect is never forgotten
 	return body, false, m.ID
 }
 

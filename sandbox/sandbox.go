@@ -40,6 +40,7 @@ type Server struct {
 	closed     chan struct{}
 	holds      sync.WaitGroup // requests inside a fault hold, and webhook senders
 	wh         webhookState   // webhook sender (webhooks.go)
+	state      *stateFile     // persistence (persist.go); nil = in memory only
 	requestLog                // every authorised, valid send (modes.go)
 }
 
@@ -139,6 +140,9 @@ func New(now func() time.Time, opts ...Option) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
+	if r.Method != http.MethodGet {
+		s.save() // e.g. a fault consumed by a send that did not commit
+	}
 }
 
 // Close lets every held or waiting request go without committing and returns
@@ -167,6 +171,7 @@ func (s *Server) Reset() {
 	s.genDone = make(chan struct{})
 	s.wh.reset()
 	s.resetRequests()
+	_ = s.saveLocked()
 }
 
 // ErrInvalidConfig wraps every validation error of Configure.
@@ -205,6 +210,9 @@ func (s *Server) Configure(c Config) (AccountState, error) {
 		} else {
 			a.faults = slices.Clone(c.Faults)
 		}
+	}
+	if err := s.saveLocked(); err != nil {
+		return AccountState{}, err
 	}
 	return a.state(), nil
 }

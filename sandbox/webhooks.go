@@ -297,7 +297,7 @@ func (s *Server) commitWebhooksLocked(a *account, key string, req MessageRequest
 			}
 		}
 		for i, d := range evs {
-			d.EventID = s.wh.newEventID()
+			d.EventID = s.newEventID()
 			s.deliver(ctx, hook, WebhookEvent{Type: types[i], Data: d}, false)
 		}
 	}
@@ -522,7 +522,7 @@ func (s *Server) Emit(r EmitRequest) (EmitResponse, error) {
 	}
 	d.EventID = r.EventID
 	if d.EventID == "" {
-		d.EventID = s.wh.newEventID()
+		d.EventID = s.newEventID()
 	}
 	if r.Duplicates != nil {
 		hook.Duplicates = *r.Duplicates

@@ -21,25 +21,51 @@ import (
 // Only needs-human has a listing: the other open states share the repair
 // index, which is ordered by when the sweeper looks, not by status.
 func (s *Store) ListPage(ctx context.Context, status core.Status, cursor string, limit int) ([]*core.Intent, string, error) {
-	if status != core.StatusNeedsHuman {
-		return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "status", Message: "only needs-human intents are listed (status=needs-human)"}
+	switch status {
+	case core.StatusNeedsHuman:
+		return s.listShards(ctx, "needs-human", humanPfx, status, cursor, limit, 1)
+	case core.StatusPending, core.StatusInFlight, core.StatusRetryableFailure, core.StatusUnknownOutcome:
+		// No index of their own: every such intent is in the repair index
+		// (DUE#, ordered by its next repair check) beside the others not
+		// waiting for a human. A page reads up to listScanPages pages of it
+		// and keeps the intents in the status asked for; a short page with a
+		// cursor means "more may follow". The cost is proportional to the
+		// non-final backlog, which the sweeper reads anyway.
+		return s.listShards(ctx, string(status), duePfx, status, cursor, limit, listScanPages)
 	}
-	entries, next, err := mergedPage(ctx, s.db, s.table, mergedShape{listing: "needs-human", shards: s.RepairShards(), pkPrefix: "INTENT#", sk: intentSK}, humanPfx, cursor, limit)
-	if err != nil {
-		return nil, "", err
-	}
-	items, err := hydrate(ctx, s.db, s.table, entries)
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]*core.Intent, 0, len(items))
-	for _, item := range items {
-		in, err := UnmarshalIntent(item)
+	return nil, "", &core.ValidationError{Code: core.CodeInvalidField, Field: "status",
+		Message: "status must be one of needs-human, unknown-outcome, retryable-failure, pending, in-flight (final intents are not listed; read one by id)"}
+}
+
+// listScanPages bounds the repair-index pages one listing of a status other
+// than needs-human reads (TestListsEveryNonFinalStatus).
+const listScanPages = 10
+
+func (s *Store) listShards(ctx context.Context, listing, pfx string, status core.Status, cursor string, limit, pages int) ([]*core.Intent, string, error) {
+	limit = min(max(limit, 1), 100)
+	out := make([]*core.Intent, 0, limit)
+	next := cursor
+	for range pages {
+		entries, n, err := mergedPage(ctx, s.db, s.table, mergedShape{listing: listing, shards: s.RepairShards(), pkPrefix: "INTENT#", sk: intentSK}, pfx, next, limit-len(out))
 		if err != nil {
 			return nil, "", err
 		}
-		if in.Status == core.StatusNeedsHuman { // the index may lag a decision
-			out = append(out, in)
+		items, err := hydrate(ctx, s.db, s.table, entries)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, item := range items {
+			in, err := UnmarshalIntent(item)
+			if err != nil {
+				return nil, "", err
+			}
+			if in.Status == status { // the index may lag a decision
+				out = append(out, in)
+			}
+		}
+		next = n
+		if next == "" || len(out) >= limit {
+			break
 		}
 	}
 	return out, next, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
@@ -147,4 +148,56 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// WithSandbox returns the provider configuration with the sandbox added at
+// baseURL unless the configuration names "sandbox" itself (`"sandbox": null`
+// turns it off). `make run` uses it so that OUTBOX_PROVIDER_CONFIG adds real
+// providers beside the sandbox instead of silently replacing it.
+func WithSandbox(settings, baseURL string, timeoutMs int) (string, error) {
+	doc := map[string]json.RawMessage{}
+	if strings.TrimSpace(settings) != "" {
+		if err := json.Unmarshal([]byte(settings), &doc); err != nil {
+			return "", fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+		}
+	}
+	if _, ok := doc["sandbox"]; !ok {
+		sb, _ := json.Marshal(map[string]any{"baseUrl": baseURL, "timeoutMs": timeoutMs})
+		doc["sandbox"] = sb
+	}
+	out, err := json.Marshal(doc)
+	return string(out), err
+}
+
+// ProviderSummary names a configured provider and its accounts, for the
+// start-up banner (never a secret).
+type ProviderSummary struct {
+	Name     string
+	Accounts []string // nil: any account (the sandbox)
+	BaseURL  string
+}
+
+// DescribeProviders lists the providers the settings configure, sorted by name.
+func DescribeProviders(settings string) ([]ProviderSummary, error) {
+	var ps ProviderSettings
+	if strings.TrimSpace(settings) == "" {
+		return nil, nil
+	}
+	if err := json.Unmarshal([]byte(settings), &ps); err != nil {
+		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+	}
+	var out []ProviderSummary
+	if ps.HTTP != nil {
+		out = append(out, ProviderSummary{Name: httpsigned.Name, Accounts: sortedKeys(ps.HTTP.Accounts)})
+	}
+	if ps.Sandbox != nil {
+		out = append(out, ProviderSummary{Name: sandboxprovider.Name, BaseURL: ps.Sandbox.BaseURL})
+	}
+	if ps.Slack != nil {
+		out = append(out, ProviderSummary{Name: slack.Name, Accounts: sortedKeys(ps.Slack.Accounts), BaseURL: ps.Slack.BaseURL})
+	}
+	if ps.Telegram != nil {
+		out = append(out, ProviderSummary{Name: telegram.Name, Accounts: sortedKeys(ps.Telegram.Accounts), BaseURL: ps.Telegram.BaseURL})
+	}
+	return out, nil
 }

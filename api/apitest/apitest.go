@@ -60,7 +60,7 @@ func New() (*Validator, error) {
 const APIPrefix = "/v1/"
 
 // errorStatuses are the answers an out-of-contract request may get.
-var errorStatuses = map[int]bool{400: true, 401: true, 403: true, 404: true, 409: true, 413: true, 422: true}
+var errorStatuses = map[int]bool{400: true, 401: true, 403: true, 404: true, 409: true, 413: true, 415: true, 422: true}
 
 // bearerPresent is the security check: the spec's only scheme is a bearer
 // token, so a request without one does not satisfy it.
@@ -104,6 +104,11 @@ func (v *Validator) check(r *http.Request, body []byte, res *http.Response, resp
 	v.mu.Unlock()
 	vr := r.Clone(context.Background())
 	vr.Body = io.NopCloser(bytes.NewReader(body))
+	if len(body) > 0 && vr.Header.Get("Content-Type") == "" {
+		// The decoding rule (adapters/handlers/httpjson/decode.go): a body
+		// without a Content-Type is read as JSON, which OpenAPI cannot say.
+		vr.Header.Set("Content-Type", "application/json")
+	}
 	route, params, err := v.router.FindRoute(vr)
 	if err != nil {
 		v.fail("%s: route not in api/openapi.json: %v", what, err)

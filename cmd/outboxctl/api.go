@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -14,8 +15,8 @@ import (
 // apiFlags address the admin API through the Go client (client.Admin): one
 // HTTP client, one retry policy, one error model for bots and operators.
 type apiFlags struct {
-	API   string `default:"http://127.0.0.1:4000" env:"OUTBOX_API_URL" help:"Base URL of the outbox HTTP API."`
-	Token string `env:"OUTBOX_OPERATOR_TOKEN" required:"" help:"Operator (or orchestrator) bearer token."`
+	API   string `default:"${api_url}" help:"Base URL of the outbox HTTP API (default: $$OUTBOX_API_URL, else http://$$OUTBOX_HTTP_ADDR, else http://127.0.0.1:4000)."`
+	Token string `env:"OUTBOX_OPERATOR_TOKEN" required:"" help:"Operator (or orchestrator) bearer token (make run prints it as OUTBOX_OPERATOR_TOKEN)."`
 	JSON  bool   `help:"Print the JSON answer."`
 }
 
@@ -23,8 +24,34 @@ func (a apiFlags) admin() *client.Admin {
 	return client.New(a.API, a.Token, client.WithRetry(client.RetryPolicy{AttemptTimeout: 60 * time.Second})).Admin()
 }
 
+// AfterApply runs before every API command: a wrong address fails at once,
+// naming the address and where it came from, instead of after the client's
+// connection retries.
+func (a apiFlags) AfterApply() error {
+	src := "--api"
+	if u, s := client.BaseURLSourceFromEnv(); u == a.API {
+		src = s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := client.CheckReachable(ctx, a.API, 2*time.Second); err != nil {
+		return fmt.Errorf("%w [address from %s]", err, src)
+	}
+	return nil
+}
+
 func (a apiFlags) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 3*time.Minute)
+}
+
+// explain turns the API gateway's bare 401/403 (no error code: the token
+// is not recognised at all) into a message saying so.
+func explain(err error) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == "" && (ae.Status == 401 || ae.Status == 403) {
+		return fmt.Errorf("the token is not recognised (the API answered %d): pass --token or set OUTBOX_OPERATOR_TOKEN to the operator token make run printed, or issue one with `outboxctl token --kind operator`", ae.Status)
+	}
+	return err
 }
 
 // printJSON prints v when --json was given and reports whether it did.
@@ -39,7 +66,7 @@ func (a apiFlags) printJSON(v any) (bool, error) {
 
 type intentsListCmd struct {
 	apiFlags
-	Status string `default:"needs-human" help:"Status to list (non-terminal statuses only)."`
+	Status string `default:"needs-human" enum:"needs-human,unknown-outcome,retryable-failure,pending,in-flight" help:"Status to list: needs-human, unknown-outcome, retryable-failure, pending or in-flight (read a final intent with intents show)."`
 	Limit  int    `default:"50" help:"Page size (1-100)."`
 	Cursor string `help:"Cursor from a previous page."`
 }

@@ -106,3 +106,12 @@ func (c *backupRestoreCmd) Run() error {
 	fmt.Printf("restored %d of %d items (%d already present, kept)\noutcomes: %v\nreconciled: %d\n", rep.Written, rep.Items, rep.KeptExisting, rep.Outcomes, len(rep.Reconciled))
 	return nil
 }
+
+// AfterApply skips the API reachability check with --direct, which talks to
+// AWS itself.
+func (c *backupCreateCmd) AfterApply() error {
+	if c.Direct {
+		return nil
+	}
+	return c.apiFlags.AfterApply()
+}

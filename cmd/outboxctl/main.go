@@ -15,6 +15,7 @@ import (
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/sqsqueue"
+	"github.com/botharness/outbox/client"
 )
 
 type cli struct {
@@ -68,6 +69,7 @@ func (c *setupCmd) Run(root *cli) error {
 
 func main() {
 	var c cli
-	k := kong.Parse(&c, kong.Name("outboxctl"), kong.Description("Operate the outbox."))
-	k.FatalIfErrorf(k.Run(&c))
+	k := kong.Parse(&c, kong.Name("outboxctl"), kong.Description("Operate the outbox."),
+		kong.Vars{"api_url": client.BaseURLFromEnv()})
+	k.FatalIfErrorf(explain(k.Run(&c)))
 }

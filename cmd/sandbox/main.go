@@ -1,7 +1,10 @@
 // Command sandbox serves the sandbox provider (see sandbox/README.md) on a
 // loopback address until SIGINT or SIGTERM.
 //
-//	sandbox [-addr 127.0.0.1:4100]   (or OUTBOX_SANDBOX_ADDR)
+//	sandbox [-addr 127.0.0.1:4100] [-state file.json]   (or OUTBOX_SANDBOX_ADDR, OUTBOX_SANDBOX_STATE_FILE)
+//
+// With -state the sandbox keeps its effects, accounts and id counters in
+// that file across restarts (sandbox.Open), as under make run.
 package main
 
 import (
@@ -33,12 +36,19 @@ func run() error {
 		addr = defaultAddr
 	}
 	flag.StringVar(&addr, "addr", addr, "listen address (env OUTBOX_SANDBOX_ADDR)")
+	state := flag.String("state", os.Getenv("OUTBOX_SANDBOX_STATE_FILE"), "keep the state in this file across restarts (env OUTBOX_SANDBOX_STATE_FILE; default: in memory)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	slog.SetDefault(logger)
 
 	sb := sandbox.New(time.Now, sandbox.WithLogger(logger))
+	if *state != "" {
+		var err error
+		if sb, err = sandbox.Open(*state, time.Now, sandbox.WithLogger(logger)); err != nil {
+			return err
+		}
+	}
 	ln, err := sandbox.Listen(addr)
 	if err != nil {
 		return err

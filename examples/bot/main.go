@@ -23,8 +23,10 @@ import (
 )
 
 func main() {
-	api := flag.String("api", env("OUTBOX_API_URL", "http://127.0.0.1:4000"), "outbox API base URL")
-	token := flag.String("token", env("OUTBOX_BOT_TOKEN", "dev-bot-token"), "bot bearer token")
+	// The same variables make run prints (client.BaseURLFromEnv: OUTBOX_API_URL,
+	// else http://$OUTBOX_HTTP_ADDR; OUTBOX_BOT_TOKEN).
+	api := flag.String("api", client.BaseURLFromEnv(), "outbox API base URL (default $OUTBOX_API_URL, else http://$OUTBOX_HTTP_ADDR)")
+	token := flag.String("token", client.TokenFromEnv(client.EnvBotToken, "dev-bot-token"), "bot bearer token ($OUTBOX_BOT_TOKEN)")
 	n := flag.Int("n", 3, "how many messages to answer")
 	run := flag.String("run", "demo", "conversation id (a new one sends new replies)")
 	account := flag.String("account", "acct-1", "sandbox account")
@@ -34,6 +36,9 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if err := client.CheckReachable(ctx, *api, 2*time.Second); err != nil {
+		fail("%v", err)
+	}
 	c := client.New(*api, *token)
 	for i := 1; i <= *n; i++ {
 		msgID := fmt.Sprintf("%s-msg-%d", *run, i)
@@ -66,13 +71,6 @@ func main() {
 		}
 		fmt.Printf("%s: %s after %d attempt(s) %s\n", msgID, in.Status, in.AttemptCount, in.StatusReason)
 	}
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 func fail(format string, args ...any) {

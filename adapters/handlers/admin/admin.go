@@ -3,10 +3,7 @@
 package admin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -158,22 +155,20 @@ func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	return httpjson.JSON(http.StatusOK, map[string]any{"items": rows, "nextCursor": next}, nil)
 }
 
-// DecodeBody is the shared strict JSON body decoder for admin routes.
+// DecodeBody is the admin routes' body decoder: the one request-decoding rule
+// of every JSON route (httpjson.RequestBody, httpjson.DecodeStrict) with the
+// admin bodies' 64 KiB limit.
 func DecodeBody(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2HTTPResponse, bool) {
-	body := []byte(req.Body)
-	if req.IsBase64Encoded {
-		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "send the body as application/json", ""), false
+	body, resp, ok := httpjson.RequestBody(req)
+	if !ok {
+		return resp, false
 	}
 	if len(body) > 64<<10 {
 		return httpjson.Error(http.StatusRequestEntityTooLarge, core.CodePayloadTooLarge, "the body is over 64 KiB", ""), false
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body must be a JSON object of the documented shape: "+err.Error(), ""), false
-	}
-	if dec.More() || dec.Decode(&struct{}{}) != io.EOF {
-		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body must be exactly one JSON object", ""), false
+	if err := httpjson.DecodeStrict(body, v); err != nil {
+		r, _ := httpjson.Answer(err)
+		return r, false
 	}
 	return events.APIGatewayV2HTTPResponse{}, true
 }

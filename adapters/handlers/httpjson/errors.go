@@ -38,10 +38,16 @@ var errorTable = []struct {
 // validationStatus is the status of a ValidationError by code (400 otherwise).
 var validationStatus = map[string]int{
 	core.CodePayloadTooLarge: http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	core.CodeUnknownProvider: http.StatusUnprocessableEntity,
 	core.CodeUnknownAction:   http.StatusUnprocessableEntity,
 	core.CodeDeadlinePassed:  http.StatusUnprocessableEntity,
 }
+
+// UnknownProviderHint ends every unknown_provider message: which
+// configuration makes a provider known.
+const UnknownProviderHint = `: this deployment loads only the providers named in OUTBOX_PROVIDER_CONFIG ` +
+	`(make run prints them); add its block, e.g. {"slack":{"accounts":{...}}}, as README "Connecting a real provider" shows`
 
 // retryAfter is the Retry-After (seconds) of answers that invite a retry.
 var retryAfter = map[string]string{"event_in_progress": "5"}
@@ -66,7 +72,11 @@ func Answer(err error) (resp events.APIGatewayV2HTTPResponse, ok bool) {
 		if !found {
 			status = http.StatusBadRequest
 		}
-		return Error(status, ve.Code, ve.Message, ve.Field), true
+		msg := ve.Message
+		if ve.Code == core.CodeUnknownProvider {
+			msg += UnknownProviderHint
+		}
+		return Error(status, ve.Code, msg, ve.Field), true
 	case errors.As(err, &re):
 		return Error(http.StatusConflict, "refused_by_revalidation", re.Reason, ""), true
 	}

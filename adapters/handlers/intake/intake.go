@@ -4,9 +4,12 @@ package intake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -58,9 +61,9 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		if h.Sources == nil {
 			break
 		}
-		body, err := httpjson.Body(req)
-		if err != nil {
-			return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", ""), nil
+		body, resp, ok := httpjson.RequestBody(req)
+		if !ok {
+			return resp, nil
 		}
 		out, err := h.Sources.PutSourceRevision(ctx, p, req.PathParameters["sourceId"], body)
 		if err != nil {
@@ -75,9 +78,15 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 	if p.Kind != core.PrincipalBot {
 		return httpjson.Error(http.StatusForbidden, "forbidden", "only bots submit intents", "")
 	}
-	body, err := httpjson.Body(req)
-	if err != nil {
-		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", "")
+	body, resp, ok := httpjson.RequestBody(req)
+	if !ok {
+		return resp
+	}
+	// Field names are exact (httpjson's decoding rule); core decodes the rest.
+	if json.Valid(body) {
+		if f := httpjson.InexactField(body, reflect.TypeFor[core.SubmitRequest]()); f != "" {
+			return h.fail(ctx, &core.ValidationError{Code: core.CodeInvalidField, Field: f, Message: fmt.Sprintf("unknown field %q (field names are case-sensitive)", f)})
+		}
 	}
 	key, _ := httpjson.Header(req, "Idempotency-Key")
 	res, err := h.Intake.Submit(ctx, p.Name, key, body)

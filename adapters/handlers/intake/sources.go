@@ -1,11 +1,10 @@
 package intake
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"time"
 
+	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
 )
 
@@ -24,15 +23,9 @@ func (s *Sources) PutSourceRevision(ctx context.Context, p core.Principal, sourc
 	if len(body) > 16<<10 {
 		return nil, &core.ValidationError{Code: core.CodePayloadTooLarge, Message: "the body is over 16 KiB"}
 	}
-	if !json.Valid(body) {
-		return nil, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the request body is not valid JSON"}
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var u SourceBody
-	if err := dec.Decode(&u); err != nil {
-		return nil, &core.ValidationError{Code: core.CodeMalformedJSON,
-			Message: `the body must be {"revision": <integer>, "deleted": <bool, optional>}: ` + err.Error()}
+	if err := httpjson.DecodeStrict(body, &u); err != nil {
+		return nil, err
 	}
 	res, err := s.Sources.Put(ctx, p, sourceID, core.SourceUpdate{Revision: u.Revision, Deleted: u.Deleted})
 	if err != nil {

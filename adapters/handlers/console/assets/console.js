@@ -117,6 +117,7 @@ async function whoami() {
   state.me = await api('GET', '/v1/admin/whoami');
   document.getElementById('whoami').textContent = 'Signed in as ' + state.me.name + ' (' + state.me.kind + ')';
   document.getElementById('signout').hidden = false;
+  document.getElementById('nav').hidden = false;
   return state.me;
 }
 
@@ -125,7 +126,17 @@ function signOut() {
   state.me = null;
   document.getElementById('whoami').textContent = '';
   document.getElementById('signout').hidden = true;
+  document.getElementById('nav').hidden = true;
   location.hash = '#/signin';
+}
+
+// signInError says why a token was refused: the gateway's own 403 (no
+// error code) means the token is not recognised at all.
+function signInError(e) {
+  if (!(e instanceof APIError)) return String(e);
+  if (e.status === 401 || (e.status === 403 && !e.code)) return 'This token is not recognised (the API answered ' + e.status + '). Use the operator token `make run` printed (OUTBOX_OPERATOR_TOKEN) or one from `outboxctl token --kind operator`.';
+  if (e.status === 403) return 'This token is recognised but may not use the console (403 ' + e.code + '): ' + e.message + '. Sign in with an operator or orchestrator token.';
+  return e.describe();
 }
 
 function renderSignIn(message) {
@@ -145,7 +156,7 @@ function renderSignIn(message) {
     } catch (e) {
       sessionStorage.removeItem(TOKEN_KEY);
       state.me = null;
-      out.replaceChildren(notice('error', e instanceof APIError ? e.describe() : String(e), 'signin-error'));
+      out.replaceChildren(notice('error', signInError(e), 'signin-error'));
     }
   } },
   field('Operator token', input, 'Kept in this tab only (sessionStorage); sent as a bearer token to the admin API.'),
@@ -156,7 +167,8 @@ function renderSignIn(message) {
 
 // ---------- queue ----------
 
-const STATUSES = ['needs-human', 'unknown-outcome'];
+// Every status GET /v1/admin/intents lists (final intents are read by id).
+const STATUSES = ['needs-human', 'unknown-outcome', 'retryable-failure', 'pending', 'in-flight'];
 
 function filterInputs(params, idPrefix) {
   const mk = (name, label, hint) => field(label, h('input', { type: 'text', id: idPrefix + name, name, value: params.get(name) || '' }), hint);
@@ -186,12 +198,18 @@ async function renderQueue(params) {
   const stat = h('p', { class: 'stat', id: 'oldest', role: 'status' });
   const tbody = h('tbody', { id: 'queue-rows' });
   const table = h('table', { id: 'queue' },
-    h('caption', { class: 'muted' }, status === 'needs-human' ? 'Intents waiting for a decision, oldest first' : 'Unknown outcomes under reconciliation (read-only)'),
-    h('thead', {}, h('tr', {}, ['Waiting', 'Intent', 'Bot', 'Provider / account', 'Action', 'Status', 'Reason', 'Attempts', 'Recommendation'].map(c => h('th', { scope: 'col' }, c)))),
+    h('caption', { class: 'muted' }, status === 'needs-human' ? 'Intents waiting for a decision, oldest first' : status + ' intents, handled by the outbox (read-only)'),
+    h('thead', {}, h('tr', {}, ['Waiting', 'Intent', 'Bot', 'Provider / account', 'Action', 'Target', 'Status', 'Reason', 'Attempts', 'Recommendation'].map(c => h('th', { scope: 'col' }, c)))),
     tbody);
   const pager = h('div', { class: 'pager' });
   const msg = h('div', { id: 'queue-message' });
-  setView('Queue', h('h1', {}, 'Queue'), form, stat, msg, table, pager);
+  // Open any intent (whatever its status) by its id.
+  const openID = h('input', { type: 'text', id: 'open-id', name: 'id', spellcheck: 'false', placeholder: 'it_…' });
+  const open = h('form', { class: 'filters', id: 'open-form', onsubmit: ev => {
+    ev.preventDefault();
+    if (openID.value.trim()) location.hash = '#/intents/' + encodeURIComponent(openID.value.trim());
+  } }, field('Open intent by id', openID), h('button', { type: 'submit', id: 'open-intent' }, 'Open'));
+  setView('Queue', h('h1', {}, 'Queue'), open, form, stat, msg, table, pager);
 
   const cursor = params.get('cursor') || '';
   const q = filterQuery(params);
@@ -215,17 +233,18 @@ async function renderQueue(params) {
       h('td', {}, it.bot),
       h('td', {}, it.provider + ' / ' + it.account),
       h('td', {}, it.action),
+      h('td', { class: 'mono' }, it.target),
       h('td', {}, badge(it.status)),
       h('td', {}, it.statusReason || ''),
       h('td', {}, String(it.attemptCount)),
       h('td', {}, it.recommended ? 'recommended: ' + it.recommended : '—'))));
-    if (!items.length) tbody.append(h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'Nothing on this page matches.')));
+    if (!items.length) tbody.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'Nothing on this page matches.')));
     const oldest = items.length ? Math.max(...items.map(it => ageOf(it.waitingSince))) : NaN;
     stat.textContent = items.length ? 'Oldest waiting on this page: ' + fmtAge(oldest) + ' · ' + items.length + ' shown' : 'Nothing waiting here.';
-    pager.replaceChildren(
+    pager.replaceChildren(...[ // replaceChildren would show a null as the text "null"
       cursor ? h('a', { href: '#/queue?' + withoutCursor(params), id: 'first-page' }, '⟵ First page') : null,
       page.nextCursor ? h('a', { href: '#/queue?' + withCursor(params, page.nextCursor), id: 'next-page' }, 'Next page ⟶') : h('span', { class: 'muted' }, 'End of list'),
-      h('button', { type: 'button', id: 'refresh', onclick: load }, 'Refresh'));
+      h('button', { type: 'button', id: 'refresh', onclick: load }, 'Refresh')].filter(Boolean));
   };
   await load();
   // The first page refreshes itself, so a new needs-human intent shows up
@@ -356,7 +375,9 @@ function decideForm(inn, risk) {
     h('input', { type: 'radio', name: 'decision', id: 'decision-' + v, value: v, required: true }),
     ' ', h('label', { class: 'inline', for: 'decision-' + v }, label), h('small', {}, help)));
   const submit = h('button', { type: 'submit', class: 'primary', id: 'decide' }, 'Record decision');
-  const form = h('form', { id: 'decide-form', novalidate: true, onchange: () => {
+  const clearStale = () => { if (out.querySelector('#decision-error')) out.replaceChildren(); };
+  const form = h('form', { id: 'decide-form', novalidate: true, oninput: clearStale, onchange: () => {
+    clearStale();
     const d = (form.querySelector('input[name=decision]:checked') || {}).value;
     extField.hidden = d !== 'accept-success';
     riskBox.hidden = !(d === 'retry' && hasRisk);
@@ -422,7 +443,9 @@ function renderBulk(params) {
     return;
   }
   const form = h('form', { id: 'bulk-form', novalidate: true });
-  const decision = h('select', { id: 'bulk-decision', name: 'decision' }, DECISIONS.map(([v, label]) => h('option', { value: v, selected: v === 'abandon' }, label)));
+  // No default: abandon is final, so the operator always chooses.
+  const decision = h('select', { id: 'bulk-decision', name: 'decision', required: true },
+    h('option', { value: '', selected: true }, '— choose a decision —'), DECISIONS.map(([v, label]) => h('option', { value: v }, label)));
   const reason = h('textarea', { id: 'bulk-reason', name: 'reason', required: true });
   const cap = h('input', { type: 'number', id: 'bulk-cap', name: 'cap', min: 1, max: 500, value: 100 });
   const confirm = h('input', { type: 'checkbox', id: 'bulk-confirm-duplicate' });
@@ -439,7 +462,8 @@ function renderBulk(params) {
     field('Reason (required; recorded on every intent)', reason),
     field('Cap (at most this many intents; 500 max)', cap),
     h('div', { class: 'pager' }, preview, run));
-  form.addEventListener('input', () => { run.disabled = true; previewed = null; });
+  // Changing which intents match (not the decision or the reason) needs a new preview.
+  form.addEventListener('input', ev => { if (ev.target === decision || ev.target === reason || ev.target === confirm) return; run.disabled = true; previewed = null; });
   preview.addEventListener('click', async () => {
     const c = Math.min(Math.max(parseInt(cap.value, 10) || 100, 1), 500);
     out.replaceChildren(notice('ok', 'Counting…'));
@@ -455,6 +479,7 @@ function renderBulk(params) {
   form.addEventListener('submit', ev => {
     ev.preventDefault();
     if (!previewed) { out.replaceChildren(notice('error', 'Preview the count first.', 'bulk-error')); return; }
+    if (!decision.value) { out.replaceChildren(notice('error', 'Choose a decision.', 'bulk-error')); decision.focus(); return; }
     if (!reason.value.trim()) { out.replaceChildren(notice('error', 'A reason is required.', 'bulk-error')); return; }
     if (state.bulk && state.bulk.running) { out.replaceChildren(notice('error', 'A bulk run is already in progress.', 'bulk-error')); return; }
     startBulk({ filter: previewed.filter, cap: previewed.cap, decision: decision.value, reason: reason.value.trim(), confirm: confirm.checked });
@@ -605,7 +630,7 @@ async function route() {
   const { path, params } = parseHash();
   if (path === '/signin' || !token()) { renderSignIn(); return; }
   if (!state.me) {
-    try { await whoami(); } catch (e) { sessionStorage.removeItem(TOKEN_KEY); renderSignIn(notice('error', e.describe ? e.describe() : String(e), 'signin-error')); return; }
+    try { await whoami(); } catch (e) { sessionStorage.removeItem(TOKEN_KEY); renderSignIn(notice('error', signInError(e), 'signin-error')); return; }
   }
   if (path.startsWith('/intents/')) return renderIntent(decodeURIComponent(path.slice('/intents/'.length)));
   if (path === '/bulk') return renderBulk(params);
