@@ -142,6 +142,10 @@ type App struct {
 	Payloads *payloads.Store
 	Metrics  *emf.Writer
 	Log      *slog.Logger
+
+	// pacedAccounts are the accounts the configuration paces by name
+	// (GateKey), for the overview.
+	pacedAccounts []string
 }
 
 // New assembles the app.

@@ -103,7 +103,7 @@ function setView(title, ...nodes) {
 }
 
 function parseHash() {
-  const raw = location.hash.replace(/^#/, '') || '/queue';
+  const raw = location.hash.replace(/^#/, '') || '/overview';
   const [path, query] = raw.split('?');
   return { path, params: new URLSearchParams(query || '') };
 }
@@ -141,7 +141,7 @@ function renderSignIn(message) {
     input.value = '';
     try {
       await whoami();
-      location.hash = '#/queue';
+      location.hash = '#/overview';
     } catch (e) {
       sessionStorage.removeItem(TOKEN_KEY);
       state.me = null;
@@ -223,7 +223,7 @@ async function renderQueue(params) {
     const oldest = items.length ? Math.max(...items.map(it => ageOf(it.waitingSince))) : NaN;
     stat.textContent = items.length ? 'Oldest waiting on this page: ' + fmtAge(oldest) + ' · ' + items.length + ' shown' : 'Nothing waiting here.';
     pager.replaceChildren(
-      cursor ? h('a', { href: '#/queue?' + withoutCursor(params), id: 'first-page' }, '⟵ First page') : null,
+      cursor ? h('a', { href: '#/queue?' + withoutCursor(params), id: 'first-page' }, '⟵ First page') : '', // replaceChildren prints null
       page.nextCursor ? h('a', { href: '#/queue?' + withCursor(params, page.nextCursor), id: 'next-page' }, 'Next page ⟶') : h('span', { class: 'muted' }, 'End of list'),
       h('button', { type: 'button', id: 'refresh', onclick: load }, 'Refresh'));
   };
@@ -608,6 +608,7 @@ async function route() {
     try { await whoami(); } catch (e) { sessionStorage.removeItem(TOKEN_KEY); renderSignIn(notice('error', e.describe ? e.describe() : String(e), 'signin-error')); return; }
   }
   if (path.startsWith('/intents/')) return renderIntent(decodeURIComponent(path.slice('/intents/'.length)));
+  if (path === '/overview') return renderOverview(); // overview.js
   if (path === '/bulk') return renderBulk(params);
   if (path === '/grants') return renderGrants();
   return renderQueue(params);
