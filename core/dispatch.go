@@ -26,6 +26,13 @@ type Metrics interface {
 	Count(name string, n int)
 }
 
+// LatencyMetrics is implemented by a Metrics that also records latencies
+// per provider (adapters/emf: AttemptLatency, dimension Provider), which
+// the stack's dashboard charts as p50/p99.
+type LatencyMetrics interface {
+	Latency(name, provider string, d time.Duration)
+}
+
 type noMetrics struct{}
 
 func (noMetrics) Count(string, int) {}
@@ -394,6 +401,9 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 	}
 	log.InfoContext(ctx, "attempt recorded", "status", string(stored.Status), "result", o.result, "late", late)
 	d.metrics().Count("Attempt_"+string(o.result), 1)
+	if lm, ok := d.metrics().(LatencyMetrics); ok {
+		lm.Latency("AttemptLatency", claimed.Provider, now.Sub(att.StartedAt))
+	}
 	if stored.Status == StatusNeedsHuman && !late {
 		d.metrics().Count("NeedsHuman", 1)
 	}

@@ -107,6 +107,9 @@ type outbox struct {
 	secretsByName    map[string]awssecretsmanager.ISecret
 	alarmTopic       awssns.ITopic
 	operatorTopic    awssns.Topic
+	// alarmsByID are the alarms by construct id (observability adds the
+	// operator-events topic to those that page on-call).
+	alarmsByID map[string]awscloudwatch.Alarm
 
 	fns   map[string]awslambda.Function
 	roles map[string]awsiam.Role
@@ -149,6 +152,7 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 	}
 	o.httpAPI()
 	o.alarms()
+	o.observability()
 	o.outputs()
 	o.suppressions()
 	return stack
@@ -630,6 +634,7 @@ func (o *outbox) alarms() {
 		})
 	}
 	action := awscloudwatchactions.NewSnsAction(o.alarmTopic)
+	o.alarmsByID = map[string]awscloudwatch.Alarm{}
 	alarm := func(id, name, desc string, metric awscloudwatch.IMetric, threshold, periods float64) {
 		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmName:          r.name(name),
@@ -641,6 +646,7 @@ func (o *outbox) alarms() {
 			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 		})
 		a.AddAlarmAction(action)
+		o.alarmsByID[id] = a
 	}
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	fiveMinutes := awscdk.Duration_Minutes(jsii.Number(5))

@@ -26,6 +26,9 @@ type Handler struct {
 	// Sources, when set, serves PUT /v1/sources/{sourceId}.
 	Sources SourceUpdater
 	Log     *slog.Logger
+	// Metrics counts IntentsAccepted (a new intent answered 201): the
+	// stack's silent-stall alarm compares it with deliveries.
+	Metrics core.Metrics
 }
 
 // SourceUpdater records a source's current revision.
@@ -89,6 +92,9 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 		return httpjson.JSON(http.StatusOK, View(res.Intent), map[string]string{"Idempotent-Replayed": "true", "Location": location})
 	}
 	h.log().InfoContext(ctx, "intent accepted", "intent", res.Intent.ID, "bot", p.Name, "provider", res.Intent.Provider, "action", res.Intent.Action)
+	if h.Metrics != nil {
+		h.Metrics.Count("IntentsAccepted", 1)
+	}
 	return httpjson.JSON(http.StatusCreated, View(res.Intent), map[string]string{"Location": location})
 }
 
