@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -76,7 +77,10 @@ type Dispatcher struct {
 	// it is tried again (default 15 s, never past the barrier's expiry).
 	BarrierRecheck time.Duration
 	Metrics        Metrics
-	Log            *slog.Logger
+	// Tracer continues each intent's trace in its attempts and
+	// reconciliations (nil: no spans).
+	Tracer Tracer
+	Log    *slog.Logger
 }
 
 // BarrierCheck reads the backup barrier that covers an intent (its profile's
@@ -176,6 +180,8 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 		return nil
 	}
 	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
+	ctx, span := startSpan(ctx, d.Tracer, "outbox.attempt", in.TraceParent, attemptAttrs(in, trigger))
+	defer span.End()
 	if d.Barrier != nil {
 		until, up, err := d.Barrier.BarrierUp(ctx, in)
 		if err != nil || up {
@@ -392,6 +398,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 		}
 		o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
 		a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
+		spanOf(ctx).SetOutcome(string(o.result))
 		return o.apply(in, a, now)
 	})
 	if err != nil {
@@ -515,4 +522,11 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 	d.metrics().Count("AttemptHeldByBarrier", 1)
 	d.enqueue(ctx, stored, OpAttempt, next.Sub(now), log)
 	return nil
+}
+
+func attemptAttrs(in *Intent, trigger string) map[string]string {
+	a := IntentSpanAttrs(in)
+	a["outbox.attempt"] = strconv.Itoa(in.AttemptCount)
+	a["outbox.trigger"] = trigger
+	return a
 }

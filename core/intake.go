@@ -114,6 +114,7 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (Subm
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	in.TraceParent = TraceParentOf(ctx) // one trace per intent (core/trace.go)
 	if s.Grants != nil {
 		if err := s.Grants.AuthorizeIntake(ctx, bot, in); err != nil {
 			return SubmitResult{}, err

@@ -111,6 +111,11 @@ func TestOverviewInBrowser(t *testing.T) {
 	if got := textOf(t, ctx, "#intent-id"); got != nh1 {
 		t.Fatalf("followed to %q, want %s", got, nh1)
 	}
+	// Its page shows the intent's trace id (one trace per intent; the
+	// intake started one, as the request carried no traceparent).
+	if tp := e.intent(nh1).TraceParent; len(tp) != 55 || textOf(t, ctx, "#trace-id") != strings.Split(tp, "-")[1] {
+		t.Fatalf("trace id on the page %q, intent traceparent %q", textOf(t, ctx, "#trace-id"), tp)
+	}
 	screenshot(t, ctx, "overview-intent.png")
 
 	// The queue's footer says where the list ends, and nothing else.

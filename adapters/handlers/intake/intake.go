@@ -26,9 +26,17 @@ type Handler struct {
 	// Sources, when set, serves PUT /v1/sources/{sourceId}.
 	Sources SourceUpdater
 	Log     *slog.Logger
+	// Tracer starts the intake's span under the request's traceparent (or
+	// a new trace); the intent stores the span's traceparent. Nil: none.
+	Tracer ServerTracer
 	// Metrics counts IntentsAccepted (a new intent answered 201): the
 	// stack's silent-stall alarm compares it with deliveries.
 	Metrics core.Metrics
+}
+
+// ServerTracer starts the intake's server span (adapters/tracing.Tracer).
+type ServerTracer interface {
+	StartServer(ctx context.Context, name, incoming string, attrs map[string]string) (context.Context, core.Span, string)
 }
 
 // SourceUpdater records a source's current revision.
@@ -83,6 +91,14 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 		return httpjson.Error(http.StatusBadRequest, core.CodeMalformedJSON, "the body is not valid base64", "")
 	}
 	key, _ := httpjson.Header(req, "Idempotency-Key")
+	if h.Tracer != nil {
+		incoming, _ := httpjson.Header(req, "traceparent")
+		var span core.Span
+		var tp string
+		ctx, span, tp = h.Tracer.StartServer(ctx, "outbox.intake", incoming, map[string]string{"outbox.bot": p.Name})
+		defer span.End()
+		ctx = core.WithTraceParent(ctx, tp)
+	}
 	res, err := h.Intake.Submit(ctx, p.Name, key, body)
 	if err != nil {
 		return h.fail(ctx, err)

@@ -294,7 +294,7 @@ async function renderIntent(id) {
     h('p', { id: 'intent-status' }, badge(inn.status), ' ', inn.statusReason || ''),
     h('div', { class: 'cols' },
       h('section', { 'aria-labelledby': 'h-identity' }, h('h2', { id: 'h-identity' }, 'Identity'),
-        dlOf([['Bot', inn.bot], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
+        dlOf([['Bot', inn.bot], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Trace id', inn.traceParent ? h('span', { id: 'trace-id' }, inn.traceParent.split('-')[1] || '') : ''], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
       h('section', { 'aria-labelledby': 'h-delivery' }, h('h2', { id: 'h-delivery' }, 'Delivery'),
         dlOf([['Provider', inn.provider], ['Account', inn.account], ['Action', inn.action], ['Target', inn.target],
           ['Payload hash', inn.payloadHash], ['Grant', inn.grant ? inn.grant.id + ' v' + inn.grant.version : ''],
