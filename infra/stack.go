@@ -446,6 +446,9 @@ func (o *outbox) function(spec FunctionSpec) {
 		Role:         role,
 		LogGroup:     logs,
 		Environment:  &env,
+		// X-Ray active tracing (issue 30); the functions' own spans go by
+		// OTLP where OTEL_EXPORTER_OTLP_ENDPOINT is set (adapters/tracing).
+		Tracing: awslambda.Tracing_ACTIVE,
 	})
 	o.fns[spec.Name] = fn
 	o.roles[spec.Name] = role

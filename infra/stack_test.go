@@ -762,6 +762,9 @@ func TestLeastPrivilege(t *testing.T) {
 			exp := map[string][]string{
 				"logs:CreateLogStream": {x.logs[s.Name]},
 				"logs:PutLogEvents":    {x.logs[s.Name]},
+				// X-Ray active tracing: AWS allows no narrower resource.
+				"xray:PutTraceSegments":    {"*"},
+				"xray:PutTelemetryRecords": {"*"},
 			}
 			for a, rs := range want[s.Name] {
 				for _, r := range rs {
@@ -804,7 +807,7 @@ func TestLeastPrivilege(t *testing.T) {
 					t.Errorf("%s: wildcard action %s", s.Name, a)
 				}
 				for _, r := range rs {
-					if r == "*" && a != "dynamodb:ListStreams" {
+					if r == "*" && a != "dynamodb:ListStreams" && a != "xray:PutTraceSegments" && a != "xray:PutTelemetryRecords" {
 						t.Errorf("%s: %s on *", s.Name, a)
 					}
 				}
@@ -1311,6 +1314,22 @@ func TestDashboard(t *testing.T) {
 			"ApproximateAgeOfOldestMessage", "Paging alarms"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("%s dashboard lacks %s", c.prefix, want)
+			}
+		}
+	}
+}
+
+// Every function runs with X-Ray active tracing (issue 30).
+func TestFunctionsTraceActively(t *testing.T) {
+	for _, c := range []struct {
+		tm     template
+		prefix string
+		specs  []FunctionSpec
+	}{{prodT, prodPrefix, DefaultFunctions()}, {devT, devPrefix, DefaultFunctions()}} {
+		for _, s := range c.specs {
+			fn := c.tm.function(t, c.prefix, s.Name)
+			if tc, _ := fn.Props["TracingConfig"].(map[string]any); tc["Mode"] != "Active" {
+				t.Errorf("%s %s: TracingConfig %v, want Mode Active", c.prefix, s.Name, fn.Props["TracingConfig"])
 			}
 		}
 	}
