@@ -31,7 +31,7 @@ func TestClientTypesMatchSpec(t *testing.T) {
 		"Resolution": client.Resolution{}, "Lease": client.Lease{}, "IntentSummary": client.IntentSummary{},
 		"IntentPage": client.IntentPage{}, "SourceResult": client.SourceState{}, "SourceUpdate": client.SourceUpdate{},
 		"ResolutionRequest": client.ResolutionRequest{}, "Manifest": client.Manifest{}, "RestoreReport": client.RestoreReport{},
-		"HistorySummary": client.HistorySummary{}, "HistorySlice": client.HistorySlice{},
+		"HistorySummary": client.HistorySummary{}, "HistorySlice": client.HistorySlice{}, "WhoAmI": client.WhoAmI{},
 		"Overview": client.Overview{}, "NeedsHumanSummary": client.NeedsHumanSummary{}, "NeedsHumanGroup": client.NeedsHumanGroup{},
 		"EpisodeSummary": client.EpisodeSummary{}, "EpisodeHour": client.EpisodeHour{}, "EpisodeCounts": client.EpisodeCounts{},
 		"AccountState": client.AccountState{}, "GateMove": client.GateMove{}, "EpisodeRef": client.EpisodeRef{},

@@ -65,6 +65,14 @@ const (
 	// "send" in OUTBOX_SECRET_USES. For the functions that attempt intents or
 	// look up their outcome.
 	NeedSendSecrets
+	// NeedAPIURL: env OUTBOX_API_URL, this stack's HTTP API endpoint (no
+	// IAM): a function that calls the public API like any client (mcp).
+	NeedAPIURL
+	// NeedBotLimits: env OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN,
+	// OUTBOX_BOT_LIMITS from OutboxStackProps.BotRate, BotMaxOpen and
+	// BotLimits, each only when set (no IAM: the counters are table items,
+	// written with NeedTableWrite, read with NeedTableGet).
+	NeedBotLimits
 )
 
 // Has reports whether n includes all of want.
@@ -158,7 +166,7 @@ func DefaultFunctions() []FunctionSpec {
 			PublicRoutes: routesOf(routes.OpenAPI),
 			// Provider config: intake checks the intent names a configured
 			// provider before accepting it.
-			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite,
+			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite | NeedBotLimits,
 		},
 		{
 			Name:        "dispatcher",
@@ -204,7 +212,9 @@ func DefaultFunctions() []FunctionSpec {
 			// Send secrets: the "reconcile" decision looks the outcome up at
 			// the provider inline (core.Resolver -> Dispatcher.Reconcile).
 			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket | NeedBackupProfile |
-				NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedPayloadRead | NeedPayloadWrite,
+				NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedPayloadRead | NeedPayloadWrite |
+				// GET /v1/admin/bots/{bot}/limits shows the configured limits.
+				NeedBotLimits,
 		},
 		{
 			Name:        "notifier",
@@ -226,12 +236,13 @@ func DefaultFunctions() []FunctionSpec {
 			Public:      true,
 			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
 		},
+		mcpFunction(),
 	}
 }
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
-	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)$`)
+	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|ANY)$`)
 )
 
 func (f FunctionSpec) validate() error {

@@ -126,6 +126,9 @@ func synthesize() error {
 		RouteThrottles:      devThrottles,
 		LogLevel:            "debug",
 		Architecture:        "x86_64",
+		BotRate:             "50/1s",
+		BotMaxOpen:          1000,
+		BotLimits:           `{"bulk-bot":{"rate":"5/1m"}}`,
 	})
 	// What `cdklocal deploy -c httpApi=false` builds for LocalStack's free
 	// tier, with only some functions written yet.
@@ -668,6 +671,7 @@ func TestFunctions(t *testing.T) {
 		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
 		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
 		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvSecretUses, EnvProviderSecrets, EnvTable},
+		"mcp":        {EnvAPIURL, EnvLogLevel},
 	}
 	specs := DefaultFunctions()
 	if len(specs) != len(want) || len(prodT.resources("AWS::Lambda::Function")) != len(want) {
@@ -717,6 +721,19 @@ func TestFunctions(t *testing.T) {
 	}
 	if v := devT.function(t, devPrefix, "webhook").Props["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvProviderSecrets]; v != devSecretNames {
 		t.Errorf("dev webhook secrets env %v", v)
+	}
+	// Bot limits (issue 24) reach intake (which applies them) and admin
+	// (which shows them), and no other function.
+	for _, s := range DefaultFunctions() {
+		env := devT.function(t, devPrefix, s.Name).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
+		got := []any{env[EnvBotRate], env[EnvBotMaxOpen], env[EnvBotLimits]}
+		want := []any{nil, nil, nil}
+		if s.Name == "intake" || s.Name == "admin" {
+			want = []any{"50/1s", "1000", `{"bulk-bot":{"rate":"5/1m"}}`}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("dev %s bot-limit env %v, want %v", s.Name, got, want)
+		}
 	}
 }
 
@@ -896,6 +913,8 @@ func TestLeastPrivilege(t *testing.T) {
 			"secretsmanager:GetSecretValue": {"secrets"},
 			"secretsmanager:DescribeSecret": {"secrets"},
 		}),
+		// The MCP endpoint calls the public API: logs only, no data access.
+		"mcp": {},
 	}
 	check(prodT, prodPrefix, DefaultFunctions(), want, map[string][]string{"secrets": {"outbox/provider-secrets"}})
 
@@ -955,7 +974,7 @@ func TestRoutes(t *testing.T) {
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "ANY /mcp",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)

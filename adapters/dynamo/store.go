@@ -261,6 +261,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 				return nil, err
 			}
 			if !retry {
+				s.closeOpenSlot(ctx, before, cur)
 				return cur, nil
 			}
 			continue
@@ -273,6 +274,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues,
 		})
 		if err == nil {
+			s.closeOpenSlot(ctx, before, cur)
 			return cur, nil
 		}
 		var ccf *types.ConditionalCheckFailedException

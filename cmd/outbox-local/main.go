@@ -84,6 +84,9 @@ func run() error {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
+		// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS.
+		BotLimits: cfg.BotLimits,
+		APIURL:    "http://" + httpAddr,
 	})
 	if err != nil {
 		return err
@@ -93,6 +96,7 @@ func run() error {
 outbox is running
   HTTP API        http://%[1]s      (GET /healthz)
   console         http://%[1]s/console   (sign in with the operator token)
+  MCP (agents)    http://%[1]s/mcp   (Streamable HTTP; bearer token as for the API)
   sandbox         %[2]s   (GET /_sandbox/effects, POST /_sandbox/faults)
   bot token           %[3]s
   operator token      %[4]s
