@@ -33,6 +33,9 @@ func TestClientTypesMatchSpec(t *testing.T) {
 		"ResolutionRequest": client.ResolutionRequest{}, "Manifest": client.Manifest{}, "RestoreReport": client.RestoreReport{},
 		"HistorySummary": client.HistorySummary{}, "HistorySlice": client.HistorySlice{}, "WhoAmI": client.WhoAmI{},
 		"Token": client.Token{}, "TokenPage": client.TokenPage{},
+		"Overview": client.Overview{}, "NeedsHumanSummary": client.NeedsHumanSummary{}, "NeedsHumanGroup": client.NeedsHumanGroup{},
+		"EpisodeSummary": client.EpisodeSummary{}, "EpisodeHour": client.EpisodeHour{}, "EpisodeCounts": client.EpisodeCounts{},
+		"AccountState": client.AccountState{}, "GateMove": client.GateMove{}, "EpisodeRef": client.EpisodeRef{},
 	}
 	for schema, v := range pairs {
 		s, ok := doc.Components.Schemas[schema]

@@ -150,6 +150,7 @@ type Intent struct {
 	// payload store, under this content address.
 	PayloadRef     string          `json:"payloadRef,omitempty"`
 	RequestHash    string          `json:"requestHash,omitempty"`
+	TraceParent    string          `json:"traceParent,omitempty"` // W3C traceparent: one trace per intent
 	Source         *SourceRef      `json:"source,omitempty"`
 	Grant          GrantRef        `json:"grant"`
 	Deadline       *time.Time      `json:"deadline,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -24,6 +25,13 @@ type Blocked struct {
 // Metrics receives counters (CloudWatch EMF in production).
 type Metrics interface {
 	Count(name string, n int)
+}
+
+// LatencyMetrics is implemented by a Metrics that also records latencies
+// per provider (adapters/emf: AttemptLatency, dimension Provider), which
+// the stack's dashboard charts as p50/p99.
+type LatencyMetrics interface {
+	Latency(name, provider string, d time.Duration)
 }
 
 type noMetrics struct{}
@@ -69,7 +77,10 @@ type Dispatcher struct {
 	// it is tried again (default 15 s, never past the barrier's expiry).
 	BarrierRecheck time.Duration
 	Metrics        Metrics
-	Log            *slog.Logger
+	// Tracer continues each intent's trace in its attempts and
+	// reconciliations (nil: no spans).
+	Tracer Tracer
+	Log    *slog.Logger
 }
 
 // BarrierCheck reads the backup barrier that covers an intent (its profile's
@@ -169,6 +180,8 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 		return nil
 	}
 	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
+	ctx, span := startSpan(ctx, d.Tracer, "outbox.attempt", in.TraceParent, attemptAttrs(in, trigger))
+	defer span.End()
 	if d.Barrier != nil {
 		until, up, err := d.Barrier.BarrierUp(ctx, in)
 		if err != nil || up {
@@ -385,6 +398,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 		}
 		o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
 		a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
+		spanOf(ctx).SetOutcome(string(o.result))
 		return o.apply(in, a, now)
 	})
 	if err != nil {
@@ -394,6 +408,9 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 	}
 	log.InfoContext(ctx, "attempt recorded", "status", string(stored.Status), "result", o.result, "late", late)
 	d.metrics().Count("Attempt_"+string(o.result), 1)
+	if lm, ok := d.metrics().(LatencyMetrics); ok {
+		lm.Latency("AttemptLatency", claimed.Provider, now.Sub(att.StartedAt))
+	}
 	if stored.Status == StatusNeedsHuman && !late {
 		d.metrics().Count("NeedsHuman", 1)
 	}
@@ -505,4 +522,11 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 	d.metrics().Count("AttemptHeldByBarrier", 1)
 	d.enqueue(ctx, stored, OpAttempt, next.Sub(now), log)
 	return nil
+}
+
+func attemptAttrs(in *Intent, trigger string) map[string]string {
+	a := IntentSpanAttrs(in)
+	a["outbox.attempt"] = strconv.Itoa(in.AttemptCount)
+	a["outbox.trigger"] = trigger
+	return a
 }

@@ -125,6 +125,9 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (res 
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	if in != nil {
+		in.TraceParent = TraceParentOf(ctx) // one trace per intent (core/trace.go)
+	}
 	if refusal == nil && s.Grants != nil {
 		if err := s.Grants.AuthorizeIntake(ctx, bot, in); err != nil {
 			if !errors.Is(err, ErrGrantDoesNotCover) {

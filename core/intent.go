@@ -89,8 +89,11 @@ type Intent struct {
 	PayloadHash    string          `json:"payloadHash"`
 	// PayloadRef names the payload in the PayloadStore when it is too large to
 	// keep inline (Payload is then empty); PayloadHash still covers it.
-	PayloadRef  string          `json:"payloadRef,omitempty"`
-	RequestHash string          `json:"requestHash"`
+	PayloadRef  string `json:"payloadRef,omitempty"`
+	RequestHash string `json:"requestHash"`
+	// TraceParent is the W3C traceparent of the intake's span: every
+	// attempt, reconciliation and webhook binding continues this trace.
+	TraceParent string          `json:"traceParent,omitempty"`
 	Source      *SourceRef      `json:"source,omitempty"`
 	Grant       GrantRef        `json:"grant"`
 	Deadline    *time.Time      `json:"deadline,omitempty"`

@@ -90,6 +90,8 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		return nil
 	}
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount)
+	ctx, span := startSpan(ctx, d.Tracer, "outbox.reconcile", in.TraceParent, attemptAttrs(in, "reconcile"))
+	defer span.End()
 	prov, ok := d.Providers.Provider(in.Provider)
 	caps := d.Capabilities(ctx, in)
 	var lr LookupResult
@@ -100,6 +102,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		lookupErr = errors.New("provider offers no outcome lookup")
 	}
 	now := d.Clock.Now()
+	span.SetOutcome(string(lr.State))
 	if ReconcileVerdict(in, lr, lookupErr, caps, now, d.ReconcilePolicy) == PollAgain {
 		log.DebugContext(ctx, "reconcile poll learned nothing; polling again", "state", string(lr.State))
 		d.enqueue(ctx, in, OpReconcile, d.ReconcilePolicy.Delay, log)

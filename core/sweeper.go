@@ -26,6 +26,13 @@ type RepairIndex interface {
 	CountNeedsHuman(ctx context.Context, bound int) (n int, exact bool, err error)
 }
 
+// OldestNeedsHumanIndex is a RepairIndex that can also tell when the
+// longest-waiting needs-human intent entered needs-human (ok false: none).
+// The sweeper then gauges NeedsHumanOldestAgeSeconds, which the stack alarms on.
+type OldestNeedsHumanIndex interface {
+	OldestNeedsHuman(ctx context.Context) (since time.Time, ok bool, err error)
+}
+
 // QueuedMessage is one message of a batch, with its delivery delay.
 type QueuedMessage struct {
 	Msg   RetryMessage
@@ -168,6 +175,17 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 		rep.NeedingHuman, rep.HumanExact = n, exact
 		if s.Gauges != nil && err == nil {
 			s.Gauges("IntentsNeedingHuman", n)
+		}
+		if o, ok := s.Index.(OldestNeedsHumanIndex); ok && s.Gauges != nil {
+			since, found, err := o.OldestNeedsHuman(ctx)
+			errs = append(errs, err)
+			if err == nil {
+				age := 0
+				if found {
+					age = max(int(s.D.Clock.Now().Sub(since)/time.Second), 0)
+				}
+				s.Gauges("NeedsHumanOldestAgeSeconds", age)
+			}
 		}
 	}
 	if s.OperatorEvents != nil {

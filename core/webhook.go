@@ -149,6 +149,8 @@ type Webhooks struct {
 	ClaimFor time.Duration
 	Metrics  Metrics
 	Log      *slog.Logger
+	// Tracer continues the bound intent's trace (nil: no spans).
+	Tracer Tracer
 }
 
 func (w *Webhooks) log() *slog.Logger {
@@ -302,6 +304,10 @@ func (w *Webhooks) bindTo(ctx context.Context, ev ProviderEvent, rec EventRecord
 			w.metrics().Count("WebhookExternalIdMismatch", 1)
 		}
 		w.metrics().Count("WebhookBound", 1)
+		// The binding continues the intent's trace (known only now).
+		_, span := startSpan(ctx, w.Tracer, "outbox.webhook", stored.TraceParent, webhookAttrs(stored, ev))
+		span.SetOutcome(string(stored.Status))
+		span.End()
 		log.InfoContext(ctx, "webhook evidence bound", "intent", stored.ID, "status", string(stored.Status),
 			"matchedBy", matchedBy, "appended", decided.plan.Changed)
 		return res, true, nil
@@ -363,4 +369,10 @@ func (w *Webhooks) forward(ctx context.Context, ev ProviderEvent, rec EventRecor
 	w.metrics().Count("WebhookForwarded", 1)
 	log.InfoContext(ctx, "inbound event forwarded to the inbox")
 	return res, nil
+}
+
+func webhookAttrs(in *Intent, ev ProviderEvent) map[string]string {
+	a := IntentSpanAttrs(in)
+	a["outbox.webhook_event"] = ev.EventID
+	return a
 }

@@ -204,6 +204,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	step(t, ctx, "operator sign-in", 20*time.Second,
 		chromedp.SendKeys(chromedp.CSS(`#token`), opToken),
 		chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)), // the landing page
+		chromedp.Click(chromedp.CSS(`#nav-queue`)),
 		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+id+`"]`)))
 	if eval[bool](t, ctx, `document.getElementById('nav').hidden`) {
@@ -387,7 +389,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
 		chromedp.SendKeys(chromedp.CSS(`#token`), orchToken),
 		chromedp.Click(chromedp.CSS(`#signin`)),
-		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)),
 		chromedp.Navigate(console+"#/intents/"+id),
 		chromedp.WaitVisible(chromedp.CSS(`#no-controls`)))
 	if n := eval[int](t, ctx, `document.querySelectorAll('#decide-form, #decide').length`); n != 0 {

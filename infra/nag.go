@@ -29,6 +29,9 @@ func suppress(construct interface{}, id, reason string, appliesTo ...string) {
 func (o *outbox) suppressions() {
 	for _, s := range o.r.functions {
 		role := o.roles[s.Name]
+		suppress(role, "AwsSolutions-IAM5",
+			"X-Ray active tracing (issue 30): xray:PutTraceSegments and xray:PutTelemetryRecords do not support resource-level permissions (AWS requires Resource \"*\"); the CDK grants exactly these two for Tracing ACTIVE.",
+			"Resource::*")
 		if s.Trigger == TriggerStream {
 			suppress(role, "AwsSolutions-IAM5",
 				"dynamodb:ListStreams does not support resource-level permissions (AWS requires Resource \"*\"); the Lambda stream event source mapping needs it. GetRecords/GetShardIterator/DescribeStream are scoped to this table's stream ARN.",

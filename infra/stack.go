@@ -114,6 +114,9 @@ type outbox struct {
 	secretsByName    map[string]awssecretsmanager.ISecret
 	alarmTopic       awssns.ITopic
 	operatorTopic    awssns.Topic
+	// alarmsByID are the alarms by construct id (observability adds the
+	// operator-events topic to those that page on-call).
+	alarmsByID map[string]awscloudwatch.Alarm
 
 	fns   map[string]awslambda.Function
 	roles map[string]awsiam.Role
@@ -156,6 +159,7 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 	}
 	o.httpAPI()
 	o.alarms()
+	o.observability()
 	o.outputs()
 	o.suppressions()
 	return stack
@@ -472,6 +476,9 @@ func (o *outbox) function(spec FunctionSpec) {
 		Role:         role,
 		LogGroup:     logs,
 		Environment:  &env,
+		// X-Ray active tracing (issue 30); the functions' own spans go by
+		// OTLP where OTEL_EXPORTER_OTLP_ENDPOINT is set (adapters/tracing).
+		Tracing: awslambda.Tracing_ACTIVE,
 	})
 	o.fns[spec.Name] = fn
 	o.roles[spec.Name] = role
@@ -661,6 +668,7 @@ func (o *outbox) alarms() {
 		})
 	}
 	action := awscloudwatchactions.NewSnsAction(o.alarmTopic)
+	o.alarmsByID = map[string]awscloudwatch.Alarm{}
 	alarm := func(id, name, desc string, metric awscloudwatch.IMetric, threshold, periods float64) {
 		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmName:          r.name(name),
@@ -672,6 +680,7 @@ func (o *outbox) alarms() {
 			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 		})
 		a.AddAlarmAction(action)
+		o.alarmsByID[id] = a
 	}
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	fiveMinutes := awscdk.Duration_Minutes(jsii.Number(5))

@@ -787,6 +787,9 @@ func TestLeastPrivilege(t *testing.T) {
 			exp := map[string][]string{
 				"logs:CreateLogStream": {x.logs[s.Name]},
 				"logs:PutLogEvents":    {x.logs[s.Name]},
+				// X-Ray active tracing: AWS allows no narrower resource.
+				"xray:PutTraceSegments":    {"*"},
+				"xray:PutTelemetryRecords": {"*"},
 			}
 			for a, rs := range want[s.Name] {
 				for _, r := range rs {
@@ -831,7 +834,7 @@ func TestLeastPrivilege(t *testing.T) {
 					t.Errorf("%s: wildcard action %s", s.Name, a)
 				}
 				for _, r := range rs {
-					if r == "*" && a != "dynamodb:ListStreams" {
+					if r == "*" && a != "dynamodb:ListStreams" && a != "xray:PutTraceSegments" && a != "xray:PutTelemetryRecords" {
 						t.Errorf("%s: %s on *", s.Name, a)
 					}
 				}
@@ -1075,6 +1078,14 @@ func TestAlarms(t *testing.T) {
 			// Only the operator-events topic: the alarm topic was given.
 			t.Errorf("dev stack was given an alarm topic but created %d topics besides the operator-events one", n-1)
 		}
+		queueName := func(n string) map[string]string {
+			q := c.tm.one(t, "AWS::SQS::Queue", "QueueName", c.prefix+"-"+n)
+			return map[string]string{"QueueName": "<" + q.ID + ".QueueName>"}
+		}
+		operatorTopic := "<" + c.tm.one(t, "AWS::SNS::Topic", "TopicName", c.prefix+"-operator-events").ID + ">"
+		// Alarms that page on-call also publish to the operator-events topic.
+		pages := map[string]bool{"retry-dlq-depth": true, "inbox-dlq-depth": true, "dispatch-failures-depth": true,
+			"dispatcher-iterator-age": true, "notifier-iterator-age": true}
 		expect := func(name, ns, metric string, dims map[string]string, threshold float64) {
 			t.Helper()
 			a, ok := alarms[c.prefix+"-"+name]
@@ -1098,13 +1109,68 @@ func TestAlarms(t *testing.T) {
 			if !reflect.DeepEqual(got, dims) {
 				t.Errorf("alarm %s dimensions %v, want %v", name, got, dims)
 			}
-			if acts := list(a["AlarmActions"]); len(acts) != 1 || flat(acts[0]) != topic {
-				t.Errorf("alarm %s actions %v, want %s", name, acts, topic)
+			want := []string{topic}
+			if pages[name] {
+				want = append(want, operatorTopic)
+			}
+			var acts []string
+			for _, a := range list(a["AlarmActions"]) {
+				acts = append(acts, flat(a))
+			}
+			if !reflect.DeepEqual(acts, want) {
+				t.Errorf("alarm %s actions %v, want %v", name, acts, want)
 			}
 		}
-		queueName := func(n string) map[string]string {
-			q := c.tm.one(t, "AWS::SQS::Queue", "QueueName", c.prefix+"-"+n)
-			return map[string]string{"QueueName": "<" + q.ID + ".QueueName>"}
+		// The paging alarms of issue 30 publish to the operator-events topic only.
+		paging := func(name string, threshold, periods float64) map[string]any {
+			t.Helper()
+			a, ok := alarms[c.prefix+"-"+name]
+			if !ok {
+				t.Errorf("%s: missing alarm %s", c.prefix, name)
+				return map[string]any{}
+			}
+			delete(alarms, c.prefix+"-"+name)
+			if a["Threshold"] != threshold || a["EvaluationPeriods"] != periods || a["ComparisonOperator"] != "GreaterThanThreshold" {
+				t.Errorf("alarm %s: threshold %v periods %v %v", name, a["Threshold"], a["EvaluationPeriods"], a["ComparisonOperator"])
+			}
+			if acts := list(a["AlarmActions"]); len(acts) != 1 || flat(acts[0]) != operatorTopic {
+				t.Errorf("alarm %s actions %v, want the operator-events topic %s", name, acts, operatorTopic)
+			}
+			return a
+		}
+		if a := paging("needs-human-oldest-age", NeedsHumanOldestAgeThreshold, 1); a["Namespace"] != MetricsNamespace ||
+			a["MetricName"] != MetricNeedsHumanOldestAge || a["Statistic"] != "Maximum" || len(list(a["Dimensions"])) != 0 {
+			t.Errorf("needs-human-oldest-age watches %v/%v %v %v", a["Namespace"], a["MetricName"], a["Statistic"], a["Dimensions"])
+		}
+		if a := paging("work-queue-age", WorkQueueAgeThreshold, 5); a["Namespace"] != "AWS/SQS" || a["MetricName"] != "ApproximateAgeOfOldestMessage" ||
+			flat(list(a["Dimensions"])[0].(map[string]any)["Value"]) != queueName("retry")["QueueName"] {
+			t.Errorf("work-queue-age watches %v/%v %v", a["Namespace"], a["MetricName"], a["Dimensions"])
+		}
+		// The silent stall is metric math over intake's accepted count and
+		// the delivered count, both summed per 5 minutes.
+		stall := paging("silent-stall", 0, StallPeriods)
+		byID := map[string]map[string]any{}
+		for _, m := range list(stall["Metrics"]) {
+			mm := m.(map[string]any)
+			byID[mm["Id"].(string)] = mm
+		}
+		expr, _ := byID["expr_1"]["Expression"].(string)
+		if expr == "" {
+			for _, mm := range byID {
+				if e, ok := mm["Expression"].(string); ok {
+					expr = e
+				}
+			}
+		}
+		if expr != "IF(FILL(accepted, 0) > 0 AND FILL(delivered, 0) == 0, 1, 0)" {
+			t.Errorf("silent-stall expression %q (metrics %v)", expr, byID)
+		}
+		for id, metric := range map[string]string{"accepted": MetricIntentsAccepted, "delivered": MetricDelivered} {
+			ms, _ := byID[id]["MetricStat"].(map[string]any)
+			mt, _ := ms["Metric"].(map[string]any)
+			if mt["Namespace"] != MetricsNamespace || mt["MetricName"] != metric || ms["Stat"] != "Sum" || ms["Period"] != float64(300) {
+				t.Errorf("silent-stall %s: %v", id, byID[id])
+			}
 		}
 		for _, q := range []string{"retry-dlq", "inbox-dlq", "dispatch-failures"} {
 			expect(q+"-depth", "AWS/SQS", "ApproximateNumberOfMessagesVisible", queueName(q), 0)
@@ -1265,6 +1331,41 @@ func TestOperatorEvents(t *testing.T) {
 		}
 		if got := flat(env[EnvConsoleURL]); !strings.HasSuffix(got, "/console") {
 			t.Errorf("%s %s = %s", name, EnvConsoleURL, got)
+		}
+	}
+}
+
+// The dashboard charts the EMF metrics the functions emit (issue 30).
+func TestDashboard(t *testing.T) {
+	for _, c := range []struct {
+		tm     template
+		prefix string
+	}{{prodT, prodPrefix}, {devT, devPrefix}} {
+		d := c.tm.one(t, "AWS::CloudWatch::Dashboard", "DashboardName", c.prefix+"-overview")
+		body := flat(d.Props["DashboardBody"])
+		for _, want := range []string{MetricDelivered, MetricRetriedTransient, MetricRetriedRateLimited, MetricUnknownOutcome, MetricNeedsHuman,
+			MetricIntentsAccepted, MetricIntentsNeedingHuman, MetricNeedsHumanOldestAge, MetricBreakerOpened, MetricAccountPaused,
+			"SEARCH('{Outbox,Provider} MetricName=", MetricAttemptLatency, "'p50', 60)", "'p99', 60)", "ApproximateNumberOfMessagesVisible", "IteratorAge",
+			"ApproximateAgeOfOldestMessage", "Paging alarms"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s dashboard lacks %s", c.prefix, want)
+			}
+		}
+	}
+}
+
+// Every function runs with X-Ray active tracing (issue 30).
+func TestFunctionsTraceActively(t *testing.T) {
+	for _, c := range []struct {
+		tm     template
+		prefix string
+		specs  []FunctionSpec
+	}{{prodT, prodPrefix, DefaultFunctions()}, {devT, devPrefix, DefaultFunctions()}} {
+		for _, s := range c.specs {
+			fn := c.tm.function(t, c.prefix, s.Name)
+			if tc, _ := fn.Props["TracingConfig"].(map[string]any); tc["Mode"] != "Active" {
+				t.Errorf("%s %s: TracingConfig %v, want Mode Active", c.prefix, s.Name, fn.Props["TracingConfig"])
+			}
 		}
 	}
 }

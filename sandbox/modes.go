@@ -39,6 +39,8 @@ type RequestRecord struct {
 	IntentID       string    `json:"intentId"`
 	At             time.Time `json:"at"` // arrival, sandbox clock
 	Status         int       `json:"status"`
+	// TraceParent is the request's W3C traceparent header, if any.
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // RequestsResponse is the body of GET /_sandbox/requests.

@@ -47,7 +47,8 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		slog.String("intentId", req.IntentID), slog.String("payloadHash", req.PayloadHash))
 	sw := &statusWriter{ResponseWriter: w}
 	w = sw
-	rec := RequestRecord{Account: name, Target: req.Target, IdempotencyKey: key, IntentID: req.IntentID, At: s.now()}
+	rec := RequestRecord{Account: name, Target: req.Target, IdempotencyKey: key, IntentID: req.IntentID, At: s.now(),
+		TraceParent: r.Header.Get("traceparent")}
 	defer func() { rec.Status = sw.status; s.logRequest(rec) }()
 
 	s.mu.Lock()

@@ -145,6 +145,7 @@ type intentItem struct {
 	PayloadHash    string          `dynamodbav:"payloadHash"`
 	PayloadRef     string          `dynamodbav:"payloadRef,omitempty"`
 	RequestHash    string          `dynamodbav:"requestHash"`
+	TraceParent    string          `dynamodbav:"tp,omitempty"`
 	OpenSlot       int             `dynamodbav:"openSlot,omitempty"`
 	Source         *sourceRefItem  `dynamodbav:"source,omitempty"`
 	Grant          grantRefItem    `dynamodbav:"grant"`
@@ -316,7 +317,7 @@ func intentToItem(in *core.Intent) intentItem {
 	it := intentItem{
 		ID: in.ID, Bot: in.Bot, IdempotencyKey: in.IdempotencyKey, Kind: string(in.Kind), Provider: in.Provider,
 		Account: in.Account, Action: in.Action, Target: in.Target, Payload: in.Payload, PayloadHash: in.PayloadHash, PayloadRef: in.PayloadRef,
-		RequestHash: in.RequestHash, Grant: grantRefItem{ID: in.Grant.ID, Version: in.Grant.Version},
+		RequestHash: in.RequestHash, TraceParent: in.TraceParent, Grant: grantRefItem{ID: in.Grant.ID, Version: in.Grant.Version},
 		Deadline: in.Deadline, Metadata: in.Metadata,
 		Status: string(in.Status), StatusReason: in.StatusReason, Version: in.Version, CreatedAt: in.CreatedAt,
 		UpdatedAt: in.UpdatedAt, AttemptCount: in.AttemptCount, FirstAttemptAt: in.FirstAttemptAt,
@@ -352,7 +353,7 @@ func intentFromItem(it *intentItem) *core.Intent {
 	in := &core.Intent{
 		ID: it.ID, Bot: it.Bot, IdempotencyKey: it.IdempotencyKey, Kind: core.Kind(it.Kind), Provider: it.Provider,
 		Account: it.Account, Action: it.Action, Target: it.Target, Payload: it.Payload, PayloadHash: it.PayloadHash, PayloadRef: it.PayloadRef,
-		RequestHash: it.RequestHash, Grant: core.GrantRef{ID: it.Grant.ID, Version: it.Grant.Version},
+		RequestHash: it.RequestHash, TraceParent: it.TraceParent, Grant: core.GrantRef{ID: it.Grant.ID, Version: it.Grant.Version},
 		Deadline: it.Deadline, Metadata: it.Metadata,
 		Status: core.Status(it.Status), StatusReason: it.StatusReason, Version: it.Version, CreatedAt: it.CreatedAt,
 		UpdatedAt: it.UpdatedAt, AttemptCount: it.AttemptCount, FirstAttemptAt: it.FirstAttemptAt,

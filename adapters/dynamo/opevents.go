@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,6 +31,23 @@ const (
 	opStateClaimed     = "claimed"
 	opStatePublished   = "published"
 )
+
+// The ledger is also the timeline of episodes the operators' overview
+// charts (core.EpisodeHours): every record is listed in gsi2 (keys only)
+// under OPEVENTS#<shard> with sort key <episode start>#<type>#<id>, set by
+// the claim's own PutItem (no extra write) and kept after publishing; the
+// record's TTL removes it from the listing. OpEventShards spreads that
+// listing: a storm of 10,000 episodes/s (every intent handed to a human)
+// is ~310 index writes/s per key, under a third of a partition's 1,000;
+// the overview reads the window with one keys-only Query per shard.
+const (
+	opEventsTimeline = "OPEVENTS#"
+	OpEventShards    = 32
+)
+
+func opEventTimelineSK(ev core.OperatorNotice) string {
+	return ev.At.UTC().Format(timeKey) + "#" + ev.Type + "#" + ev.ID
+}
 
 // OperatorEventRetention is how long a published event's record is kept: far
 // longer than any stream record (24 h) or queue message can be re-delivered.
@@ -56,6 +75,8 @@ type opEventItem struct {
 	LeaseUntil string            `dynamodbav:"leaseUntil"`
 	GSI1PK     string            `dynamodbav:"gsi1pk,omitempty"`
 	GSI1SK     string            `dynamodbav:"gsi1sk,omitempty"`
+	GSI2PK     string            `dynamodbav:"gsi2pk,omitempty"`
+	GSI2SK     string            `dynamodbav:"gsi2sk,omitempty"`
 	ID         string            `dynamodbav:"eventId"`
 	Type       string            `dynamodbav:"eventType"`
 	At         time.Time         `dynamodbav:"at"`
@@ -87,6 +108,7 @@ func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorNotice,
 	lease := until.UTC().Format(timeKey)
 	it := opEventItem{PK: "OPEVENT#" + ev.ID, SK: opEventSK, State: opStateClaimed, Owner: owner, LeaseUntil: lease,
 		GSI1PK: opEventUnpublished, GSI1SK: lease + "#" + ev.ID,
+		GSI2PK: shardKey(opEventsTimeline, shardOf(ev.ID, OpEventShards)), GSI2SK: opEventTimelineSK(ev),
 		ID: ev.ID, Type: ev.Type, At: ev.At, IntentID: ev.IntentID, Bot: ev.Bot, Provider: ev.Provider, Account: ev.Account,
 		Action: ev.Action, Reason: ev.Reason, Attempts: ev.Attempts, Fields: ev.Fields}
 	item, err := attributevalue.MarshalMap(it)
@@ -193,4 +215,93 @@ func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, li
 		}
 	}
 	return out, nil
+}
+
+// EpisodesSince lists the ledger's episodes that began at or after since
+// (type and start only, from the timeline's keys: no item is read), up to
+// limit in all (newest first per shard, so a capped read drops the oldest);
+// truncated reports that more exist. One keys-only Query per shard, eight at
+// a time, each paged at 1 MB.
+func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time, limit int) ([]core.EpisodeMark, bool, error) {
+	type result struct {
+		marks     []core.EpisodeMark
+		truncated bool
+		err       error
+	}
+	per := max(limit/OpEventShards, 1)
+	res := make([]result, OpEventShards)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for s := 0; s < OpEventShards; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := &res[s]
+			var start map[string]types.AttributeValue
+			for {
+				out, err := l.db.Query(ctx, &dynamodb.QueryInput{
+					TableName:              aws.String(l.table),
+					IndexName:              aws.String(gsi2Name),
+					KeyConditionExpression: aws.String("gsi2pk = :p AND gsi2sk >= :t"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{
+						":p": &types.AttributeValueMemberS{Value: shardKey(opEventsTimeline, s)},
+						":t": &types.AttributeValueMemberS{Value: since.UTC().Format(timeKey)},
+					},
+					// Newest first: a capped read keeps the recent hours whole.
+					ScanIndexForward:  aws.Bool(false),
+					ExclusiveStartKey: start,
+				})
+				if err != nil {
+					r.err = fmt.Errorf("list operator events since %s: %w", since.Format(time.RFC3339), err)
+					return
+				}
+				for _, it := range out.Items {
+					if len(r.marks) == per {
+						r.truncated = true
+						return
+					}
+					if m, ok := parseTimelineSK(attrS(it, "gsi2sk")); ok {
+						r.marks = append(r.marks, m)
+					}
+				}
+				if out.LastEvaluatedKey == nil {
+					return
+				}
+				start = out.LastEvaluatedKey
+			}
+		}(s)
+	}
+	wg.Wait()
+	var out []core.EpisodeMark
+	truncated := false
+	var errs []error
+	for _, r := range res {
+		out = append(out, r.marks...)
+		truncated = truncated || r.truncated
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, false, err
+	}
+	return out, truncated, nil
+}
+
+func parseTimelineSK(sk string) (core.EpisodeMark, bool) {
+	at, rest, ok := strings.Cut(sk, "#")
+	if !ok {
+		return core.EpisodeMark{}, false
+	}
+	typ, id, ok := strings.Cut(rest, "#")
+	if !ok {
+		return core.EpisodeMark{}, false
+	}
+	t, err := time.Parse(timeKey, at)
+	if err != nil {
+		return core.EpisodeMark{}, false
+	}
+	return core.EpisodeMark{At: t, Type: typ, ID: id}, true
 }

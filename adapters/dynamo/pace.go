@@ -83,6 +83,9 @@ func NewGates(db API, table string) *Gates {
 const (
 	gateSK     = "GATE"
 	gateEvtPfx = "EVENT#"
+	// gatesListing is the gsi1 key listing every gate that was ever unclean
+	// (paused, opened, given an operator's pace): written once per account.
+	gatesListing = "GATES"
 )
 
 // GatePK is the partition key of a gate's items.
@@ -349,7 +352,10 @@ type gateChange struct {
 func (c gateChange) expr(markRD bool) string {
 	set := c.set
 	if markRD {
-		set = strings.TrimPrefix(set+", rd = :rdt", ", ")
+		// The first change that makes a gate unclean also lists it for the
+		// operators' overview (gsi1 GATES, ListGates): the same write, and
+		// an index write only the first time (the keys never change after).
+		set = strings.TrimPrefix(set+", rd = :rdt, gsi1pk = :gatesPK, gsi1sk = :gatesSK", ", ")
 	}
 	var parts []string
 	for _, p := range []struct{ kw, clause string }{{"SET ", set}, {"ADD ", c.add}, {"REMOVE ", c.remove}} {
@@ -364,6 +370,9 @@ func (c gateChange) expr(markRD bool) string {
 // cond and on the change's own condition.
 func (g *Gates) update(key string, c gateChange, markRD bool, cond string) types.TransactWriteItem {
 	vals := map[string]types.AttributeValue{":rdt": avBool(true)}
+	if markRD {
+		vals[":gatesPK"], vals[":gatesSK"] = avS(gatesListing), avS(key)
+	}
 	for k, v := range c.vals {
 		vals[k] = v
 	}
@@ -649,4 +658,36 @@ func (g *Gates) Events(ctx context.Context, key string, limit int) ([]core.Opera
 		evs = append(evs, ev)
 	}
 	return evs, nil
+}
+
+// ListGates lists the gates that were ever unclean (a pause, a breaker
+// open, an operator's pace), by key (core.GateKey), up to limit, with
+// whether more exist. One keys-only Query page of the GATES listing per
+// 1 MB; the listing grows by one entry per account, once.
+func (g *Gates) ListGates(ctx context.Context, limit int) ([]string, bool, error) {
+	var keys []string
+	var start map[string]types.AttributeValue
+	for {
+		out, err := g.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(g.table),
+			IndexName:                 aws.String(gsiName),
+			KeyConditionExpression:    aws.String("gsi1pk = :p"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(gatesListing)},
+			ExclusiveStartKey:         start,
+			Limit:                     aws.Int32(int32(min(max(limit-len(keys), 1)+1, 1000))),
+		})
+		if err != nil {
+			return nil, false, fmt.Errorf("list gates: %w", err)
+		}
+		for _, it := range out.Items {
+			if len(keys) == limit {
+				return keys, true, nil
+			}
+			keys = append(keys, strAttr(it, "gsi1sk"))
+		}
+		if out.LastEvaluatedKey == nil {
+			return keys, false, nil
+		}
+		start = out.LastEvaluatedKey
+	}
 }

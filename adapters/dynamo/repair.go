@@ -216,3 +216,49 @@ func (s *Store) CountNeedsHuman(ctx context.Context, bound int) (int, bool, erro
 	}
 	return total, exact, nil
 }
+
+// OldestNeedsHuman is when the longest-waiting needs-human intent entered
+// needs-human (its HUMAN# entry's sort key starts with that moment), ok
+// false when none waits: one keys-only Query of one entry per shard.
+func (s *Store) OldestNeedsHuman(ctx context.Context) (time.Time, bool, error) {
+	n := s.RepairShards()
+	var (
+		mu     sync.Mutex
+		oldest time.Time
+		found  bool
+		errs   []error
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, 16)
+	)
+	for shard := 0; shard < n; shard++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(shard int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+				TableName:                 aws.String(s.table),
+				IndexName:                 aws.String(gsiName),
+				KeyConditionExpression:    aws.String("gsi1pk = :p"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: shardKey(humanPfx, shard)}},
+				Limit:                     aws.Int32(1),
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for _, it := range res.Items {
+				if t := repairAtOf(it); !t.IsZero() && (!found || t.Before(oldest)) {
+					oldest, found = t, true
+				}
+			}
+		}(shard)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return time.Time{}, false, fmt.Errorf("oldest needs-human intent: %w", err)
+	}
+	return oldest, found, nil
+}

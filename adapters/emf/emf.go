@@ -5,6 +5,7 @@ package emf
 import (
 	"encoding/json"
 	"io"
+	"sort"
 	"sync"
 	"time"
 
@@ -32,17 +33,37 @@ func (w *Writer) Count(name string, n int) { w.emit(name, n, "Count") }
 // Gauge emits a point-in-time value.
 func (w *Writer) Gauge(name string, v int) { w.emit(name, v, "Count") }
 
-func (w *Writer) emit(name string, v int, unit string) {
+var _ core.LatencyMetrics = (*Writer)(nil)
+
+// DimProvider is the dimension of per-provider metrics (AttemptLatency).
+const DimProvider = "Provider"
+
+// Latency emits a duration in milliseconds under the Provider dimension.
+func (w *Writer) Latency(name, provider string, d time.Duration) {
+	w.write(name, float64(d.Microseconds())/1000, "Milliseconds", map[string]string{DimProvider: provider})
+}
+
+func (w *Writer) emit(name string, v int, unit string) { w.write(name, v, unit, nil) }
+
+func (w *Writer) write(name string, v any, unit string, dims map[string]string) {
+	names := []string{}
+	for k := range dims {
+		names = append(names, k)
+	}
+	sort.Strings(names)
 	rec := map[string]any{
 		"_aws": map[string]any{
 			"Timestamp": w.now().UnixMilli(),
 			"CloudWatchMetrics": []any{map[string]any{
 				"Namespace":  Namespace,
-				"Dimensions": [][]string{{}},
+				"Dimensions": [][]string{names},
 				"Metrics":    []any{map[string]string{"Name": name, "Unit": unit}},
 			}},
 		},
 		name: v,
+	}
+	for k, dv := range dims {
+		rec[k] = dv
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {

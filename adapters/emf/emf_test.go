@@ -35,3 +35,30 @@ func TestCountWritesOneEMFRecord(t *testing.T) {
 		t.Fatalf("dimensions %v", cw[0].Dimensions)
 	}
 }
+
+// AttemptLatency carries the Provider dimension the dashboard's p50/p99
+// widgets select on, in milliseconds.
+func TestLatencyCarriesTheProviderDimension(t *testing.T) {
+	var buf bytes.Buffer
+	w := New(&buf)
+	w.Latency("AttemptLatency", "sandbox", 1500*time.Microsecond)
+	var rec struct {
+		AWS struct {
+			CloudWatchMetrics []struct {
+				Namespace  string
+				Dimensions [][]string
+				Metrics    []struct{ Name, Unit string }
+			}
+		} `json:"_aws"`
+		AttemptLatency float64
+		Provider       string
+	}
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, buf.String())
+	}
+	cw := rec.AWS.CloudWatchMetrics
+	if len(cw) != 1 || cw[0].Namespace != Namespace || len(cw[0].Dimensions) != 1 || len(cw[0].Dimensions[0]) != 1 || cw[0].Dimensions[0][0] != DimProvider ||
+		cw[0].Metrics[0].Unit != "Milliseconds" || rec.Provider != "sandbox" || rec.AttemptLatency != 1.5 {
+		t.Fatalf("record %s", buf.String())
+	}
+}

@@ -36,6 +36,7 @@ var Admin = []string{
 	"GET /v1/admin/tokens",
 	"POST /v1/admin/tokens/{tokenId}/revoke",
 	"GET /v1/admin/webhooks/unresolved/{provider}/{account}/{eventId}",
+	"GET /v1/admin/overview",
 }
 
 // Console is the operators' web console: static files the admin function

@@ -16,7 +16,7 @@ import (
 
 // IntakeHandler serves the bot API.
 func (a *App) IntakeHandler() *intake.Handler {
-	return &intake.Handler{Intake: a.Intake, Store: a.Store, History: a.Store, Sources: a.Sources, Log: a.Log}
+	return &intake.Handler{Intake: a.Intake, Store: a.Store, History: a.Store, Sources: a.Sources, Log: a.Log, Metrics: a.Metrics, Tracer: a.Tracer}
 }
 
 // AdminHandler serves the operators' API, with every extra admin route.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/operatorevents"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
@@ -49,5 +50,25 @@ func wireOperatorEvents(a *App) error {
 		// Without a subscriber nothing can be left unpublished worth a query.
 		a.Sweeper.OperatorEvents = a.OperatorEvents
 	}
+	wireOverview(a, subscribed)
 	return nil
+}
+
+// wireOverview adds GET /v1/admin/overview: the needs-human listing, the
+// ledger's timeline (only recorded while operator events have a
+// subscriber) and the account gates (when pacing is on).
+func wireOverview(a *App, recorded bool) {
+	o := &core.Overviewer{Intents: a.Store, Clock: a.Config.Clock, Gate: a.Gate}
+	if tl, ok := a.OperatorEvents.Ledger.(core.EpisodeTimeline); ok && recorded {
+		o.Timeline = tl
+	}
+	if a.Gate != nil {
+		if l, ok := a.Gate.Store.(core.GateLister); ok {
+			o.Gates = l
+		}
+		o.Declared = a.pacedAccounts
+	}
+	for k, f := range admin.OverviewRoutes(o) {
+		a.AdminExtra[k] = f
+	}
 }

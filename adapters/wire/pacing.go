@@ -129,6 +129,11 @@ func wirePacing(a *App, ps *PacingSettings) {
 	}
 	a.Gate = g
 	a.Dispatcher.Gate = g
+	for k := range ps.Accounts {
+		if prov, acct, _ := strings.Cut(k, "/"); acct != "*" {
+			a.pacedAccounts = append(a.pacedAccounts, core.GateKey(prov, acct))
+		}
+	}
 	pacing := &core.Pacing{Gate: g, Providers: a.Providers, Clock: a.Config.Clock}
 	for k, f := range (&admin.Pace{Pacing: pacing, Log: a.Log}).Routes(a.AdminExtra["GET /v1/admin/capabilities/{provider}/{account}"]) {
 		a.AdminExtra[k] = f

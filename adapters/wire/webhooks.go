@@ -67,6 +67,7 @@ func wireWebhooks(a *App) error {
 		Clock:   a.Config.Clock,
 		Metrics: a.Metrics,
 		Log:     a.Log,
+		Tracer:  a.Tracer,
 	}
 	verifier := &webhooksig.Verifier{Secrets: secrets, Now: a.Config.Clock.Now}
 	h := &webhook.Handler{

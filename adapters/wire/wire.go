@@ -23,6 +23,7 @@ import (
 	"github.com/botharness/outbox/adapters/emf"
 	"github.com/botharness/outbox/adapters/payloads"
 	"github.com/botharness/outbox/adapters/sqsqueue"
+	"github.com/botharness/outbox/adapters/tracing"
 	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
 )
@@ -158,6 +159,14 @@ type App struct {
 	BotLimiter *dynamo.BotLimiter
 	Metrics    *emf.Writer
 	Log        *slog.Logger
+
+	// Tracer continues one trace per intent (adapters/tracing; no-op
+	// without OTEL_EXPORTER_OTLP_ENDPOINT).
+	Tracer *tracing.Tracer
+
+	// pacedAccounts are the accounts the configuration paces by name
+	// (GateKey), for the overview.
+	pacedAccounts []string
 }
 
 // New assembles the app.
@@ -236,6 +245,11 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if cfg.RequestCacheTTL > 0 {
 		app.Authn = ttlcache.NewTokens(app.Tokens, cfg.RequestCacheTTL)
 	}
+	tracer, err := tracing.New(context.Background(), "outbox")
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	app.Tracer, d.Tracer = tracer, tracer
 	if err := wireRevalidation(app); err != nil {
 		return nil, err
 	}

@@ -29,6 +29,17 @@ type Handler struct {
 	// Sources, when set, serves PUT /v1/sources/{sourceId}.
 	Sources SourceUpdater
 	Log     *slog.Logger
+	// Tracer starts the intake's span under the request's traceparent (or
+	// a new trace); the intent stores the span's traceparent. Nil: none.
+	Tracer ServerTracer
+	// Metrics counts IntentsAccepted (a new intent answered 201): the
+	// stack's silent-stall alarm compares it with deliveries.
+	Metrics core.Metrics
+}
+
+// ServerTracer starts the intake's server span (adapters/tracing.Tracer).
+type ServerTracer interface {
+	StartServer(ctx context.Context, name, incoming string, attrs map[string]string) (context.Context, core.Span, string)
 }
 
 // SourceUpdater records a source's current revision.
@@ -89,6 +100,14 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 		}
 	}
 	key, _ := httpjson.Header(req, "Idempotency-Key")
+	if h.Tracer != nil {
+		incoming, _ := httpjson.Header(req, "traceparent")
+		var span core.Span
+		var tp string
+		ctx, span, tp = h.Tracer.StartServer(ctx, "outbox.intake", incoming, map[string]string{"outbox.bot": p.Name})
+		defer span.End()
+		ctx = core.WithTraceParent(ctx, tp)
+	}
 	res, err := h.Intake.Submit(ctx, p.Name, key, body)
 	if err != nil {
 		return h.fail(ctx, err)
@@ -98,6 +117,9 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 		return httpjson.JSON(http.StatusOK, View(res.Intent), map[string]string{"Idempotent-Replayed": "true", "Location": location})
 	}
 	h.log().InfoContext(ctx, "intent accepted", "intent", res.Intent.ID, "bot", p.Name, "provider", res.Intent.Provider, "action", res.Intent.Action)
+	if h.Metrics != nil {
+		h.Metrics.Count("IntentsAccepted", 1)
+	}
 	return httpjson.JSON(http.StatusCreated, View(res.Intent), map[string]string{"Location": location})
 }
 

@@ -31,6 +31,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/botharness/outbox/core"
 )
 
@@ -60,6 +66,9 @@ type Response struct {
 	// line and headers did arrive). Whether that matters is the adapter's call.
 	ReadErr error
 }
+
+// traceScope names the provider request spans (adapters/tracing.Scope).
+const traceScope = "github.com/botharness/outbox"
 
 // Do performs one request and classifies a transport failure. ctx should carry
 // the attempt's deadline. A nil error means a status line arrived; the
@@ -100,8 +109,18 @@ func Do(ctx context.Context, c *http.Client, method, rawURL string, header http.
 			req.Header.Add(k, v)
 		}
 	}
+	// One trace per intent: the provider request is a client span under
+	// the attempt's, and the provider receives its W3C traceparent.
+	ctx, span := otel.Tracer(traceScope).Start(ctx, "outbox.provider_request", oteltrace.WithSpanKind(oteltrace.SpanKindClient),
+		oteltrace.WithAttributes(attribute.String("http.request.method", method), attribute.String("server.address", req.URL.Host)))
+	defer span.End()
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.Do(req)
+	if resp != nil {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	}
 	if err != nil {
+		span.SetStatus(codes.Error, "no response")
 		err = Redact(err)
 		ev := core.Evidence{Detail: err.Error()}
 		if !wrote.Load() {

@@ -103,7 +103,7 @@ function setView(title, ...nodes) {
 }
 
 function parseHash() {
-  const raw = location.hash.replace(/^#/, '') || '/queue';
+  const raw = location.hash.replace(/^#/, '') || '/overview';
   const [path, query] = raw.split('?');
   return { path, params: new URLSearchParams(query || '') };
 }
@@ -152,7 +152,7 @@ function renderSignIn(message) {
     input.value = '';
     try {
       await whoami();
-      location.hash = '#/queue';
+      location.hash = '#/overview';
     } catch (e) {
       sessionStorage.removeItem(TOKEN_KEY);
       state.me = null;
@@ -313,7 +313,7 @@ async function renderIntent(id) {
     h('p', { id: 'intent-status' }, badge(inn.status), ' ', inn.statusReason || ''),
     h('div', { class: 'cols' },
       h('section', { 'aria-labelledby': 'h-identity' }, h('h2', { id: 'h-identity' }, 'Identity'),
-        dlOf([['Bot', inn.bot], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
+        dlOf([['Bot', inn.bot], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Trace id', inn.traceParent ? h('span', { id: 'trace-id' }, inn.traceParent.split('-')[1] || '') : ''], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
       h('section', { 'aria-labelledby': 'h-delivery' }, h('h2', { id: 'h-delivery' }, 'Delivery'),
         dlOf([['Provider', inn.provider], ['Account', inn.account], ['Action', inn.action], ['Target', inn.target],
           ['Payload hash', inn.payloadHash], ['Grant', inn.grant ? inn.grant.id + ' v' + inn.grant.version : ''],
@@ -633,6 +633,7 @@ async function route() {
     try { await whoami(); } catch (e) { sessionStorage.removeItem(TOKEN_KEY); renderSignIn(notice('error', signInError(e), 'signin-error')); return; }
   }
   if (path.startsWith('/intents/')) return renderIntent(decodeURIComponent(path.slice('/intents/'.length)));
+  if (path === '/overview') return renderOverview(); // overview.js
   if (path === '/bulk') return renderBulk(params);
   if (path === '/grants') return renderGrants();
   return renderQueue(params);
