@@ -87,18 +87,33 @@ type Intake struct {
 	// Payloads takes payloads over PayloadInlineMax out of the item (nil:
 	// every payload stays inline).
 	Payloads PayloadStore
+	// Inline makes the first attempt inside a request that asks to wait
+	// (SubmitOptions.Wait, inline.go); nil: every intent takes the
+	// asynchronous road.
+	Inline *Inline
 }
 
 // SubmitResult says what happened to a submission.
 type SubmitResult struct {
 	Intent   *Intent
 	Replayed bool
+	// Waited: the answer is the intent after its attempt (the wait the
+	// caller asked for was applied: Preference-Applied).
+	Waited bool
 }
 
 // Submit validates, canonicalises and commits one intent under bot+key with a
 // single conditional put. A repeat with the same canonical request replays the
 // stored intent; a repeat with a different one is refused.
 func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (SubmitResult, error) {
+	return s.SubmitWith(ctx, bot, key, body, SubmitOptions{})
+}
+
+// SubmitWith is Submit with the caller's preferences: a wait (capped by
+// Inline.Wait) makes the first attempt inside the request when it can be
+// made now (inline.go), and makes a replay of an intent still in flight wait
+// for its outcome.
+func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, opt SubmitOptions) (SubmitResult, error) {
 	if err := ValidateIdempotencyKey(key); err != nil {
 		return SubmitResult{}, err
 	}
@@ -128,15 +143,36 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (Subm
 		}
 		in.PayloadRef, in.Payload = ref, nil
 	}
-	existing, created, err := s.Store.Create(ctx, in)
-	if err != nil {
-		return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
-	}
-	if created {
-		return SubmitResult{Intent: in}, nil
+	wait := s.Inline.Wait(opt.Wait)
+	var existing *Intent
+	if wait > 0 {
+		// The inline step (inline.go): plan, put, attempt.
+		res, found, err := s.submitInline(ctx, in, wait)
+		if err != nil {
+			return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
+		}
+		if found == nil {
+			return res, nil
+		}
+		existing = found
+	} else {
+		stored, created, err := s.Store.Create(ctx, in)
+		if err != nil {
+			return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
+		}
+		if created {
+			return SubmitResult{Intent: in}, nil
+		}
+		existing = stored
 	}
 	if existing.Bot != bot || existing.RequestHash != in.RequestHash {
 		return SubmitResult{}, fmt.Errorf("intent %s: %w", existing.ID, ErrIdempotencyKeyReused)
+	}
+	if wait > 0 && existing.Status == StatusInFlight {
+		// A replay while the first request (or a worker) is still sending:
+		// wait for the outcome, bounded by the wait asked for.
+		cur, ended := s.Inline.await(ctx, existing, wait)
+		return SubmitResult{Intent: cur, Replayed: true, Waited: ended}, nil
 	}
 	return SubmitResult{Intent: existing, Replayed: true}, nil
 }
