@@ -644,7 +644,7 @@ func TestPayloadBucket(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	want := map[string][]string{
 		"authorizer": {EnvLogLevel, EnvTable},
-		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvTable},
+		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"dispatcher": {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable},
 		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
@@ -821,6 +821,8 @@ func TestLeastPrivilege(t *testing.T) {
 		"intake": {
 			"dynamodb:GetItem": {"table"}, "dynamodb:PutItem": {"table"}, "dynamodb:UpdateItem": {"table"},
 			"dynamodb:ConditionCheckItem": {"table"}, "s3:PutObject": {"payloads"},
+			// Inline attempts (issue 26): revalidation, payload read, follow-ups.
+			"dynamodb:BatchGetItem": {"table"}, "s3:GetObject": {"payloads"}, "sqs:SendMessage": {"retry"},
 		},
 		"dispatcher": with(rw, map[string][]string{
 			"sqs:SendMessage":           {"retry", "failures"},

@@ -75,7 +75,7 @@ func run() error {
 	table := env("OUTBOX_TABLE", "outbox")
 	st, err := system.Start(ctx, clients, system.Options{
 		Table: table, QueuePrefix: env("OUTBOX_QUEUE_PREFIX", table), ProviderConfig: providerCfg,
-		Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL,
+		Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL, InlineMaxWait: cfg.InlineMaxWait,
 		SweepInterval: wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second), Tokens: tokens, Log: log,
 		// A permissive dev grant so the printed curl works; real grants are
 		// managed through PUT /v1/admin/grants/{grantId}.
