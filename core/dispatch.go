@@ -365,12 +365,22 @@ func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now t
 	return o
 }
 
+// updateClaimed is Update of an intent this worker just claimed (or put
+// already claimed), starting from that write's state where the store can
+// (KnownUpdater): no read before the outcome unless someone else wrote.
+func (d *Dispatcher) updateClaimed(ctx context.Context, claimed *Intent, mutate func(*Intent) error) (*Intent, error) {
+	if ku, ok := d.Store.(KnownUpdater); ok && claimed.Version > 0 {
+		return ku.UpdateKnown(ctx, claimed, mutate)
+	}
+	return d.Store.Update(ctx, claimed.ID, mutate)
+}
+
 // record writes the attempt's outcome if this worker still holds the claim.
 func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, res *SendResult, sendErr error, caps Capabilities, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
 	var o outcome
 	var late bool
-	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		a := att
 		a.EndedAt = now
 		late = !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner)
@@ -458,7 +468,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, stored *Intent, op string, del
 
 func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Attempt, b *Blocked, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
-	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
 			return ErrLeaseLost
 		}
@@ -502,7 +512,7 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 	if cause != nil {
 		detail = "the backup barrier could not be read; the claim was given back before anything was sent"
 	}
-	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
 			return ErrLeaseLost
 		}

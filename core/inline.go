@@ -206,16 +206,19 @@ func (l *Inline) await(ctx context.Context, in *Intent, wait time.Duration) (*In
 	if in.Status != StatusInFlight {
 		return in, true
 	}
-	deadline := l.D.Clock.Now().Add(wait)
-	step := InlinePollFirst
+	// The bound is the sum of the pauses, not the clock: a clock that
+	// stands still (tests, chaos) must not make the wait endless.
+	step, waited := InlinePollFirst, time.Duration(0)
 	for {
-		left := deadline.Sub(l.D.Clock.Now())
+		left := wait - waited
 		if left <= 0 {
 			return in, false
 		}
-		if err := l.sleep(ctx, min(step, left)); err != nil {
+		d := min(step, left)
+		if err := l.sleep(ctx, d); err != nil {
 			return in, false
 		}
+		waited += d
 		step = min(step*2, InlinePollMax)
 		cur, err := l.D.Store.Get(ctx, in.ID)
 		if err != nil {

@@ -884,7 +884,7 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		return false, nil
 	}
 	until := v.At
-	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		if !(in.Status == StatusInFlight && in.AttemptCount == n && in.Lease != nil && in.Lease.Owner == d.Owner) {
 			return ErrLeaseLost
 		}
