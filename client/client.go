@@ -30,6 +30,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -121,6 +122,7 @@ type call struct {
 	method, path string
 	body         []byte
 	key          string // Idempotency-Key, "" for none
+	prefer       string // Prefer header, "" for none
 	idempotent   bool
 	// wait is the Prefer: wait sent (0: none); the attempt's timeout
 	// covers it.
@@ -211,8 +213,8 @@ func (c *Client) once(ctx context.Context, cl call) (result, error) {
 	if cl.key != "" {
 		req.Header.Set("Idempotency-Key", cl.key)
 	}
-	if cl.wait > 0 {
-		req.Header.Set("Prefer", fmt.Sprintf("wait=%d", int(cl.wait/time.Second)))
+	if cl.prefer != "" {
+		req.Header.Set("Prefer", cl.prefer)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "outbox-go-client/1")
@@ -263,8 +265,11 @@ type SubmitOptions struct {
 	// must use the same key. Empty: Submit generates one and returns it in
 	// Submission.Key (and in *SubmitError.Key on failure).
 	Key string
-
-	wait time.Duration // Prefer: wait (SubmitAndWait)
+	// PreferWait, when positive, asks the API to attempt the intent inline
+	// and answer with its state after the attempt (`Prefer: wait=N`, whole
+	// seconds, at least 1). The API may decline (Submission.WaitApplied
+	// false): the intent is then accepted as usual and Wait learns its end.
+	PreferWait time.Duration
 }
 
 // Submission is the answer of Submit.
@@ -274,9 +279,9 @@ type Submission struct {
 	// Replayed: the server already held this intent under this key (an
 	// earlier attempt of this call, or of a previous run, got through).
 	Replayed bool
-	// Inline: the server made the attempt inside the request and answered
-	// with its outcome (Preference-Applied; SubmitAndWait only).
-	Inline bool
+	// WaitApplied: the API honoured SubmitOptions.PreferWait (it answered
+	// Preference-Applied): Intent is its state after the inline attempt.
+	WaitApplied bool
 }
 
 // Submit commits an intent under one idempotency key. Connection errors,
@@ -295,13 +300,18 @@ func (c *Client) Submit(ctx context.Context, req IntentRequest, opts SubmitOptio
 	if err != nil {
 		return fail(fmt.Errorf("%w: encode intent: %v", ErrValidation, err))
 	}
+	cl := call{method: http.MethodPost, path: "/v1/intents", body: body, key: key, idempotent: true}
+	if opts.PreferWait > 0 {
+		cl.prefer = "wait=" + strconv.Itoa(max(1, int(opts.PreferWait/time.Second)))
+		cl.wait = opts.PreferWait
+	}
 	var in Intent
-	res, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/intents", body: body, key: key, idempotent: true, wait: opts.wait}, &in)
+	res, err := c.do(ctx, cl, &in)
 	if err != nil {
 		return fail(err)
 	}
 	return &Submission{Key: key, Intent: &in, Replayed: res.header.Get("Idempotent-Replayed") == "true",
-		Inline: strings.HasPrefix(res.header.Get("Preference-Applied"), "wait=")}, nil
+		WaitApplied: cl.prefer != "" && strings.HasPrefix(strings.TrimSpace(res.header.Get("Preference-Applied")), "wait")}, nil
 }
 
 // DefaultInlineWait is the wait SubmitAndWait asks for by default (the
@@ -327,13 +337,13 @@ type AndWaitOptions struct {
 // it, a retry or a reconciliation is due), it falls back to Wait, bounded
 // by ctx. Retries of the POST carry the same key, bytes and preference: a
 // retry while the first attempt is still in flight waits for its outcome.
-// Submission.Inline says whether the server answered after the attempt.
+// Submission.WaitApplied says whether the server answered after the attempt.
 func (c *Client) SubmitAndWait(ctx context.Context, req IntentRequest, opts SubmitOptions, w AndWaitOptions) (*Submission, error) {
 	wait := w.Wait
 	if wait <= 0 {
 		wait = DefaultInlineWait
 	}
-	opts.wait = max(wait.Truncate(time.Second), time.Second)
+	opts.PreferWait = max(wait.Truncate(time.Second), time.Second)
 	sub, err := c.Submit(ctx, req, opts)
 	if err != nil || sub.Intent.Status.Settled() {
 		return sub, err

@@ -64,8 +64,8 @@ func TestInlineDeliveryAnswersTheOutcomeInTwoWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sub.Inline || sub.Intent.Status != "succeeded" || sub.Intent.ExternalID == "" {
-		t.Fatalf("SubmitAndWait: inline=%v %s %q", sub.Inline, sub.Intent.Status, sub.Intent.ExternalID)
+	if !sub.WaitApplied || sub.Intent.Status != "succeeded" || sub.Intent.ExternalID == "" {
+		t.Fatalf("SubmitAndWait: inline=%v %s %q", sub.WaitApplied, sub.Intent.Status, sub.Intent.ExternalID)
 	}
 	if n := e.effectsFor(sub.Intent.ID); n != 1 {
 		t.Fatalf("SubmitAndWait: %d effects", n)

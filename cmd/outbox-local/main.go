@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,7 +43,7 @@ func run() error {
 	sandboxURL := os.Getenv("OUTBOX_SANDBOX_URL")
 	if sandboxURL == "" {
 		addr := env("OUTBOX_SANDBOX_ADDR", "127.0.0.1:4100")
-		ln, err := net.Listen("tcp", addr)
+		ln, err := sandbox.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("sandbox provider: %w", err)
 		}
@@ -85,6 +84,7 @@ func run() error {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
+		APIURL:                "http://" + httpAddr,
 	})
 	if err != nil {
 		return err
@@ -94,6 +94,7 @@ func run() error {
 outbox is running
   HTTP API        http://%[1]s      (GET /healthz)
   console         http://%[1]s/console   (sign in with the operator token)
+  MCP (agents)    http://%[1]s/mcp   (Streamable HTTP; bearer token as for the API)
   sandbox         %[2]s   (GET /_sandbox/effects, POST /_sandbox/faults)
   bot token           %[3]s
   operator token      %[4]s

@@ -65,7 +65,7 @@ func main() {
 		switch {
 		case sub.Replayed:
 			what = "already held (replayed)"
-		case sub.Inline:
+		case sub.WaitApplied:
 			what = "delivered inline"
 		}
 		fmt.Printf("%s: intent %s %s, key %s\n", msgID, sub.Intent.ID, what, sub.Key)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,6 +25,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/notifier"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
+	"github.com/botharness/outbox/adapters/mcpserver"
 	"github.com/botharness/outbox/adapters/routes"
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/adapters/wire"
@@ -89,6 +91,10 @@ type Options struct {
 	// DisableNotifier leaves the notifier's stream poller off even with a
 	// webhook URL (tests deliver its records by hand).
 	DisableNotifier bool
+	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
+	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
+	// once a test server's address is known.
+	APIURL string
 }
 
 // Stack is a running local system.
@@ -110,7 +116,19 @@ type Stack struct {
 	Notifier     *notifier.Handler
 	NotifyStream *lambdahost.StreamPoller
 
+	apiURL atomic.Pointer[string]
 	cancel context.CancelFunc
+}
+
+// SetAPIURL sets the base URL of the API the MCP endpoint's tools call.
+func (s *Stack) SetAPIURL(u string) { s.apiURL.Store(&u) }
+
+// APIURL is the base URL the MCP endpoint's tools call.
+func (s *Stack) APIURL() string {
+	if p := s.apiURL.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Start creates resources and starts every component.
@@ -202,6 +220,15 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	}
 	if app.Webhook != nil {
 		s.Gateway.Route(routes.Webhook, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
+	}
+	// The agents' MCP endpoint: its own function behind the same authorizer,
+	// calling the API above over HTTP with the caller's token.
+	s.SetAPIURL(o.APIURL)
+	mcpHandler := mcpserver.LambdaHandler(mcpserver.HTTPConfig{APIURL: s.APIURL, Log: app.Log})
+	for _, rk := range routes.MCP {
+		a := auth
+		a.FunctionName = "mcp"
+		s.Gateway.Route(rk, mcpHandler, a)
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
