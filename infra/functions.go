@@ -59,10 +59,6 @@ const (
 	// objects (every function that can make an attempt; backups).
 	// Env OUTBOX_PAYLOAD_BUCKET.
 	NeedPayloadRead
-	// NeedTableBatchGet: dynamodb:BatchGetItem on the table (an attempt's
-	// revalidation reads its facts in one BatchGetItem) and nothing else
-	// NeedTableRead grants. Env OUTBOX_TABLE.
-	NeedTableBatchGet
 	// NeedSendSecrets: secretsmanager:GetSecretValue, DescribeSecret on the
 	// secrets the provider configuration references for sending (bot tokens,
 	// outbound signing secrets, bearer tokens: SecretForSending fields) only.
@@ -72,6 +68,10 @@ const (
 	// NeedAPIURL: env OUTBOX_API_URL, this stack's HTTP API endpoint (no
 	// IAM): a function that calls the public API like any client (mcp).
 	NeedAPIURL
+	// NeedTableBatchGet: dynamodb:BatchGetItem on the table (an attempt's
+	// revalidation reads its facts in one BatchGetItem) and nothing else
+	// NeedTableRead grants. Env OUTBOX_TABLE.
+	NeedTableBatchGet
 )
 
 // Has reports whether n includes all of want.
