@@ -26,7 +26,9 @@ func mcpFunction() FunctionSpec {
 		Timeout:  30 * time.Second,
 		MemoryMB: 256,
 		Routes:   routesOf(routes.MCP...),
-		Needs:    NeedAPIURL,
+		// Agents are bots (and orchestrators): their throttle group.
+		RouteGroup: RouteGroupBots,
+		Needs:      NeedAPIURL,
 	}
 }
 
