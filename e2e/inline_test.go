@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/sandbox"
 )
 
 // Inline delivery (issue 26): POST /v1/intents with Prefer: wait.
@@ -80,7 +81,7 @@ func TestInlineFallsBackWhereAnAttemptCouldNotBeMadeNow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
 	ctx := context.Background()
-	fallback := func(r response) core.Intent {
+	fallback := func(t *testing.T, r response) core.Intent {
 		t.Helper()
 		var in core.Intent
 		r.json(t, &in)
@@ -92,12 +93,14 @@ func TestInlineFallsBackWhereAnAttemptCouldNotBeMadeNow(t *testing.T) {
 
 	t.Run("paused account", func(t *testing.T) {
 		acct := randName("acct-paused-")
-		until := time.Now().Add(2 * time.Second)
+		// Long enough to outlast a slow machine's request (the pause is read
+		// before the put); the asynchronous road sends once it is over.
+		until := time.Now().Add(6 * time.Second)
 		if err := e.st.App.Gate.Store.Pause(ctx, core.GateKey("sandbox", acct), until); err != nil {
 			t.Fatal(err)
 		}
-		in := fallback(e.submitWait(botToken, randName("paused-"), intentBody(acct, "chan-1", "after the pause"), 5))
-		got := e.waitStatus(in.ID, 20*time.Second, core.StatusSucceeded)
+		in := fallback(t, e.submitWait(botToken, randName("paused-"), intentBody(acct, "chan-1", "after the pause"), 5))
+		got := e.waitStatus(in.ID, 30*time.Second, core.StatusSucceeded)
 		if n := e.effectsFor(in.ID); n != 1 {
 			t.Fatalf("%d effects", n)
 		}
@@ -111,7 +114,7 @@ func TestInlineFallsBackWhereAnAttemptCouldNotBeMadeNow(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = e.st.App.Store.LiftBarrier(context.Background(), testBot2, "bk_inline") })
-		in := fallback(e.submitWait(bot2Token, randName("frozen-"), intentBody("acct-frozen", "chan-1", "hold me"), 5))
+		in := fallback(t, e.submitWait(bot2Token, randName("frozen-"), intentBody("acct-frozen", "chan-1", "hold me"), 5))
 		// The asynchronous road's claim is held by the barrier too: nothing sent.
 		got := e.waitStatus(in.ID, 20*time.Second, core.StatusRetryableFailure)
 		if last := got.Attempts[len(got.Attempts)-1]; last.Result != core.ResultHeldByBarrier {
@@ -128,7 +131,7 @@ func TestInlineFallsBackWhereAnAttemptCouldNotBeMadeNow(t *testing.T) {
 			t.Fatalf("put source: %d", st)
 		}
 		body := rvIntent("acct-rev-inline", "chan-1", "g-1", 1, fmt.Sprintf(`{"id":%q,"revision":3}`, src))
-		in := fallback(e.submitWait(botToken, randName("revised-"), body, 5))
+		in := fallback(t, e.submitWait(botToken, randName("revised-"), body, 5))
 		e.waitStatus(in.ID, 20*time.Second, core.StatusSourceRevised)
 		e.assertEffectsStay(in.ID, 0, 200*time.Millisecond)
 	})
@@ -153,17 +156,20 @@ func TestInlineFallsBackWhereAnAttemptCouldNotBeMadeNow(t *testing.T) {
 // sending: one effect, and every caller gets the same final answer.
 func TestInlineConcurrentReplaysWaitForTheOneOutcome(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{})
+	// A provider timeout of 8 s (the second "sandbox" member replaces the
+	// harness's 1.5 s one), so the first send can be held 4 s at the
+	// provider, then commit: the replays arrive while it is in flight, even
+	// on a slow machine.
+	sb, sbURL := sandbox.StartTest(t, time.Now)
+	e := startEnv(t, options{ProviderConfig: fmt.Sprintf(`"sandbox":{"baseUrl":%q,"timeoutMs":8000}`, sbURL)}, sb, sbURL)
 	acct := randName("acct-replays-")
-	// The first send is held 1.2 s at the provider (under the 1.5 s
-	// provider timeout), then commits.
-	e.faults(fmt.Sprintf(`{"account":%q,"faults":[{"kind":"hang","delayMs":1200}]}`, acct))
+	e.faults(fmt.Sprintf(`{"account":%q,"faults":[{"kind":"hang","delayMs":4000}]}`, acct))
 	body := intentBody(acct, "chan-1", "once")
 	const callers = 5
 	answers := make([]response, callers)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); answers[0] = e.submitWait(botToken, "replays-1", body, 5) }()
+	go func() { defer wg.Done(); answers[0] = e.submitWait(botToken, "replays-1", body, 8) }()
 	id := core.IntentID(testBot, "replays-1")
 	e.eventually(5*time.Second, "the first request's attempt is in flight", func() bool {
 		in, err := e.st.App.Store.Get(context.Background(), id)
@@ -171,7 +177,7 @@ func TestInlineConcurrentReplaysWaitForTheOneOutcome(t *testing.T) {
 	})
 	for i := 1; i < callers; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); answers[i] = e.submitWait(botToken, "replays-1", body, 5) }()
+		go func() { defer wg.Done(); answers[i] = e.submitWait(botToken, "replays-1", body, 8) }()
 	}
 	wg.Wait()
 	var first core.Intent
@@ -190,7 +196,7 @@ func TestInlineConcurrentReplaysWaitForTheOneOutcome(t *testing.T) {
 		// A replay that found the attempt in flight waited for it; one that
 		// arrived after the end (a slow machine) answers it as today.
 		switch answers[i].headers.Get("Preference-Applied") {
-		case "wait=5":
+		case "wait=8":
 			waited++
 		case "":
 		default:
