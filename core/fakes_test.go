@@ -287,6 +287,8 @@ type fakeProvider struct {
 	lookup  LookupResult
 	lookErr error
 	lookups int
+	// payloads are the payload bytes of every Send, in order.
+	payloads [][]byte
 }
 
 func (p *fakeProvider) Name() string                 { return "fake" }
@@ -298,6 +300,7 @@ func (p *fakeProvider) Send(_ context.Context, r SendRequest) (SendResult, error
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sends++
+	p.payloads = append(p.payloads, append([]byte(nil), r.Payload...))
 	if len(p.script) > 0 {
 		err := p.script[0]
 		p.script = p.script[1:]

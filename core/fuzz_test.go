@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Fuzz targets for intake body parsing and canonicalisation. A short run is
@@ -127,6 +128,80 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 		if !reflect.DeepEqual(a, b) {
 			t.Fatalf("the canonical form means something else:\n in  %q -> %#v\n out %q -> %#v", doc, a, out, b)
+		}
+	})
+}
+
+// FuzzIntakeIdentity: over intake bodies whose payloads are fuzzed, the
+// same hash (a replay) exactly when the two payloads parse to equal values,
+// and the bytes delivered to the provider are the bytes that were hashed.
+func FuzzIntakeIdentity(f *testing.F) {
+	for _, p := range [][2]string{
+		{`{"orderId":12345678901234567891}`, `{"orderId":12345678901234567892}`},
+		{`{"orderId":9007199254740992}`, `{"orderId":9007199254740993}`},
+		{`{"n":1E2,"t":"\u00e9"}`, `{ "t" : "é", "n" : 100.0 }`},
+		{`{"n":-0}`, `{"n":0}`},
+		{`{"n":0.1}`, `{"n":0.10000000000000001}`},
+		{`{"n":1e400}`, `{"n":1}`},
+		{`{"t":"<a&b>\u2028","x":[1,2.5e-7,{"z":null}]}`, `{"x":[1,2.5E-7,{"z":null}],"t":"<a&b>\u2028"}`},
+		{`{"a":1,"a":2}`, `{"a":2}`},
+		{`{"t":"\ud800"}`, `{"t":"\ufffd"}`},
+		{`{"big":18446744073709551616}`, `{"big":18446744073709552000}`},
+	} {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	envelope := func(p []byte) []byte {
+		return []byte(`{"kind":"reply","provider":"fake","account":"a1","action":"send","target":"c1","grant":{"id":"g1","version":1},"payload":` + string(p) + `}`)
+	}
+	f.Fuzz(func(t *testing.T, p1, p2 []byte) {
+		if !json.Valid(p1) || !json.Valid(p2) || !utf8.Valid(p1) || !utf8.Valid(p2) {
+			return
+		}
+		r := newRig(Capabilities{})
+		ctx := context.Background()
+		res, err := r.in.Submit(ctx, "bot1", "k", envelope(p1))
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("a refused body must be a ValidationError: %T %v", err, err)
+			}
+			return
+		}
+		stored := res.Intent
+		// Hashed == stored == sent.
+		canonical, err := Canonicalize(envelope(p1))
+		if err != nil || HashBytes(canonical) != stored.RequestHash {
+			t.Fatalf("request hash is not the hash of the canonical body (%v)", err)
+		}
+		if !bytes.Contains(canonical, append([]byte(`"payload":`), stored.Payload...)) || stored.PayloadHash != HashBytes(stored.Payload) {
+			t.Fatalf("stored payload %s is not the payload that was hashed in %s", stored.Payload, canonical)
+		}
+		if !jsonEqual(t, stored.Payload, p1) {
+			t.Fatalf("stored payload %s means something else than %s", stored.Payload, p1)
+		}
+		mustAttempt(t, r.d, stored.ID)
+		if len(r.prov.payloads) != 1 || !bytes.Equal(r.prov.payloads[0], stored.Payload) || HashBytes(r.prov.payloads[0]) != stored.PayloadHash {
+			t.Fatalf("delivered %q, hashed and stored %q", r.prov.payloads, stored.Payload)
+		}
+		// Same key, second body: a replay exactly when the values are equal.
+		res2, err := r.in.Submit(ctx, "bot1", "k", envelope(p2))
+		var ve *ValidationError
+		switch {
+		case errors.As(err, &ve):
+			return // not I-JSON on its own
+		case errors.Is(err, ErrIdempotencyKeyReused):
+			if jsonEqual(t, p1, p2) {
+				t.Fatalf("equal payloads refused as a key reuse:\np1=%s\np2=%s", p1, p2)
+			}
+		case err != nil:
+			t.Fatalf("second submission: %v", err)
+		default:
+			if !res2.Replayed {
+				t.Fatal("a second submission under one key created a second intent")
+			}
+			if !jsonEqual(t, p1, p2) {
+				t.Fatalf("different payloads share one identity (replayed):\np1=%s\np2=%s", p1, p2)
+			}
 		}
 	})
 }

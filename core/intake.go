@@ -87,6 +87,9 @@ type Intake struct {
 	// Payloads takes payloads over PayloadInlineMax out of the item (nil:
 	// every payload stays inline).
 	Payloads PayloadStore
+	// Limits applies the bot's rate and open-intent limits to new intents
+	// (nil: no limits). See botlimits.go.
+	Limits BotLimiter
 	// Inline makes the first attempt inside a request that asks to wait
 	// (SubmitOptions.Wait, inline.go); nil: every intent takes the
 	// asynchronous road.
@@ -105,6 +108,13 @@ type SubmitResult struct {
 // Submit validates, canonicalises and commits one intent under bot+key with a
 // single conditional put. A repeat with the same canonical request replays the
 // stored intent; a repeat with a different one is refused.
+//
+// Replays first (issue 24, core.ReplayFirst): a check whose answer depends
+// on time or configuration (deadline, provider and action, grant, the bot's
+// limits) never refuses a request whose key already holds the same request:
+// when one would refuse, the key is looked up (one GetItem, on that path
+// only) and a stored intent answers instead. A new intent that no check
+// refuses costs the one conditional put and nothing else.
 func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (SubmitResult, error) {
 	return s.SubmitWith(ctx, bot, key, body, SubmitOptions{})
 }
@@ -113,7 +123,8 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (Subm
 // Inline.Wait) makes the first attempt inside the request when it can be
 // made now (inline.go), and makes a replay of an intent still in flight wait
 // for its outcome.
-func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, opt SubmitOptions) (SubmitResult, error) {
+func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, opt SubmitOptions) (res SubmitResult, err error) {
+	var created bool
 	if err := ValidateIdempotencyKey(key); err != nil {
 		return SubmitResult{}, err
 	}
@@ -125,14 +136,46 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 		return SubmitResult{}, err
 	}
 	now := s.Clock.Now()
-	in, err := s.build(bot, key, canonical, req, now)
+	in, refusal, err := s.build(bot, key, canonical, req, now)
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	if s.Grants != nil {
+	if refusal == nil && s.Grants != nil {
 		if err := s.Grants.AuthorizeIntake(ctx, bot, in); err != nil {
-			return SubmitResult{}, err
+			if !errors.Is(err, ErrGrantDoesNotCover) {
+				return SubmitResult{}, err
+			}
+			refusal = err
 		}
+	}
+	if refusal == nil && s.Limits != nil {
+		release, err := s.Limits.Admit(ctx, in, now)
+		if err != nil {
+			if !IsLimitRefusal(err) {
+				return SubmitResult{}, err
+			}
+			refusal = err
+		} else if release != nil {
+			defer func() {
+				// Counted for an intent that was not created (a replay, a
+				// reuse, a failed put): give the count back.
+				if !created {
+					release(ctx)
+				}
+			}()
+		}
+	}
+	if refusal != nil {
+		stored, err := s.Store.Get(ctx, in.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			// Could not tell whether this is a replay: answer "try again"
+			// (5xx), never a refusal a replay must not get.
+			return SubmitResult{}, fmt.Errorf("check for a replay of %s before refusing it: %w", in.ID, err)
+		}
+		if err != nil {
+			stored = nil
+		}
+		return answer(ReplayFirst(stored, bot, in.RequestHash, refusal), in.ID, stored, refusal)
 	}
 	if s.Payloads != nil && OffloadPayload(in.Payload) {
 		// Before the conditional put: an object whose put never follows is
@@ -147,34 +190,82 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 	var existing *Intent
 	if wait > 0 {
 		// The inline step (inline.go): plan, put, attempt.
-		res, found, err := s.submitInline(ctx, in, wait)
+		inl, found, err := s.submitInline(ctx, in, wait)
 		if err != nil {
 			return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
 		}
 		if found == nil {
-			return res, nil
+			created = true
+			return inl, nil
 		}
 		existing = found
 	} else {
-		stored, created, err := s.Store.Create(ctx, in)
+		stored, ok, err := s.Store.Create(ctx, in)
 		if err != nil {
 			return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
 		}
-		if created {
+		if ok {
+			created = true
 			return SubmitResult{Intent: in}, nil
 		}
 		existing = stored
 	}
-	if existing.Bot != bot || existing.RequestHash != in.RequestHash {
-		return SubmitResult{}, fmt.Errorf("intent %s: %w", existing.ID, ErrIdempotencyKeyReused)
-	}
-	if wait > 0 && existing.Status == StatusInFlight {
+	a := ReplayFirst(existing, bot, in.RequestHash, nil)
+	if a == AnswerReplay && wait > 0 && existing.Status == StatusInFlight {
 		// A replay while the first request (or a worker) is still sending:
 		// wait for the outcome, bounded by the wait asked for.
 		cur, ended := s.Inline.await(ctx, existing, wait)
 		return SubmitResult{Intent: cur, Replayed: true, Waited: ended}, nil
 	}
-	return SubmitResult{Intent: existing, Replayed: true}, nil
+	return answer(a, in.ID, existing, nil)
+}
+
+// SubmitAnswer is what intake answers a submission with.
+type SubmitAnswer int
+
+// The answers ReplayFirst chooses from.
+const (
+	// AnswerCreate: nothing is stored under the key and nothing refuses:
+	// commit the new intent (the conditional put decides a race).
+	AnswerCreate SubmitAnswer = iota
+	// AnswerReplay: the key holds this very request: answer with the stored
+	// intent (200 Idempotent-Replayed), whatever changed since.
+	AnswerReplay
+	// AnswerKeyReused: the key holds a different request (422).
+	AnswerKeyReused
+	// AnswerRefuse: nothing is stored under the key and a check refuses it.
+	AnswerRefuse
+)
+
+// ReplayFirst is the rule "replays first" (issue 24): a stored intent under
+// the key decides before any check that depends on time or configuration.
+// stored is the intent the key holds (nil: none), requestHash the hash of
+// the canonical request now submitted, refusal what those checks said (nil:
+// nothing refuses). Pure.
+func ReplayFirst(stored *Intent, bot, requestHash string, refusal error) SubmitAnswer {
+	switch {
+	case stored != nil && stored.Bot == bot && stored.RequestHash == requestHash:
+		return AnswerReplay
+	case stored != nil:
+		return AnswerKeyReused
+	case refusal != nil:
+		return AnswerRefuse
+	}
+	return AnswerCreate
+}
+
+func answer(a SubmitAnswer, id string, stored *Intent, refusal error) (SubmitResult, error) {
+	switch a {
+	case AnswerReplay:
+		return SubmitResult{Intent: stored, Replayed: true}, nil
+	case AnswerKeyReused:
+		return SubmitResult{}, fmt.Errorf("intent %s: %w", id, ErrIdempotencyKeyReused)
+	case AnswerRefuse:
+		return SubmitResult{}, refusal
+	}
+	// AnswerCreate after a failed conditional put: the item vanished between
+	// the put and its answer (cannot happen: intents are never deleted).
+	return SubmitResult{}, fmt.Errorf("intent %s: %w", id, ErrConflict)
 }
 
 // decodeSubmit canonicalises the whole body once (RFC 8785 is applied
@@ -183,6 +274,11 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 func decodeSubmit(body []byte) ([]byte, *SubmitRequest, error) {
 	if !json.Valid(body) {
 		return nil, nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body is not valid JSON"}
+	}
+	// I-JSON only: what is canonicalised below is then exactly what the bot
+	// sent, value for value (core/ijson.go).
+	if err := CheckIJSON(body); err != nil {
+		return nil, nil, err
 	}
 	canonical, err := Canonicalize(body)
 	if err != nil {
@@ -227,71 +323,75 @@ func jsonKind(goKind string) string {
 	return "value of another type"
 }
 
-func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, now time.Time) (*Intent, error) {
+// build checks the request and makes its intent. err is bad input, which
+// no stored intent can change (400); refusal is a check that depends on
+// time or configuration (deadline passed, unknown provider or action),
+// which a replay overrides (ReplayFirst).
+func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, now time.Time) (in *Intent, refusal, err error) {
 	switch req.Kind {
 	case KindReply, KindAction:
 	case "":
-		return nil, invalid("kind", "kind is required: \"reply\" or \"action\"")
+		return nil, nil, invalid("kind", "kind is required: \"reply\" or \"action\"")
 	default:
-		return nil, invalid("kind", "kind must be \"reply\" or \"action\"")
+		return nil, nil, invalid("kind", "kind must be \"reply\" or \"action\"")
 	}
 	for _, f := range []struct{ name, v string }{
 		{"provider", req.Provider}, {"account", req.Account}, {"action", req.Action}, {"target", req.Target},
 	} {
 		if strings.TrimSpace(f.v) == "" {
-			return nil, invalid(f.name, "%s is required", f.name)
+			return nil, nil, invalid(f.name, "%s is required", f.name)
 		}
 		if err := CheckID(f.name, f.v); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if len(bytes.TrimSpace(req.Payload)) == 0 || bytes.TrimSpace(req.Payload)[0] != '{' {
-		return nil, invalid("payload", "payload is required and must be a JSON object")
+		return nil, nil, invalid("payload", "payload is required and must be a JSON object")
 	}
 	if req.Grant == nil || req.Grant.ID == "" {
-		return nil, invalid("grant.id", "grant {id, version} is required")
+		return nil, nil, invalid("grant.id", "grant {id, version} is required")
 	}
 	if err := CheckID("grant.id", req.Grant.ID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.Grant.Version < 1 {
-		return nil, invalid("grant.version", "grant.version must be a positive integer")
+		return nil, nil, invalid("grant.version", "grant.version must be a positive integer")
 	}
 	if req.Source != nil {
 		if req.Source.ID == "" {
-			return nil, invalid("source.id", "source.id is required when source is given")
+			return nil, nil, invalid("source.id", "source.id is required when source is given")
 		}
 		if err := CheckID("source.id", req.Source.ID); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if req.Source.Revision < 0 {
-			return nil, invalid("source.revision", "source.revision must not be negative")
+			return nil, nil, invalid("source.revision", "source.revision must not be negative")
 		}
 	}
 	var deadline *time.Time
 	if req.Deadline != nil {
 		d, err := time.Parse(time.RFC3339, *req.Deadline)
 		if err != nil {
-			return nil, invalid("deadline", "deadline must be an RFC 3339 timestamp")
+			return nil, nil, invalid("deadline", "deadline must be an RFC 3339 timestamp")
 		}
 		if !d.After(now) {
-			return nil, &ValidationError{Code: CodeDeadlinePassed, Field: "deadline", Message: "deadline is already in the past"}
+			refusal = &ValidationError{Code: CodeDeadlinePassed, Field: "deadline", Message: "deadline is already in the past"}
 		}
 		d = d.UTC()
 		deadline = &d
 	}
 	if len(req.Metadata) > 0 && bytes.TrimSpace(req.Metadata)[0] != '{' {
-		return nil, invalid("metadata", "metadata must be a JSON object")
+		return nil, nil, invalid("metadata", "metadata must be a JSON object")
 	}
 	if err := checkFieldBytes("metadata", req.Metadata); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p, ok := s.Providers.Provider(req.Provider)
-	if !ok {
-		return nil, &ValidationError{Code: CodeUnknownProvider, Field: "provider", Message: fmt.Sprintf("no provider named %q", req.Provider)}
-	}
-	if !p.SupportsAction(req.Action) {
-		return nil, &ValidationError{Code: CodeUnknownAction, Field: "action", Message: fmt.Sprintf("provider %q has no action %q", req.Provider, req.Action)}
+	if refusal == nil {
+		if p, ok := s.Providers.Provider(req.Provider); !ok {
+			refusal = &ValidationError{Code: CodeUnknownProvider, Field: "provider", Message: fmt.Sprintf("no provider named %q", req.Provider)}
+		} else if !p.SupportsAction(req.Action) {
+			refusal = &ValidationError{Code: CodeUnknownAction, Field: "action", Message: fmt.Sprintf("provider %q has no action %q", req.Provider, req.Action)}
+		}
 	}
 	requestHash := HashBytes(canonical)
 	payload := append(json.RawMessage(nil), req.Payload...)
@@ -320,5 +420,5 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 		CreatedAt:      now,
 		UpdatedAt:      now,
 		Attempts:       []Attempt{},
-	}, nil
+	}, refusal, nil
 }

@@ -116,6 +116,10 @@ type Intent struct {
 	// RepairAt is when the sweeper must next look at the intent (its repair
 	// index entry; see repair.go and NextRepairCheck). Zero: no entry.
 	RepairAt time.Time `json:"-"`
+	// OpenSlot is 1 + the bot-limit counter shard that counted this intent
+	// as open at intake (0: not counted). The write that makes it terminal
+	// gives the count back there (see botlimits.go). Never shown.
+	OpenSlot int `json:"-"`
 }
 
 // IntentID derives the intent id from its idempotency identity (bot + key).

@@ -58,11 +58,7 @@ type RevalidationFacts struct {
 type Revalidation struct {
 	Facts  FactReader
 	Grants GrantReader
-	// Intents, when set, lets a replay of an intent that was accepted before
-	// its grant stopped covering it get the stored answer (Idempotent-Replayed)
-	// instead of a 403: the read costs one GetItem, on refusals only.
-	Intents IntentStore
-	Clock   Clock
+	Clock  Clock
 }
 
 var (
@@ -143,18 +139,7 @@ func (r *Revalidation) AuthorizeIntake(ctx context.Context, bot string, in *Inte
 	if problem == "" {
 		return nil
 	}
-	if r.Intents != nil {
-		// Already accepted under this identity with the same request: let the
-		// conditional put find it and replay it (its attempt will be blocked).
-		ex, err := r.Intents.Get(ctx, in.ID)
-		if err == nil && ex.Bot == bot && ex.RequestHash == in.RequestHash {
-			return nil
-		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			// Could not tell whether this is a replay: answer "try again"
-			// (5xx), never a refusal a replay must not get.
-			return fmt.Errorf("check for a replay of %s: %w", in.ID, err)
-		}
-	}
+	// A replay of an intent accepted before its grant stopped covering it is
+	// answered from the stored intent by Intake (ReplayFirst), not here.
 	return fmt.Errorf("%w: %s", ErrGrantDoesNotCover, problem)
 }

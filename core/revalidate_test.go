@@ -25,7 +25,7 @@ func newRVRig(t *testing.T, caps Capabilities, script ...error) *rvRig {
 	t.Helper()
 	r := newRig(caps, script...)
 	reg := newMemRegistry()
-	rv := &Revalidation{Facts: reg, Grants: reg, Intents: r.store, Clock: r.clock}
+	rv := &Revalidation{Facts: reg, Grants: reg, Clock: r.clock}
 	r.d.Revalidator = rv
 	r.in.Grants = rv
 	provs := ProviderMap{"fake": r.prov}
@@ -421,12 +421,14 @@ func (f failingGets) Get(context.Context, string) (*Intent, error) {
 
 // Chaos seed 3925073398: a refused grant plus a failed replay check answered
 // 403 to an identical resubmission. Not knowing must mean "try again".
-func TestAuthorizeIntakeReplayCheckFailureIsNotARefusal(t *testing.T) {
+func TestIntakeReplayCheckFailureIsNotARefusal(t *testing.T) {
 	reg := newMemRegistry()
-	rv := &Revalidation{Facts: reg, Grants: reg, Intents: failingGets{newMemStore()}, Clock: &fakeClock{t: time.Now()}}
-	in := &Intent{ID: "it_1", Bot: "bot1", Provider: "fake", Account: "a1", Action: "send", Target: "c1", Grant: GrantRef{ID: "missing", Version: 1}}
-	err := rv.AuthorizeIntake(context.Background(), "bot1", in)
-	if err == nil || errors.Is(err, ErrGrantDoesNotCover) {
+	clock := &fakeClock{t: time.Now()}
+	rv := &Revalidation{Facts: reg, Grants: reg, Clock: clock}
+	in := &Intake{Store: failingGets{newMemStore()}, Providers: ProviderMap{"fake": &fakeProvider{}}, Clock: clock, Grants: rv}
+	_, err := in.Submit(context.Background(), "bot1", "k1", []byte(rvBody("c1", "")))
+	var ve *ValidationError
+	if err == nil || errors.Is(err, ErrGrantDoesNotCover) || errors.As(err, &ve) {
 		t.Fatalf("got %v, want a retryable error", err)
 	}
 }

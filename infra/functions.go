@@ -68,6 +68,11 @@ const (
 	// NeedAPIURL: env OUTBOX_API_URL, this stack's HTTP API endpoint (no
 	// IAM): a function that calls the public API like any client (mcp).
 	NeedAPIURL
+	// NeedBotLimits: env OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN,
+	// OUTBOX_BOT_LIMITS from OutboxStackProps.BotRate, BotMaxOpen and
+	// BotLimits, each only when set (no IAM: the counters are table items,
+	// written with NeedTableWrite, read with NeedTableGet).
+	NeedBotLimits
 	// NeedTableBatchGet: dynamodb:BatchGetItem on the table (an attempt's
 	// revalidation reads its facts in one BatchGetItem) and nothing else
 	// NeedTableRead grants. Env OUTBOX_TABLE.
@@ -178,7 +183,7 @@ func DefaultFunctions() []FunctionSpec {
 			// and the retry queue for the follow-up (retry, reconcile,
 			// paced hand-on).
 			Needs: NeedTableGet | NeedTableBatchGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite |
-				NeedPayloadRead | NeedRetryQueueSend | NeedSendSecrets,
+				NeedPayloadRead | NeedRetryQueueSend | NeedSendSecrets | NeedBotLimits,
 		},
 		{
 			Name:        "dispatcher",
@@ -224,7 +229,9 @@ func DefaultFunctions() []FunctionSpec {
 			// Send secrets: the "reconcile" decision looks the outcome up at
 			// the provider inline (core.Resolver -> Dispatcher.Reconcile).
 			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket | NeedBackupProfile |
-				NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedPayloadRead | NeedPayloadWrite,
+				NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedPayloadRead | NeedPayloadWrite |
+				// GET /v1/admin/bots/{bot}/limits shows the configured limits.
+				NeedBotLimits,
 		},
 		{
 			Name:        "notifier",

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
 	"github.com/botharness/outbox/adapters/wire"
+	"github.com/botharness/outbox/core"
 )
 
 // OutboxStackProps configures NewOutboxStack. The zero value (plus AssetDir)
@@ -74,6 +75,15 @@ type OutboxStackProps struct {
 	// of the uses it holds: sending ones (retrier, sweeper, admin) or
 	// verifying ones (webhook); intake and the dispatcher none.
 	ProviderConfig string
+
+	// BotRate, BotMaxOpen and BotLimits are every bot's limits and the
+	// per-bot overrides (issue 24), passed to intake as OUTBOX_BOT_RATE
+	// ("50/1s"), OUTBOX_BOT_MAX_OPEN and OUTBOX_BOT_LIMITS (JSON, e.g.
+	// {"bot-a":{"rate":"10/1s","maxOpen":100}}). Empty: no limit (the
+	// variable is not set).
+	BotRate    string
+	BotMaxOpen float64
+	BotLimits  string
 
 	// ProviderSecretNames are the Secrets Manager secret names holding the
 	// providers' webhook signing secrets. Only functions with NeedProviderSecrets
@@ -196,6 +206,15 @@ func (p *OutboxStackProps) resolve() *resolved {
 	}
 	if !json.Valid([]byte(r.ProviderConfig)) {
 		panic("infra: OutboxStackProps.ProviderConfig is not valid JSON")
+	}
+	if _, err := core.ParseBotRate(r.BotRate); err != nil {
+		panic("infra: OutboxStackProps.BotRate: " + err.Error())
+	}
+	if r.BotMaxOpen < 0 || r.BotMaxOpen != float64(int(r.BotMaxOpen)) {
+		panic("infra: OutboxStackProps.BotMaxOpen must be a whole number >= 0")
+	}
+	if strings.TrimSpace(r.BotLimits) != "" && !json.Valid([]byte(r.BotLimits)) {
+		panic("infra: OutboxStackProps.BotLimits is not valid JSON")
 	}
 	r.secretRefs = providerSecretRefs(r.ProviderConfig)
 	r.RouteThrottles = routeThrottles(r.RouteThrottles)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,6 +66,9 @@ const (
 	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
 	// EnvSecretUses: which provider secrets a function may read (wire.EnvSecretUses).
 	EnvSecretUses = wire.EnvSecretUses
+	EnvBotRate    = "OUTBOX_BOT_RATE"
+	EnvBotMaxOpen = "OUTBOX_BOT_MAX_OPEN"
+	EnvBotLimits  = "OUTBOX_BOT_LIMITS"
 	EnvLogLevel   = "LOG_LEVEL"
 	// EnvOperatorTopicArn and EnvConsoleURL: operator events (issue 14).
 	EnvOperatorTopicArn = "OUTBOX_OPERATOR_TOPIC_ARN"
@@ -417,6 +421,16 @@ func (o *outbox) function(spec FunctionSpec) {
 	}
 	if n.Has(NeedSendSecrets) {
 		o.grantSecrets(role, r.secretRefs[wire.SecretForSending])
+	}
+	if n.Has(NeedBotLimits) {
+		for k, v := range map[string]string{EnvBotRate: r.BotRate, EnvBotLimits: r.BotLimits} {
+			if strings.TrimSpace(v) != "" {
+				env[k] = jsii.String(v)
+			}
+		}
+		if r.BotMaxOpen > 0 {
+			env[EnvBotMaxOpen] = jsii.String(strconv.Itoa(int(r.BotMaxOpen)))
+		}
 	}
 	if n.Has(NeedOperatorEvents) {
 		role.AddToPrincipalPolicy(allow(ActionsTopicPublish, o.operatorTopic.TopicArn()))

@@ -126,6 +126,9 @@ func synthesize() error {
 		RouteThrottles:      devThrottles,
 		LogLevel:            "debug",
 		Architecture:        "x86_64",
+		BotRate:             "50/1s",
+		BotMaxOpen:          1000,
+		BotLimits:           `{"bulk-bot":{"rate":"5/1m"}}`,
 	})
 	// What `cdklocal deploy -c httpApi=false` builds for LocalStack's free
 	// tier, with only some functions written yet.
@@ -718,6 +721,19 @@ func TestFunctions(t *testing.T) {
 	}
 	if v := devT.function(t, devPrefix, "webhook").Props["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvProviderSecrets]; v != devSecretNames {
 		t.Errorf("dev webhook secrets env %v", v)
+	}
+	// Bot limits (issue 24) reach intake (which applies them) and admin
+	// (which shows them), and no other function.
+	for _, s := range DefaultFunctions() {
+		env := devT.function(t, devPrefix, s.Name).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
+		got := []any{env[EnvBotRate], env[EnvBotMaxOpen], env[EnvBotLimits]}
+		want := []any{nil, nil, nil}
+		if s.Name == "intake" || s.Name == "admin" {
+			want = []any{"50/1s", "1000", `{"bulk-bot":{"rate":"5/1m"}}`}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("dev %s bot-limit env %v, want %v", s.Name, got, want)
+		}
 	}
 }
 

@@ -145,6 +145,7 @@ type intentItem struct {
 	PayloadHash    string          `dynamodbav:"payloadHash"`
 	PayloadRef     string          `dynamodbav:"payloadRef,omitempty"`
 	RequestHash    string          `dynamodbav:"requestHash"`
+	OpenSlot       int             `dynamodbav:"openSlot,omitempty"`
 	Source         *sourceRefItem  `dynamodbav:"source,omitempty"`
 	Grant          grantRefItem    `dynamodbav:"grant"`
 	Deadline       *time.Time      `dynamodbav:"deadline,omitempty"`
@@ -319,7 +320,7 @@ func intentToItem(in *core.Intent) intentItem {
 		Deadline: in.Deadline, Metadata: in.Metadata,
 		Status: string(in.Status), StatusReason: in.StatusReason, Version: in.Version, CreatedAt: in.CreatedAt,
 		UpdatedAt: in.UpdatedAt, AttemptCount: in.AttemptCount, FirstAttemptAt: in.FirstAttemptAt,
-		NextAttemptAt: in.NextAttemptAt, ExternalID: in.ExternalID,
+		NextAttemptAt: in.NextAttemptAt, ExternalID: in.ExternalID, OpenSlot: in.OpenSlot,
 	}
 	if in.Source != nil {
 		it.Source = &sourceRefItem{ID: in.Source.ID, Revision: in.Source.Revision}
@@ -355,7 +356,7 @@ func intentFromItem(it *intentItem) *core.Intent {
 		Deadline: it.Deadline, Metadata: it.Metadata,
 		Status: core.Status(it.Status), StatusReason: it.StatusReason, Version: it.Version, CreatedAt: it.CreatedAt,
 		UpdatedAt: it.UpdatedAt, AttemptCount: it.AttemptCount, FirstAttemptAt: it.FirstAttemptAt,
-		NextAttemptAt: it.NextAttemptAt, ExternalID: it.ExternalID,
+		NextAttemptAt: it.NextAttemptAt, ExternalID: it.ExternalID, OpenSlot: it.OpenSlot,
 		Attempts: make([]core.Attempt, len(it.Attempts)),
 	}
 	if it.Source != nil {

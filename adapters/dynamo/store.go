@@ -289,6 +289,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 				return nil, err
 			}
 			if !retry {
+				s.closeOpenSlot(ctx, before, cur)
 				return cur, nil
 			}
 			continue
@@ -301,6 +302,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues,
 		})
 		if err == nil {
+			s.closeOpenSlot(ctx, before, cur)
 			return cur, nil
 		}
 		var ccf *types.ConditionalCheckFailedException

@@ -155,6 +155,7 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 		if err != nil {
 			return nil, err
 		}
+		before := cur.Status
 		plan, err := mutate(cur)
 		if err != nil {
 			return nil, err
@@ -209,6 +210,9 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 		}
 		_, err = w.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
+			if plan.Changed {
+				store.closeOpenSlot(ctx, before, cur)
+			}
 			return cur, nil
 		}
 		var tc *types.TransactionCanceledException

@@ -32,6 +32,7 @@ var Admin = []string{
 	"GET /v1/admin/whoami",
 	"GET /v1/admin/intents/{id}/retry-risk",
 	"GET /v1/admin/intents/{id}/history",
+	"GET /v1/admin/bots/{bot}/limits",
 }
 
 // Console is the operators' web console: static files the admin function

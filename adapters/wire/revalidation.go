@@ -21,7 +21,7 @@ func wireRevalidation(a *App) error {
 		return fmt.Errorf("revalidation: no DynamoDB client")
 	}
 	reg := dynamo.NewRegistry(a.Clients.DynamoDB, a.Config.Table)
-	rv := &core.Revalidation{Facts: reg, Grants: reg, Intents: a.Store, Clock: a.Config.Clock}
+	rv := &core.Revalidation{Facts: reg, Grants: reg, Clock: a.Config.Clock}
 	if a.Config.RequestCacheTTL > 0 {
 		// Only intake reads grants through this; every attempt re-reads them
 		// consistently (Facts), so a cached grant can never cause a send.

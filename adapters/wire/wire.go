@@ -60,6 +60,9 @@ type Config struct {
 	OperatorWebhookURL    string
 	OperatorWebhookSecret string
 	ConsoleURL            string
+	// BotLimits are the per-bot rate and open-intent limits (issue 24;
+	// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS). Zero: none.
+	BotLimits core.BotLimitConfig
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -82,6 +85,11 @@ func FromEnv(required ...string) (Config, error) {
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
 	}
+	limits, err := botLimitsFromEnv()
+	if err != nil {
+		return c, err
+	}
+	c.BotLimits = limits
 	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
 		c.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q}}`, os.Getenv("OUTBOX_SANDBOX_URL"))
 	}
@@ -144,8 +152,11 @@ type App struct {
 	OperatorEvents *core.OperatorNotifier
 	// Payloads is the claim-check store (nil without a payload bucket).
 	Payloads *payloads.Store
-	Metrics  *emf.Writer
-	Log      *slog.Logger
+	// BotLimiter counts new intents against their bot's limits (intake uses
+	// it only when a bot has a limit) and reads the counters for operators.
+	BotLimiter *dynamo.BotLimiter
+	Metrics    *emf.Writer
+	Log        *slog.Logger
 }
 
 // New assembles the app.
@@ -231,6 +242,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		return nil, err
 	}
 	wirePacing(app, pacing)
+	wireBotLimits(app)
 	if err := wireWebhooks(app); err != nil {
 		return nil, err
 	}

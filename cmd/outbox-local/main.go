@@ -84,7 +84,9 @@ func run() error {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
-		APIURL:                "http://" + httpAddr,
+		// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS.
+		BotLimits: cfg.BotLimits,
+		APIURL:    "http://" + httpAddr,
 	})
 	if err != nil {
 		return err

@@ -91,6 +91,8 @@ type Options struct {
 	// DisableNotifier leaves the notifier's stream poller off even with a
 	// webhook URL (tests deliver its records by hand).
 	DisableNotifier bool
+	// BotLimits: per-bot limits (wire.Config.BotLimits).
+	BotLimits core.BotLimitConfig
 	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
 	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
 	// once a test server's address is known.
@@ -171,6 +173,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		RequestCacheTTL: o.RequestCacheTTL, InlineMaxWait: o.InlineMaxWait, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
+		BotLimits: o.BotLimits,
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -50,9 +51,16 @@ var retryAfter = map[string]string{"event_in_progress": "5"}
 func Answer(err error) (resp events.APIGatewayV2HTTPResponse, ok bool) {
 	var ve *core.ValidationError
 	var re *core.RefusedError
+	var le *core.LimitError
 	switch {
 	case err == nil:
 		return events.APIGatewayV2HTTPResponse{}, false
+	case errors.As(err, &le):
+		// A bot limit (rate_limited, too_many_open_intents): 429, and when
+		// to try again (whole seconds, at least 1).
+		r := Error(http.StatusTooManyRequests, le.Code, le.Message, "")
+		r.Headers["Retry-After"] = strconv.Itoa(max(1, int(math.Ceil(le.RetryAfter.Seconds()))))
+		return r, true
 	case errors.As(err, &ve):
 		status, found := validationStatus[ve.Code]
 		if !found {

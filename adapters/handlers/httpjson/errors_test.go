@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -41,6 +42,8 @@ func TestErrorTable(t *testing.T) {
 		{core.ErrConflict, 409, "version_conflict", ""},
 		{core.ErrNotFound, 404, "not_found", ""},
 		{core.ErrForbidden, 403, "forbidden", ""},
+		{&core.LimitError{Code: core.CodeRateLimited, RetryAfter: 1500 * time.Millisecond, Message: "m"}, 429, core.CodeRateLimited, ""},
+		{&core.LimitError{Code: core.CodeTooManyOpenIntents, Message: "m"}, 429, core.CodeTooManyOpenIntents, ""},
 		{errors.New("dynamodb: connection reset"), 500, "internal", ""},
 	} {
 		for _, err := range []error{c.err, fmt.Errorf("context: %w", c.err)} {
@@ -51,6 +54,9 @@ func TestErrorTable(t *testing.T) {
 			}
 			if r.StatusCode != c.status || body.Error.Code != c.code || body.Error.Field != c.field || body.Error.Message == "" {
 				t.Errorf("%v: %d %+v, want %d %s field %q", err, r.StatusCode, body.Error, c.status, c.code, c.field)
+			}
+			if want := map[string]string{core.CodeRateLimited: "2", core.CodeTooManyOpenIntents: "1"}[c.code]; want != "" && r.Headers["Retry-After"] != want {
+				t.Errorf("%v: Retry-After %q, want %s (whole seconds, rounded up, at least 1)", err, r.Headers["Retry-After"], want)
 			}
 			if c.code == "event_in_progress" && r.Headers["Retry-After"] != "5" {
 				t.Errorf("%v: Retry-After %q, want 5", err, r.Headers["Retry-After"])

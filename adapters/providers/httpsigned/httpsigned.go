@@ -292,7 +292,7 @@ func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResul
 	if !validKey(r.IdempotencyKey) {
 		return core.SendResult{}, httpx.Rejected(core.Evidence{ProviderCode: "invalid_key"}, "idempotency key unusable as webhook-id")
 	}
-	body, err := json.Marshal(Envelope{Type: EventType(r.Action), Data: EnvelopeData{
+	body, err := httpx.MarshalVerbatim(Envelope{Type: EventType(r.Action), Data: EnvelopeData{
 		IntentID: r.IntentID, Bot: r.Bot, Account: r.Account, Action: r.Action, Target: r.Target,
 		Payload: json.RawMessage(r.Payload), PayloadHash: r.PayloadHash,
 	}})

@@ -19,6 +19,7 @@ package httpx
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -213,4 +214,19 @@ func Transient(ev core.Evidence, format string, a ...any) error {
 // Unknown is an unknown outcome: the request may have taken effect.
 func Unknown(ev core.Evidence, format string, a ...any) error {
 	return &core.UnknownOutcomeError{Evidence: ev, Err: fmt.Errorf(format, a...)}
+}
+
+// MarshalVerbatim is json.Marshal without HTML escaping: an intent's payload
+// (a json.RawMessage) goes on the wire byte for byte as intake hashed it.
+// json.Marshal would rewrite '<', '>', '&', U+2028 and U+2029 inside it as
+// \u escapes, so the provider would receive other bytes than the payload
+// hash covers (issue 24: what is stored and sent is exactly what was hashed).
+func MarshalVerbatim(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -2,6 +2,7 @@ package httpx_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -103,5 +104,20 @@ func TestDoNeverFollowsRedirectsAndLimitsBody(t *testing.T) {
 	resp, err := httpx.Do(context.Background(), httpx.Client(&http.Client{}), http.MethodPost, redir.URL, http.Header{"X-A": {"1"}}, []byte("{}"), 10)
 	if err != nil || resp.Status != http.StatusTemporaryRedirect || hits.Load() != 0 || len(resp.Body) != 10 {
 		t.Fatalf("%+v %v hits=%d", resp, err, hits.Load())
+	}
+}
+
+// TestMarshalVerbatimKeepsPayloadBytes: a canonical payload goes on the wire
+// byte for byte (json.Marshal would escape <, >, &, U+2028 and U+2029).
+func TestMarshalVerbatimKeepsPayloadBytes(t *testing.T) {
+	payload := json.RawMessage("{\"n\":9007199254740991,\"t\":\"<a&b>\u2028\u2029é\"}")
+	b, err := httpx.MarshalVerbatim(struct {
+		Payload json.RawMessage `json:"payload"`
+	}{payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"payload":` + string(payload) + `}`; string(b) != want {
+		t.Fatalf("wire bytes %q, want %q", b, want)
 	}
 }

@@ -120,7 +120,7 @@ type errorDoc struct {
 
 // Send posts the message with the intent's stable idempotency key.
 func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResult, error) {
-	body, err := json.Marshal(sendBody{Action: r.Action, Target: r.Target, Payload: r.Payload, PayloadHash: r.PayloadHash, IntentID: r.IntentID})
+	body, err := httpx.MarshalVerbatim(sendBody{Action: r.Action, Target: r.Target, Payload: r.Payload, PayloadHash: r.PayloadHash, IntentID: r.IntentID})
 	if err != nil {
 		return core.SendResult{}, &core.PermanentError{Class: core.ClassRejectedInput, Err: err}
 	}

@@ -41,7 +41,7 @@ func (r *runner) cachedIntakeGateway(st *system.Stack) *lambdahost.Gateway {
 	reg := dynamo.NewRegistry(app.Clients.DynamoDB, app.Store.Table())
 	in := &core.Intake{
 		Store: app.Store, Providers: app.Providers, Clock: clock,
-		Grants: &core.Revalidation{Facts: reg, Grants: &cachedGrants{inner: reg, ttl: grantTTL}, Intents: app.Store, Clock: clock},
+		Grants: &core.Revalidation{Facts: reg, Grants: &cachedGrants{inner: reg, ttl: grantTTL}, Clock: clock},
 	}
 	h := &intake.Handler{Intake: in, Store: app.Store, Log: r.log}
 	gw := lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: r.log})

@@ -1,0 +1,236 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Per-bot limits (issue 24 finding 6): a rate of new intents and a cap on
+// open (non-terminal) intents, per bot. Refusals are 429 with Retry-After;
+// a replay of a stored key is never refused by either (ReplayFirst: a limit
+// refusal is one of the refusals a stored intent overrides).
+//
+// Counting (docs/decisions.md "Per-bot limits"): a bot's counts live on
+// LimitShards counter items, the intent's shard chosen from its id, each
+// holding its share of the limits (LimitPlan). The rate is a fixed window
+// per shard; the open count is added at intake and given back by the write
+// that ends the intent.
+
+// Limit codes (api/openapi.json ErrorCode).
+const (
+	CodeRateLimited        = "rate_limited"
+	CodeTooManyOpenIntents = "too_many_open_intents"
+)
+
+// MaxLimitShards bounds a bot's counter items (the profile's shard count:
+// 2,000 intents/s of one bot over 16 items is 125 writes/s per item).
+const MaxLimitShards = 16
+
+// RatePerShardTarget is the rate share a counter shard is sized for: a bot
+// gets one shard per RatePerShardTarget intents/s of its rate (at most
+// MaxLimitShards), so each shard's quota stays large enough that the
+// uneven spread of ids over shards rarely refuses a bot under its rate.
+const RatePerShardTarget = 100
+
+// OpenRetryAfter is the Retry-After of too_many_open_intents: open intents
+// end when they are delivered, which usually takes well under this.
+const OpenRetryAfter = 5 * time.Second
+
+// ErrLimited is what every LimitError matches with errors.Is.
+var ErrLimited = errors.New("bot limit reached")
+
+// LimitError is a refusal by a bot limit: Code says which, RetryAfter when
+// trying again can succeed.
+type LimitError struct {
+	Code       string
+	RetryAfter time.Duration
+	Message    string
+}
+
+func (e *LimitError) Error() string { return e.Code + ": " + e.Message }
+
+// Is makes every LimitError match ErrLimited.
+func (e *LimitError) Is(target error) bool { return target == ErrLimited }
+
+// IsLimitRefusal reports whether err is a limit's refusal (as opposed to a
+// failure to find out).
+func IsLimitRefusal(err error) bool { return errors.Is(err, ErrLimited) }
+
+// BotLimiter admits new intents under their bot's limits.
+type BotLimiter interface {
+	// Admit counts in against its bot's limits at now, or refuses it with a
+	// *LimitError. Any other error means the limits could not be read.
+	// release, when not nil, gives the count back; intake calls it when the
+	// intent was not created after all (a replay, a reuse, a failed put).
+	// Admit sets in.OpenSlot when it counted the intent as open.
+	Admit(ctx context.Context, in *Intent, now time.Time) (release func(context.Context), err error)
+}
+
+// BotRate is N new intents per Per (e.g. "50/1s"). Zero: no rate limit.
+type BotRate struct {
+	N   int
+	Per time.Duration
+}
+
+// ParseBotRate reads "<n>/<duration>" ("50/1s", "3000/1m"); "" is no limit.
+func ParseBotRate(s string) (BotRate, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return BotRate{}, nil
+	}
+	n, per, ok := strings.Cut(s, "/")
+	count, err := strconv.Atoi(strings.TrimSpace(n))
+	if !ok || err != nil || count < 1 {
+		return BotRate{}, fmt.Errorf("bot rate %q: want <count>/<duration>, e.g. 50/1s", s)
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(per))
+	if err != nil || d < time.Second || d > time.Hour {
+		return BotRate{}, fmt.Errorf("bot rate %q: the window must be a duration from 1s to 1h", s)
+	}
+	return BotRate{N: count, Per: d}, nil
+}
+
+func (r BotRate) String() string {
+	if r.N == 0 {
+		return ""
+	}
+	return strconv.Itoa(r.N) + "/" + r.Per.String()
+}
+
+// BotLimits are one bot's limits. Zero values: no limit.
+type BotLimits struct {
+	Rate    BotRate
+	MaxOpen int
+}
+
+// Enabled reports whether any limit is set.
+func (l BotLimits) Enabled() bool { return l.Rate.N > 0 || l.MaxOpen > 0 }
+
+// BotLimitConfig is the deployment's limits: a default for every bot and
+// per-bot overrides.
+type BotLimitConfig struct {
+	Default BotLimits
+	PerBot  map[string]BotLimits
+}
+
+// For returns bot's limits.
+func (c BotLimitConfig) For(bot string) BotLimits {
+	if l, ok := c.PerBot[bot]; ok {
+		return l
+	}
+	return c.Default
+}
+
+// Enabled reports whether any bot has a limit.
+func (c BotLimitConfig) Enabled() bool {
+	if c.Default.Enabled() {
+		return true
+	}
+	for _, l := range c.PerBot {
+		if l.Enabled() {
+			return true
+		}
+	}
+	return false
+}
+
+// LimitShards is how many counter items carry a bot's limits: one per
+// RatePerShardTarget intents/s of its rate, at least 1 and at most
+// MaxLimitShards; MaxLimitShards without a rate (the open count alone is
+// touched by every intent, whatever its pace). Pure.
+func LimitShards(l BotLimits) int {
+	if l.Rate.N == 0 {
+		return MaxLimitShards
+	}
+	perSec := float64(l.Rate.N) / l.Rate.Per.Seconds()
+	return min(MaxLimitShards, max(1, int(math.Ceil(perSec/RatePerShardTarget))))
+}
+
+// LimitPlan is what admitting one intent asks of its counter shard.
+type LimitPlan struct {
+	Shard  int // 0..Shards-1, from the intent id
+	Shards int
+	// Window is the index of the rate window holding now (now / Rate.Per),
+	// WindowEnd when it ends. RateQuota is the shard's share of the rate
+	// (0: no rate limit).
+	Window    int64
+	WindowEnd time.Time
+	RateQuota int
+	// OpenQuota is the shard's share of the open cap (0: no cap).
+	OpenQuota int
+}
+
+// PlanLimit is the rule that splits a bot's limits over its counter shards:
+// each shard holds floor(limit / shards) (at least 1), so the shards
+// together never admit more than the limit; an uneven spread of ids may
+// refuse a little early, never late. Pure.
+func PlanLimit(l BotLimits, intentID string, now time.Time) LimitPlan {
+	n := LimitShards(l)
+	p := LimitPlan{Shard: limitShardOf(intentID, n), Shards: n}
+	if l.Rate.N > 0 {
+		per := l.Rate.Per.Nanoseconds()
+		p.Window = now.UnixNano() / per
+		p.WindowEnd = time.Unix(0, (p.Window+1)*per)
+		p.RateQuota = max(1, l.Rate.N/n)
+	}
+	if l.MaxOpen > 0 {
+		p.OpenQuota = max(1, l.MaxOpen/n)
+	}
+	return p
+}
+
+// LimitCounter is one counter shard's state.
+type LimitCounter struct {
+	Window   int64 // the rate window InWindow counts (0: none yet)
+	InWindow int
+	Open     int
+}
+
+// Admits is the rule a counter shard applies, as one conditional write:
+// the shard's count in the plan's window is under its rate quota and its
+// open count under its open quota. Pure.
+func (p LimitPlan) Admits(c LimitCounter) bool {
+	return p.Refusal(c, time.Time{}) == nil
+}
+
+// Refusal says which limit refuses an intent on a shard in state c (nil:
+// none), with the Retry-After: the rest of the window for the rate,
+// OpenRetryAfter for the open cap. Pure.
+func (p LimitPlan) Refusal(c LimitCounter, now time.Time) *LimitError {
+	if p.RateQuota > 0 && c.Window == p.Window && c.InWindow >= p.RateQuota {
+		wait := p.WindowEnd.Sub(now)
+		if now.IsZero() || wait <= 0 {
+			wait = time.Second
+		}
+		return &LimitError{Code: CodeRateLimited, RetryAfter: wait,
+			Message: "this bot is over its rate of new intents; try again after Retry-After with the same Idempotency-Key"}
+	}
+	if p.OpenQuota > 0 && c.Open >= p.OpenQuota {
+		return &LimitError{Code: CodeTooManyOpenIntents, RetryAfter: OpenRetryAfter,
+			Message: "this bot has its maximum number of open intents; try again after Retry-After with the same Idempotency-Key"}
+	}
+	return nil
+}
+
+// limitShardOf maps an intent id to one of n counter shards (FNV-1a).
+func limitShardOf(id string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % uint32(n))
+}
+
+// ClosesOpenSlot is the rule for giving an open count back: a write that
+// moves a counted intent from a non-terminal status to a terminal one.
+// Pure.
+func ClosesOpenSlot(before Status, after *Intent) bool {
+	return after.OpenSlot > 0 && !before.Terminal() && after.Status.Terminal() && before != ""
+}

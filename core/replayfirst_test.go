@@ -1,0 +1,158 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestReplayFirst: the whole decision table. A stored intent answers before
+// any refusal; a refusal stands only when the key holds nothing.
+func TestReplayFirst(t *testing.T) {
+	stored := &Intent{ID: "it_1", Bot: "bot1", RequestHash: "h1"}
+	refusals := map[string]error{
+		"none":             nil,
+		"deadline passed":  &ValidationError{Code: CodeDeadlinePassed},
+		"unknown provider": &ValidationError{Code: CodeUnknownProvider},
+		"unknown action":   &ValidationError{Code: CodeUnknownAction},
+		"grant":            ErrGrantDoesNotCover,
+		"rate limited":     &LimitError{Code: CodeRateLimited},
+		"too many open":    &LimitError{Code: CodeTooManyOpenIntents},
+	}
+	for name, refusal := range refusals {
+		cases := []struct {
+			what   string
+			stored *Intent
+			bot    string
+			hash   string
+			want   SubmitAnswer
+		}{
+			{"same request stored", stored, "bot1", "h1", AnswerReplay},
+			{"other request stored", stored, "bot1", "h2", AnswerKeyReused},
+			{"another bot's intent under the id", stored, "bot2", "h1", AnswerKeyReused},
+			{"nothing stored", nil, "bot1", "h1", map[bool]SubmitAnswer{true: AnswerCreate, false: AnswerRefuse}[refusal == nil]},
+		}
+		for _, c := range cases {
+			if got := ReplayFirst(c.stored, c.bot, c.hash, refusal); got != c.want {
+				t.Errorf("refusal %s, %s: got %d, want %d", name, c.what, got, c.want)
+			}
+		}
+	}
+}
+
+// countingStore counts the reads intake makes.
+type countingStore struct {
+	*memStore
+	mu   sync.Mutex
+	gets int
+}
+
+func (c *countingStore) Get(ctx context.Context, id string) (*Intent, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return c.memStore.Get(ctx, id)
+}
+
+// fakeLimiter refuses while refuse is set and counts admissions.
+type fakeLimiter struct {
+	refuse   error
+	admitted int
+	released int
+}
+
+func (f *fakeLimiter) Admit(context.Context, *Intent, time.Time) (func(context.Context), error) {
+	if f.refuse != nil {
+		return nil, f.refuse
+	}
+	f.admitted++
+	return func(context.Context) { f.released++ }, nil
+}
+
+// TestSubmitReplaysBeforeTimeAndConfigurationRefusals: finding 2 at the
+// core. A stored intent is replayed after its deadline passed, after its
+// provider or action left the configuration, after its grant stopped
+// covering it, and while its bot is limited; a different request under the
+// key is still 422; a new key gets the refusal. The happy path reads nothing.
+func TestSubmitReplaysBeforeTimeAndConfigurationRefusals(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)}
+	store := &countingStore{memStore: newMemStore()}
+	reg := newMemRegistry()
+	rv := &Revalidation{Facts: reg, Grants: reg, Clock: clock}
+	auth := &Authority{Grants: reg, Capabilities: reg, Providers: ProviderMap{"fake": &fakeProvider{}}, Clock: clock}
+	if _, _, err := auth.PutGrant(context.Background(), rvOperator, "g1", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	limits := &fakeLimiter{}
+	intake := func(p ProviderMap) *Intake {
+		return &Intake{Store: store, Providers: p, Clock: clock, Grants: rv, Limits: limits}
+	}
+	full := intake(ProviderMap{"fake": &fakeProvider{}})
+	b := strings.Replace(body, `"grant"`, `"deadline":"2030-01-01T09:01:00Z","grant"`, 1)
+	first, err := full.Submit(context.Background(), "bot1", "k1", []byte(b))
+	if err != nil || first.Replayed {
+		t.Fatal(first, err)
+	}
+	if store.gets != 0 || store.puts != 1 || limits.admitted != 1 || limits.released != 0 {
+		t.Fatalf("new intent: %d reads, %d puts, %d admitted, %d released; want 0, 1, 1, 0", store.gets, store.puts, limits.admitted, limits.released)
+	}
+	// A plain replay: the conditional put answers, and the limit's count is
+	// given back (the intent was not created).
+	if r, err := full.Submit(context.Background(), "bot1", "k1", []byte(b)); err != nil || !r.Replayed || limits.released != 1 {
+		t.Fatalf("replay: %+v %v, released %d", r, err, limits.released)
+	}
+
+	replays := []struct {
+		name   string
+		in     *Intake
+		change func()
+		undo   func()
+		code   string
+		is     error
+	}{
+		{"deadline passed", full, func() { clock.Advance(2 * time.Minute) }, func() { clock.Advance(-2 * time.Minute) }, CodeDeadlinePassed, nil},
+		{"provider removed", intake(ProviderMap{}), func() {}, func() {}, CodeUnknownProvider, nil},
+		{"action removed", intake(ProviderMap{"fake": actionless{&fakeProvider{}}}), func() {}, func() {}, CodeUnknownAction, nil},
+		{"rate limited", full, func() { limits.refuse = &LimitError{Code: CodeRateLimited, RetryAfter: time.Second} }, func() { limits.refuse = nil }, "", ErrLimited},
+		{"too many open", full, func() { limits.refuse = &LimitError{Code: CodeTooManyOpenIntents} }, func() { limits.refuse = nil }, "", ErrLimited},
+		{"grant revoked", full, func() {
+			if _, err := auth.RevokeGrant(context.Background(), rvOperator, "g1", Revocation{Reason: "r"}); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {}, "", ErrGrantDoesNotCover},
+	}
+	for _, c := range replays {
+		t.Run(c.name, func(t *testing.T) {
+			c.change()
+			defer c.undo()
+			puts := store.puts
+			r, err := c.in.Submit(context.Background(), "bot1", "k1", []byte(b))
+			if err != nil || !r.Replayed || r.Intent.ID != first.Intent.ID {
+				t.Fatalf("replay: %+v %v", r, err)
+			}
+			other := strings.Replace(b, `"hi"`, `"bye"`, 1)
+			if _, err := c.in.Submit(context.Background(), "bot1", "k1", []byte(other)); !errors.Is(err, ErrIdempotencyKeyReused) {
+				t.Fatalf("a different request under the key: %v, want key reused", err)
+			}
+			_, err = c.in.Submit(context.Background(), "bot1", "k-new-"+c.name, []byte(b))
+			var ve *ValidationError
+			switch {
+			case c.code != "" && (!errors.As(err, &ve) || ve.Code != c.code):
+				t.Fatalf("new key: %v, want %s", err, c.code)
+			case c.is != nil && !errors.Is(err, c.is):
+				t.Fatalf("new key: %v, want %v", err, c.is)
+			}
+			if store.puts != puts {
+				t.Fatalf("refusals and replays wrote %d items", store.puts-puts)
+			}
+		})
+	}
+}
+
+// actionless is a provider that offers no action.
+type actionless struct{ *fakeProvider }
+
+func (actionless) SupportsAction(string) bool { return false }

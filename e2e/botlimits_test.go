@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/botharness/outbox/core"
+)
+
+// Issue 24, finding 6 (per bot): on main 500 intents from one bot in 32 s
+// were all accepted. A bot over its rate gets 429 rate_limited with
+// Retry-After; a replay of one of its stored keys is still 200; another
+// bot is not affected.
+func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{BotLimits: core.BotLimitConfig{PerBot: map[string]core.BotLimits{
+		testBot: {Rate: core.BotRate{N: 5, Per: time.Hour}, MaxOpen: 100},
+	}}})
+	// The rate window is a fixed hour: do not straddle its end.
+	if end := time.Now().Truncate(time.Hour).Add(time.Hour); time.Until(end) < 30*time.Second {
+		e.waitUntil(end)
+	}
+	// The first intent, delivered: with both limits on it costs the three
+	// writes plus the count at intake and the give-back at its end.
+	first := e.mustSubmit("rl-0", intentBody("acct-rl", "chan-1", "m0"))
+	e.waitStatus(first, 10*time.Second, core.StatusSucceeded)
+	e.eventually(5*time.Second, "the open count is given back", func() bool { return e.writes.n.Load() == 5 })
+	for i := 1; i < 5; i++ {
+		e.mustSubmit(fmt.Sprintf("rl-%d", i), intentBody("acct-rl", "chan-1", fmt.Sprintf("m%d", i)))
+	}
+	r := e.submit(botToken, "rl-5", intentBody("acct-rl", "chan-1", "m5"))
+	if r.status != http.StatusTooManyRequests || r.errorCode() != "rate_limited" {
+		t.Fatalf("sixth intent in the hour: %d %s, want 429 rate_limited", r.status, r.body)
+	}
+	ra, err := strconv.Atoi(r.headers.Get("Retry-After"))
+	if err != nil || ra < 1 || ra > 3600 {
+		t.Fatalf("Retry-After %q, want 1..3600 seconds (the rest of the window)", r.headers.Get("Retry-After"))
+	}
+	// Limited, and still a replay of a stored key is answered.
+	e.expectReplay("rl-0", intentBody("acct-rl", "chan-1", "m0"), first)
+	// Another bot has no limit.
+	if r := e.submit(bot2Token, "rl-5", intentBody("acct-rl", "chan-1", "m5")); r.status != http.StatusCreated {
+		t.Fatalf("another bot: %d %s", r.status, r.body)
+	}
+	if n := e.effects("?account=acct-rl"); n > 6 {
+		t.Fatalf("%d effects, at most 6 intents were accepted", n)
+	}
+	// Operators see the limits and the counts (validated against the spec).
+	var lim struct {
+		Rate                                               string
+		MaxOpen, Shards, RateQuotaPerShard, InWindow, Open int
+	}
+	lr := e.do("GET", "/v1/admin/bots/"+testBot+"/limits", opToken, nil, "")
+	lr.json(t, &lim)
+	if lr.status != http.StatusOK || lim.Rate != "5/1h0m0s" || lim.MaxOpen != 100 || lim.Shards != 1 || lim.RateQuotaPerShard != 5 || lim.InWindow != 5 || lim.Open > 4 {
+		t.Fatalf("admin limits: %d %s", lr.status, lr.body)
+	}
+	if r := e.do("GET", "/v1/admin/bots/"+testBot+"/limits", orchToken, nil, ""); r.status != http.StatusForbidden {
+		t.Fatalf("orchestrator reads limits: %d %s", r.status, r.body)
+	}
+}
+
+// TestBotOpenCapAnswers429AndReplays: with nothing delivered (no stream),
+// a bot's open intents stop at its cap (16, one per counter shard): the
+// next is 429 too_many_open_intents, a replay is still 200.
+func TestBotOpenCapAnswers429AndReplays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{DisableStream: true, DisableQueue: true,
+		BotLimits: core.BotLimitConfig{Default: core.BotLimits{MaxOpen: 16}}})
+	var accepted []string
+	var refused response
+	for i := 0; i < 17 && refused.status == 0; i++ {
+		r := e.submit(botToken, fmt.Sprintf("oc-%d", i), intentBody("acct-oc", "chan-1", fmt.Sprintf("m%d", i)))
+		switch r.status {
+		case http.StatusCreated:
+			accepted = append(accepted, fmt.Sprintf("oc-%d", i))
+		case http.StatusTooManyRequests:
+			refused = r
+		default:
+			t.Fatalf("submit %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if refused.status == 0 || refused.errorCode() != "too_many_open_intents" || refused.headers.Get("Retry-After") == "" {
+		t.Fatalf("%d open intents accepted and no 429 too_many_open_intents (cap 16): %+v", len(accepted), refused)
+	}
+	if len(accepted) > 16 || e.itemCount() != len(accepted) {
+		t.Fatalf("accepted %d, stored %d: over the cap of 16", len(accepted), e.itemCount())
+	}
+	var in core.Intent
+	r := e.submit(botToken, accepted[0], intentBody("acct-oc", "chan-1", "m0"))
+	r.json(t, &in)
+	if r.status != http.StatusOK || r.headers.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay at the cap: %d %s", r.status, r.body)
+	}
+}

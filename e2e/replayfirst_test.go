@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/api/apitest"
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/system"
+)
+
+// Issue 24, finding 2: accepted work is never refused on replay. Each test
+// fails on main, where the replay got the refusal a new request would get.
+
+// expectReplay submits body under key and requires 200 Idempotent-Replayed
+// with the stored intent id.
+func (e *env) expectReplay(key, body, id string) {
+	e.t.Helper()
+	r := e.submit(botToken, key, body)
+	var in core.Intent
+	r.json(e.t, &in)
+	if r.status != http.StatusOK || r.headers.Get("Idempotent-Replayed") != "true" || in.ID != id {
+		e.t.Fatalf("replay of %s: %d %s, want 200 Idempotent-Replayed", key, r.status, r.body)
+	}
+}
+
+func TestReplayAfterDeadlinePassedIsReplayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	deadline := time.Now().Add(3 * time.Second).UTC()
+	body := strings.Replace(intentBody("acct-rd", "chan-1", "before the deadline"), `"grant"`,
+		`"deadline":"`+deadline.Format(time.RFC3339)+`","grant"`, 1)
+	id := e.mustSubmit("rd-1", body)
+	e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
+	e.waitUntil(deadline.Add(time.Second))
+	e.expectReplay("rd-1", body, id)
+	// A new key with the same (now past) deadline is refused, as before.
+	if r := e.submit(botToken, "rd-2", body); r.status != http.StatusUnprocessableEntity || r.errorCode() != "deadline_passed" {
+		t.Fatalf("new key, past deadline: %d %s", r.status, r.body)
+	}
+	// A different body under the replayed key is still a reuse.
+	other := strings.Replace(body, "before the deadline", "something else", 1)
+	if r := e.submit(botToken, "rd-1", other); r.status != http.StatusUnprocessableEntity || r.errorCode() != "idempotency_key_reused" {
+		t.Fatalf("different body: %d %s", r.status, r.body)
+	}
+	if n := e.effectsFor(id); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+// TestReplayAfterProviderRemovedIsReplayed: a second system over the same
+// table, configured without the sandbox provider (a redeploy that removed
+// it), answers the stored intent's replay 200 and refuses only new keys.
+func TestReplayAfterProviderRemovedIsReplayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	body := intentBody("acct-rp", "chan-1", "provider later removed")
+	id := e.mustSubmit("rp-1", body)
+	e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
+
+	ctx := context.Background()
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := system.Start(ctx, awsconfig.New(cfg), system.Options{
+		Table: e.table, QueuePrefix: e.prefix, ProviderConfig: `{}`,
+		DisableStream: true, DisableQueue: true, Owner: randName("worker-"), MetricsOut: io.Discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract, err := apitest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { contract.Report(t) })
+	api := httptest.NewServer(contract.Middleware(st.Gateway))
+	t.Cleanup(func() { api.Close(); st.Stop() })
+	without := &env{t: t, st: st, api: api, table: e.table, prefix: e.prefix, contract: contract}
+
+	without.expectReplay("rp-1", body, id)
+	if r := without.submit(botToken, "rp-2", body); r.status != http.StatusUnprocessableEntity || r.errorCode() != "unknown_provider" {
+		t.Fatalf("new key, removed provider: %d %s", r.status, r.body)
+	}
+	other := strings.Replace(body, "provider later removed", "other", 1)
+	if r := without.submit(botToken, "rp-1", other); r.status != http.StatusUnprocessableEntity || r.errorCode() != "idempotency_key_reused" {
+		t.Fatalf("different body: %d %s", r.status, r.body)
+	}
+}
+
+func TestReplayAfterGrantRevokedIsReplayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	body := intentBody("acct-rg", "chan-1", "grant later revoked")
+	id := e.mustSubmit("rg-1", body)
+	e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
+	if r := e.do("POST", "/v1/admin/grants/g-1/revoke", opToken, nil, `{"reason":"consent withdrawn"}`); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	e.expectReplay("rg-1", body, id)
+	if r := e.submit(botToken, "rg-2", body); r.status != http.StatusForbidden || r.errorCode() != "grant_does_not_cover" {
+		t.Fatalf("new key, revoked grant: %d %s", r.status, r.body)
+	}
+	if n := e.effectsFor(id); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
