@@ -47,7 +47,7 @@ else
 	# merged into the one results.json (-merge); every ratio is still
 	# measured side by side inside one run.
 	status=0
-	runner -out "$OUT/results.json" -only e2e,retry,reconcile,e2e256k,artifacts,pace,throughput || status=$?
+	runner -out "$OUT/results.json" -only e2e,inline,retry,reconcile,e2e256k,artifacts,pace,throughput || status=$?
 	for part in spread isolation repair; do
 		bash localstack/emulators.sh stop >/dev/null
 		bash localstack/emulators.sh start

@@ -89,6 +89,11 @@ var Faults = []Fault{
 	crash("crash/retry-after-send", 1, "queue", crashAfterSend, 0),
 	crash("crash/retry-after-outcome", 1, "queue", crashAfterWrites, 2),
 	crash("crash/sweep-after-write", 1, "sweep", crashAfterWrites, 1),
+	// Inline delivery (issue 26): the intake dies after its put (already
+	// claimed), after the provider answered, or after the outcome.
+	crash("crash/inline-after-put", 1, "inline", crashAfterWrites, 1),
+	crash("crash/inline-after-send", 1, "inline", crashAfterSend, 0),
+	crash("crash/inline-after-outcome", 1, "inline", crashAfterWrites, 2),
 	{Name: "stall/after-send", Weight: 2, Gen: genStall},
 
 	// --- deliveries: stream, queue, sweeper, concurrency
@@ -114,6 +119,8 @@ var Faults = []Fault{
 	{Name: "human/concurrent", Weight: 1, Gen: genHuman(2, false)},
 	{Name: "human/replay", Weight: 1, Gen: genHuman(1, true)},
 	{Name: "intake/submit", Weight: 2, Gen: genSubmit},
+	{Name: "intake/submit-inline", Weight: 2, Gen: genSubmitInline},
+	{Name: "intake/replay-inline", Weight: 1, Gen: genReplayInline},
 	{Name: "intake/duplicate", Weight: 1, Gen: genDuplicateSubmit},
 	{Name: "intake/conflicting-reuse", Weight: 1, Gen: genConflictSubmit},
 
@@ -210,6 +217,10 @@ func crash(name string, weight int, via string, at crashAt, k int) Fault {
 				w.retry(cctx, w.worker(wk), w.mail.take(false), true)
 			case "sweep":
 				w.sweep(cctx, w.worker(wk))
+			case "inline":
+				if s := w.nextUnsubmitted(); s != nil {
+					w.note("  inline submit of intent %d -> %d", s.N, w.submitPrefer(cctx, w.worker(wk), s, w.body(s, ""), inlinePrefer))
+				}
 			}
 			if f := p.firedAt(); f != "" {
 				w.note("  worker %d crashed %s", wk, f)
@@ -468,6 +479,50 @@ func genSubmit(g *Gen) Step {
 				w.note("  submit intent %d -> %d", s.N, st)
 				return
 			}
+		}
+	}}
+}
+
+// inlinePrefer is the Prefer header of the schedules' inline submissions.
+const inlinePrefer = "wait=2"
+
+// nextUnsubmitted is the next intent the bot has not submitted yet (nil: none).
+func (w *World) nextUnsubmitted() *IntentSpec {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.Intents {
+		if !w.submitted[s.ID] {
+			return s
+		}
+	}
+	return nil
+}
+
+// genSubmitInline: the bot submits its next late intent asking to wait
+// (Prefer: wait): the intake attempts it inline when it can.
+func genSubmitInline(g *Gen) Step {
+	wk := g.worker()
+	return Step{Desc: fmt.Sprintf("bot submits its next late intent inline (Prefer: %s) via worker %d", inlinePrefer, wk), Run: func(ctx context.Context, w *World) {
+		if s := w.nextUnsubmitted(); s != nil {
+			st := w.submitPrefer(ctx, w.worker(wk), s, w.body(s, ""), inlinePrefer)
+			w.note("  inline submit intent %d -> %d", s.N, st)
+		}
+	}}
+}
+
+// genReplayInline: the bot resubmits an accepted intent asking to wait: a
+// replay (200), waiting only while an attempt is in flight.
+func genReplayInline(g *Gen) Step {
+	s, wk := g.intent(), g.worker()
+	return Step{Desc: fmt.Sprintf("bot resubmits intent %d inline (Prefer: %s) via worker %d", s.N, inlinePrefer, wk), Run: func(ctx context.Context, w *World) {
+		w.mu.Lock()
+		acc := w.accepted[s.ID]
+		w.mu.Unlock()
+		if !acc || s.Deadline > 0 {
+			return
+		}
+		if st := w.submitPrefer(ctx, w.worker(wk), s, w.body(s, ""), inlinePrefer); st != http.StatusOK {
+			w.problem("intake", s.ID, "an identical inline resubmission answered %d, want 200 (replay)", st)
 		}
 	}}
 }

@@ -555,12 +555,22 @@ func (w *World) body(s *IntentSpec, variant string) string {
 // submit posts an intent through the real intake handler, as a bot that
 // retries 5xx answers with the same key. It returns the last status.
 func (w *World) submit(ctx context.Context, wk *Worker, s *IntentSpec, body string) int {
+	return w.submitPrefer(ctx, wk, s, body, "")
+}
+
+// submitPrefer is submit with a Prefer header (inline delivery, issue 26:
+// "wait=N" makes the first attempt inside the intake request).
+func (w *World) submitPrefer(ctx context.Context, wk *Worker, s *IntentSpec, body, prefer string) int {
 	w.mu.Lock()
 	w.submitted[s.ID] = true
 	w.mu.Unlock()
 	status := 0
+	headers := map[string]string{"idempotency-key": s.Key, "content-type": "application/json"}
+	if prefer != "" {
+		headers["prefer"] = prefer
+	}
 	for try := 0; try < 6; try++ {
-		req := principalReq(core.PrincipalBot, w.bot, "POST /v1/intents", nil, map[string]string{"idempotency-key": s.Key, "content-type": "application/json"}, body)
+		req := principalReq(core.PrincipalBot, w.bot, "POST /v1/intents", nil, headers, body)
 		resp, err := wk.St.Intake.Handle(ctx, req)
 		if err != nil {
 			status = 500

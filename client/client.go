@@ -124,6 +124,9 @@ type call struct {
 	key          string // Idempotency-Key, "" for none
 	prefer       string // Prefer header, "" for none
 	idempotent   bool
+	// wait is the Prefer: wait sent (0: none); the attempt's timeout
+	// covers it.
+	wait time.Duration
 }
 
 type result struct {
@@ -186,7 +189,12 @@ func errIfTransport(res result, err error) error {
 
 // once sends one attempt.
 func (c *Client) once(ctx context.Context, cl call) (result, error) {
-	actx, cancel := context.WithTimeout(ctx, c.retry.AttemptTimeout)
+	timeout := c.retry.AttemptTimeout
+	if cl.wait > 0 {
+		// The server may hold the answer up to the wait, plus the attempt.
+		timeout = max(timeout, cl.wait+preferSlack)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader
 	if cl.body != nil {
@@ -295,6 +303,7 @@ func (c *Client) Submit(ctx context.Context, req IntentRequest, opts SubmitOptio
 	cl := call{method: http.MethodPost, path: "/v1/intents", body: body, key: key, idempotent: true}
 	if opts.PreferWait > 0 {
 		cl.prefer = "wait=" + strconv.Itoa(max(1, int(opts.PreferWait/time.Second)))
+		cl.wait = opts.PreferWait
 	}
 	var in Intent
 	res, err := c.do(ctx, cl, &in)
@@ -303,6 +312,50 @@ func (c *Client) Submit(ctx context.Context, req IntentRequest, opts SubmitOptio
 	}
 	return &Submission{Key: key, Intent: &in, Replayed: res.header.Get("Idempotent-Replayed") == "true",
 		WaitApplied: cl.prefer != "" && strings.HasPrefix(strings.TrimSpace(res.header.Get("Preference-Applied")), "wait")}, nil
+}
+
+// DefaultInlineWait is the wait SubmitAndWait asks for by default (the
+// server's default cap).
+const DefaultInlineWait = 10 * time.Second
+
+// preferSlack is how much longer than its Prefer: wait an attempt may take.
+const preferSlack = 5 * time.Second
+
+// AndWaitOptions are the options of SubmitAndWait.
+type AndWaitOptions struct {
+	// Wait is the Prefer: wait asked of the server, whole seconds (default
+	// DefaultInlineWait; the server caps it).
+	Wait time.Duration
+	// Poll is how Wait polls when the answer is not settled yet.
+	Poll WaitOptions
+}
+
+// SubmitAndWait submits the intent asking the server to make its first
+// attempt inside the request (Prefer: wait, issue 26), and returns it
+// settled: succeeded with the provider's external id, failed, needs-human,
+// and so on. When the answer is not settled (the account's gate deferred
+// it, a retry or a reconciliation is due), it falls back to Wait, bounded
+// by ctx. Retries of the POST carry the same key, bytes and preference: a
+// retry while the first attempt is still in flight waits for its outcome.
+// Submission.WaitApplied says whether the server answered after the attempt.
+func (c *Client) SubmitAndWait(ctx context.Context, req IntentRequest, opts SubmitOptions, w AndWaitOptions) (*Submission, error) {
+	wait := w.Wait
+	if wait <= 0 {
+		wait = DefaultInlineWait
+	}
+	opts.PreferWait = max(wait.Truncate(time.Second), time.Second)
+	sub, err := c.Submit(ctx, req, opts)
+	if err != nil || sub.Intent.Status.Settled() {
+		return sub, err
+	}
+	in, err := c.Wait(ctx, sub.Intent.ID, w.Poll)
+	if in != nil {
+		sub.Intent = in
+	}
+	if err != nil {
+		return sub, &SubmitError{Key: sub.Key, Err: err}
+	}
+	return sub, nil
 }
 
 // Get reads one of this bot's intents.

@@ -133,24 +133,7 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 	now := d.Clock.Now()
 	gate.admitted = now
 	var expired bool
-	in, err := d.Store.Claim(ctx, id, func(in *Intent) error {
-		if !in.Claimable(now) {
-			return ErrNotClaimable
-		}
-		if in.Deadline != nil && !now.Before(*in.Deadline) {
-			return errDeadlinePassed
-		}
-		if err := in.moveTo(StatusInFlight, "", now); err != nil {
-			return err
-		}
-		in.AttemptCount++
-		if in.FirstAttemptAt == nil {
-			t := now
-			in.FirstAttemptAt = &t
-		}
-		in.Lease = &Lease{Owner: d.Owner, Since: now, Until: now.Add(d.Lease)}
-		return nil
-	})
+	in, err := d.Store.Claim(ctx, id, func(in *Intent) error { return d.startAttempt(in, now) })
 	if errors.Is(err, errDeadlinePassed) {
 		// Not a claim: an ordinary write moves it to expired (a backup
 		// barrier does not hold it back, as it holds back no send).
@@ -180,7 +163,41 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 		return nil
 	}
 	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
-	ctx, span := startSpan(ctx, d.Tracer, "outbox.attempt", in.TraceParent, attemptAttrs(in, trigger))
+	_, err = d.afterClaim(ctx, in, att, gate, nil, log)
+	return err
+}
+
+// startAttempt is the claim's change to the intent: in flight under this
+// worker's lease, one more attempt. The dispatcher's claim (a conditional
+// write on a stored intent) and the inline intake's put (an intent written
+// already claimed, inline.go) both make it. Pure but for the receiver.
+func (d *Dispatcher) startAttempt(in *Intent, now time.Time) error {
+	if !in.Claimable(now) {
+		return ErrNotClaimable
+	}
+	if in.Deadline != nil && !now.Before(*in.Deadline) {
+		return errDeadlinePassed
+	}
+	if err := in.moveTo(StatusInFlight, "", now); err != nil {
+		return err
+	}
+	in.AttemptCount++
+	if in.FirstAttemptAt == nil {
+		t := now
+		in.FirstAttemptAt = &t
+	}
+	in.Lease = &Lease{Owner: d.Owner, Since: now, Until: now.Add(d.Lease)}
+	return nil
+}
+
+// afterClaim is the attempt after its claim: the barrier, the revalidation
+// (unless checked carries one made for this attempt right before its claim:
+// the inline intake's, inline.go), the checks before the send, the gate's
+// hold, the send and its outcome. Every attempt goes through it, the inline
+// one included: one path. It returns the intent as its last write stored it
+// (nil when that write was the gate's release after a hold).
+func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, gate ticket, checked *Checks, log *slog.Logger) (*Intent, error) {
+	ctx, span := startSpan(ctx, d.Tracer, "outbox.attempt", in.TraceParent, attemptAttrs(in, att.Trigger))
 	defer span.End()
 	if d.Barrier != nil {
 		until, up, err := d.Barrier.BarrierUp(ctx, in)
@@ -196,7 +213,9 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 		return d.record(ctx, in, att, &res, nil, Capabilities{}, log)
 	}
 
-	if d.Revalidator != nil {
+	if checked != nil {
+		att.Checks = checked // read right before the claim, for this attempt (inline.go)
+	} else if d.Revalidator != nil {
 		checks, blocked, err := d.Revalidator.Revalidate(ctx, in)
 		if err != nil {
 			// Could not revalidate: no send. Leave the lease to expire? No:
@@ -237,7 +256,7 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 		return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: fmt.Errorf("read payload %s: %w", in.PayloadRef, err)}, caps, log)
 	}
 	if deferred, err := d.hold(ctx, in, &gate, att.N); deferred || err != nil {
-		return err // the account gate said wait after all: released, nothing sent
+		return nil, err // the account gate said wait after all: released, nothing sent
 	}
 	req := d.sendRequest(in)
 	req.Payload = payload
@@ -359,12 +378,22 @@ func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now t
 	return o
 }
 
+// updateClaimed is Update of an intent this worker just claimed (or put
+// already claimed), starting from that write's state where the store can
+// (KnownUpdater): no read before the outcome unless someone else wrote.
+func (d *Dispatcher) updateClaimed(ctx context.Context, claimed *Intent, mutate func(*Intent) error) (*Intent, error) {
+	if ku, ok := d.Store.(KnownUpdater); ok && claimed.Version > 0 {
+		return ku.UpdateKnown(ctx, claimed, mutate)
+	}
+	return d.Store.Update(ctx, claimed.ID, mutate)
+}
+
 // record writes the attempt's outcome if this worker still holds the claim.
-func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, res *SendResult, sendErr error, caps Capabilities, log *slog.Logger) error {
+func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, res *SendResult, sendErr error, caps Capabilities, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
 	var o outcome
 	var late bool
-	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		a := att
 		a.EndedAt = now
 		late = !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner)
@@ -404,7 +433,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 	if err != nil {
 		// The outcome fact could not be written. The lease will expire and the
 		// sweeper takes it down the unknown-outcome path: never a blind retry.
-		return fmt.Errorf("record outcome of %s attempt %d: %w", claimed.ID, att.N, err)
+		return nil, fmt.Errorf("record outcome of %s attempt %d: %w", claimed.ID, att.N, err)
 	}
 	log.InfoContext(ctx, "attempt recorded", "status", string(stored.Status), "result", o.result, "late", late)
 	d.metrics().Count("Attempt_"+string(o.result), 1)
@@ -415,7 +444,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 		d.metrics().Count("NeedsHuman", 1)
 	}
 	d.enqueue(ctx, stored, o.enqueueOp, o.delay, log)
-	return nil
+	return stored, nil
 }
 
 // apply appends attempt a and moves the intent as the outcome says. Pure.
@@ -454,9 +483,9 @@ func (d *Dispatcher) enqueue(ctx context.Context, stored *Intent, op string, del
 	}
 }
 
-func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Attempt, b *Blocked, log *slog.Logger) error {
+func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Attempt, b *Blocked, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
-	_, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
 			return ErrLeaseLost
 		}
@@ -473,14 +502,14 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 		return in.moveTo(b.Status, b.Reason, now)
 	})
 	if err != nil {
-		return fmt.Errorf("record blocked attempt of %s: %w", claimed.ID, err)
+		return nil, fmt.Errorf("record blocked attempt of %s: %w", claimed.ID, err)
 	}
 	log.InfoContext(ctx, "attempt blocked; nothing sent", "status", string(b.Status), "reason", b.Reason)
 	d.metrics().Count("AttemptBlocked", 1)
 	if b.Status == StatusNeedsHuman || MayHaveTakenEffect(claimed) {
 		d.metrics().Count("NeedsHuman", 1)
 	}
-	return nil
+	return stored, nil
 }
 
 // ResultHeldByBarrier is the attempt result of a claim a backup barrier held:
@@ -490,7 +519,7 @@ const ResultHeldByBarrier AttemptResult = "held-by-barrier"
 // holdForBarrier gives back a claim that a backup barrier (or an unreadable one) stops:
 // nothing was sent, so the intent waits as a retryable failure until the
 // barrier can have been lifted, and a queue message brings it back.
-func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att Attempt, until time.Time, cause error, log *slog.Logger) error {
+func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att Attempt, until time.Time, cause error, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
 	next := now.Add(orDuration(d.BarrierRecheck, 15*time.Second))
 	if !until.IsZero() && until.Before(next) && until.After(now) {
@@ -500,7 +529,7 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 	if cause != nil {
 		detail = "the backup barrier could not be read; the claim was given back before anything was sent"
 	}
-	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
 			return ErrLeaseLost
 		}
@@ -516,12 +545,12 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("give back claim of %s held by a barrier: %w", claimed.ID, err)
+		return nil, fmt.Errorf("give back claim of %s held by a barrier: %w", claimed.ID, err)
 	}
 	log.InfoContext(ctx, "claim held by a backup barrier; nothing sent", "next", next)
 	d.metrics().Count("AttemptHeldByBarrier", 1)
 	d.enqueue(ctx, stored, OpAttempt, next.Sub(now), log)
-	return nil
+	return stored, nil
 }
 
 func attemptAttrs(in *Intent, trigger string) map[string]string {

@@ -224,7 +224,7 @@ func TestLateSuccessAfterLeaseExpiryIsKept(t *testing.T) {
 	if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
 		t.Fatalf("after lease expiry: %s", got.Status)
 	}
-	if err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
+	if _, err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
 		t.Fatal(err)
 	}
 	got := r.get(t, in.ID)
@@ -353,7 +353,7 @@ func TestLateSuccessWhileRetryScheduledKeepsExternalID(t *testing.T) {
 	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure {
 		t.Fatalf("after lease expiry under a valid key: %s", got.Status)
 	}
-	if err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
+	if _, err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.get(t, in.ID); got.ExternalID != "late-1" {

@@ -90,12 +90,19 @@ type Intake struct {
 	// Limits applies the bot's rate and open-intent limits to new intents
 	// (nil: no limits). See botlimits.go.
 	Limits BotLimiter
+	// Inline makes the first attempt inside a request that asks to wait
+	// (SubmitOptions.Wait, inline.go); nil: every intent takes the
+	// asynchronous road.
+	Inline *Inline
 }
 
 // SubmitResult says what happened to a submission.
 type SubmitResult struct {
 	Intent   *Intent
 	Replayed bool
+	// Waited: the answer is the intent after its attempt (the wait the
+	// caller asked for was applied: Preference-Applied).
+	Waited bool
 }
 
 // Submit validates, canonicalises and commits one intent under bot+key with a
@@ -108,7 +115,15 @@ type SubmitResult struct {
 // when one would refuse, the key is looked up (one GetItem, on that path
 // only) and a stored intent answers instead. A new intent that no check
 // refuses costs the one conditional put and nothing else.
-func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (res SubmitResult, err error) {
+func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (SubmitResult, error) {
+	return s.SubmitWith(ctx, bot, key, body, SubmitOptions{})
+}
+
+// SubmitWith is Submit with the caller's preferences: a wait (capped by
+// Inline.Wait) makes the first attempt inside the request when it can be
+// made now (inline.go), and makes a replay of an intent still in flight wait
+// for its outcome.
+func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, opt SubmitOptions) (res SubmitResult, err error) {
 	var created bool
 	if err := ValidateIdempotencyKey(key); err != nil {
 		return SubmitResult{}, err
@@ -174,15 +189,38 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (res 
 		}
 		in.PayloadRef, in.Payload = ref, nil
 	}
-	existing, ok, err := s.Store.Create(ctx, in)
-	if err != nil {
-		return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
+	wait := s.Inline.Wait(opt.Wait)
+	var existing *Intent
+	if wait > 0 {
+		// The inline step (inline.go): plan, put, attempt.
+		inl, found, err := s.submitInline(ctx, in, wait)
+		if err != nil {
+			return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
+		}
+		if found == nil {
+			created = true
+			return inl, nil
+		}
+		existing = found
+	} else {
+		stored, ok, err := s.Store.Create(ctx, in)
+		if err != nil {
+			return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
+		}
+		if ok {
+			created = true
+			return SubmitResult{Intent: in}, nil
+		}
+		existing = stored
 	}
-	if ok {
-		created = true
-		return SubmitResult{Intent: in}, nil
+	a := ReplayFirst(existing, bot, in.RequestHash, nil)
+	if a == AnswerReplay && wait > 0 && existing.Status == StatusInFlight {
+		// A replay while the first request (or a worker) is still sending:
+		// wait for the outcome, bounded by the wait asked for.
+		cur, ended := s.Inline.await(ctx, existing, wait)
+		return SubmitResult{Intent: cur, Replayed: true, Waited: ended}, nil
 	}
-	return answer(ReplayFirst(existing, bot, in.RequestHash, nil), in.ID, existing, nil)
+	return answer(a, in.ID, existing, nil)
 }
 
 // SubmitAnswer is what intake answers a submission with.

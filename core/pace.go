@@ -295,7 +295,10 @@ func Admit(slot time.Time, tolerance time.Duration, st GateState, mayHaveTakenEf
 // slot is a send the account never makes). Pure.
 func DuplicateProneTrigger(trigger string) bool {
 	switch trigger {
-	case "stream", "sweeper", OpDispatch:
+	case "stream", "sweeper", OpDispatch, TriggerInline:
+		// The inline intake's reservation comes first: if it falls back to
+		// the pending road, its stream record finds the slot taken and the
+		// intake hands it on (Intake.handOn, inline.go).
 		return true
 	}
 	return false
@@ -544,6 +547,12 @@ type ticket struct {
 	state  GateState
 	// admitted is when the gate answered (the claim path starts there).
 	admitted time.Time
+	// reservedOnce: a slot was taken with ReserveOnce under the attempt's
+	// claim token, so the intent's duplicate-prone triggers (its stream
+	// record) will hold none: whoever does not send hands the slot on.
+	reservedOnce bool
+	// later: the inline intake's deferral, handed on after its put.
+	later *deferral
 }
 
 // admit runs the gate for the attempt of id before its claim. It returns
@@ -603,6 +612,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		case held.target == nil && held.account == nil && DuplicateProneTrigger(trigger):
 			var dup bool
 			tslot, _, dup, err = d.reserveOnce(ctx, tkey, tp, ClaimToken(in.ID, in.AttemptCount), now)
+			t.reservedOnce = true
 			if err == nil && dup {
 				d.metrics().Count("GateDuplicateTrigger", 1)
 				return t, nil
@@ -620,7 +630,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 			// Over the target's pace: deferred to its slot, no provider call,
 			// no attempt counted, no slot of the account taken.
 			log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", tkey)
-			return t, d.deferAttempt(ctx, in, now, tslot, keepTargetSlot, "over the target's pace", log)
+			return d.deferTicket(ctx, t, in, trigger, now, tslot, keepTargetSlot, "over the target's pace", log)
 		}
 		t.tkey, t.tpace, t.tslot = tkey, tp, tslot
 	}
@@ -633,6 +643,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 	case paced && resv == nil && DuplicateProneTrigger(trigger):
 		var dup bool
 		slot, t.state, dup, err = d.reserveOnce(ctx, key, pace, ClaimToken(in.ID, in.AttemptCount), now)
+		t.reservedOnce = true
 		if err == nil && dup {
 			// A duplicate of a trigger that already holds a slot (or is being
 			// sent): that one carries the attempt; this one holds nothing.
@@ -714,7 +725,27 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 	if v.KeepSlot {
 		keep = keepAccountSlot
 	}
-	return t, d.deferAttempt(ctx, in, now, v.At, keep, v.Reason, log)
+	return d.deferTicket(ctx, t, in, trigger, now, v.At, keep, v.Reason, log)
+}
+
+// deferTicket defers the attempt the gate turned away: through the retry
+// queue (deferAttempt), or, for the inline intake, whose intent is not
+// stored yet, on the ticket: the intake hands it on once its put is in
+// (Intake.handOn, inline.go), so no message can arrive before its intent.
+func (d *Dispatcher) deferTicket(ctx context.Context, t ticket, in *Intent, trigger string, now, at time.Time, keep keptSlot, reason string, log *slog.Logger) (ticket, error) {
+	if trigger == TriggerInline {
+		t.send = false
+		t.later = &deferral{at: at, keep: keep, reason: reason}
+		return t, nil
+	}
+	return t, d.deferAttempt(ctx, in, now, at, keep, reason, log)
+}
+
+// deferral is a deferral the inline intake hands on after its put.
+type deferral struct {
+	at     time.Time
+	keep   keptSlot
+	reason string
 }
 
 // keptSlot says which reserved slot a deferred attempt carries back.
@@ -853,7 +884,7 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		return false, nil
 	}
 	until := v.At
-	stored, err := d.Store.Update(ctx, claimed.ID, func(in *Intent) error {
+	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		if !(in.Status == StatusInFlight && in.AttemptCount == n && in.Lease != nil && in.Lease.Owner == d.Owner) {
 			return ErrLeaseLost
 		}

@@ -29,6 +29,15 @@ type IntentStore interface {
 	Claim(ctx context.Context, id string, mutate func(*Intent) error) (*Intent, error)
 }
 
+// KnownUpdater is an IntentStore that can start an Update from the state
+// its caller wrote last (known: the intent as its claim or its put stored
+// it), skipping the read: the write is conditional on known's version, and
+// on a conflict it reads and lets mutate decide again, exactly as Update
+// does. Optional; it saves the read before an attempt's outcome.
+type KnownUpdater interface {
+	UpdateKnown(ctx context.Context, known *Intent, mutate func(*Intent) error) (*Intent, error)
+}
+
 // RetryQueue carries delayed work (retries and reconciliation) to the retrier.
 type RetryQueue interface {
 	Enqueue(ctx context.Context, msg RetryMessage, delay time.Duration) error

@@ -73,6 +73,10 @@ const (
 	// BotLimits, each only when set (no IAM: the counters are table items,
 	// written with NeedTableWrite, read with NeedTableGet).
 	NeedBotLimits
+	// NeedTableBatchGet: dynamodb:BatchGetItem on the table (an attempt's
+	// revalidation reads its facts in one BatchGetItem) and nothing else
+	// NeedTableRead grants. Env OUTBOX_TABLE.
+	NeedTableBatchGet
 )
 
 // Has reports whether n includes all of want.
@@ -157,16 +161,29 @@ func DefaultFunctions() []FunctionSpec {
 		},
 		{
 			Name:        "intake",
-			Description: "Accepts intents under an idempotency identity; source revisions",
-			Timeout:     10 * time.Second,
-			MemoryMB:    256,
-			Routes:      routesOf(routes.Intake...),
-			RouteGroup:  RouteGroupBots,
+			Description: "Accepts intents under an idempotency identity (inline first attempt on Prefer: wait); source revisions",
+			// Above the longest Prefer: wait (core.DefaultInlineMaxWait, 10 s)
+			// plus an attempt, below API Gateway's 30 s; the lease (60 s)
+			// outlives it, so a timeout mid-send is a crashed attempt the
+			// sweeper takes down the unknown-outcome path.
+			Timeout:    20 * time.Second,
+			MemoryMB:   256,
+			Routes:     routesOf(routes.Intake...),
+			RouteGroup: RouteGroupBots,
 			// GET /v1/openapi.json: the contract, served without a token.
 			PublicRoutes: routesOf(routes.OpenAPI),
 			// Provider config: intake checks the intent names a configured
-			// provider before accepting it.
-			Needs: NeedTableGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite | NeedBotLimits,
+			// provider before accepting it, and sends inline attempts.
+			// Inline delivery (issue 26) makes the attempt the dispatcher
+			// makes, so it needs exactly the attempt's extra reach: the
+			// revalidation's BatchGetItem (TableBatchGet; the gate, barrier
+			// and outcome writes are GetItem/PutItem/UpdateItem it already
+			// has), the payload read before the send, the secrets of
+			// sending (as the retrier; not the webhooks' verifying ones),
+			// and the retry queue for the follow-up (retry, reconcile,
+			// paced hand-on).
+			Needs: NeedTableGet | NeedTableBatchGet | NeedTableWrite | NeedProviderConfig | NeedPayloadWrite |
+				NeedPayloadRead | NeedRetryQueueSend | NeedSendSecrets | NeedBotLimits,
 		},
 		{
 			Name:        "dispatcher",

@@ -44,7 +44,7 @@ func TestNoSecretValueInTemplateOrEnvironment(t *testing.T) {
 		}
 	}
 	// What each function may read, in its own words (OUTBOX_SECRET_USES).
-	want := map[string]string{"intake": "none", "retrier": "send", "sweeper": "send", "admin": "send", "webhook": "verify"}
+	want := map[string]string{"intake": "send", "retrier": "send", "sweeper": "send", "admin": "send", "webhook": "verify"}
 	for fn, uses := range want {
 		vars := devT.function(t, devPrefix, fn).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
 		if vars[EnvSecretUses] != uses {

@@ -84,6 +84,7 @@ var (
 	ActionsTableRead       = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
 	ActionsTableWrite      = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
 	ActionsTableBatchWrite = []string{"dynamodb:BatchWriteItem"}
+	ActionsTableBatchGet   = []string{"dynamodb:BatchGetItem"} // inline attempts' revalidation (issue 26)
 	ActionsIndexQuery      = []string{"dynamodb:Query"}
 	ActionsQueueSend       = []string{"sqs:SendMessage"}
 	ActionsBucketObjects   = []string{"s3:GetObject", "s3:PutObject"}
@@ -394,6 +395,9 @@ func (o *outbox) function(spec FunctionSpec) {
 	}
 	if n.Has(NeedTableBatchWrite) {
 		tableActions = append(tableActions, ActionsTableBatchWrite...)
+	}
+	if n.Has(NeedTableBatchGet) {
+		tableActions = append(tableActions, ActionsTableBatchGet...)
 	}
 	if len(tableActions) > 0 {
 		role.AddToPrincipalPolicy(allow(dedupe(tableActions), tableArn))

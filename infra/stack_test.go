@@ -672,7 +672,7 @@ func TestPayloadBucket(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	want := map[string][]string{
 		"authorizer": {EnvLogLevel, EnvTable},
-		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvTable},
+		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
 		"dispatcher": {EnvLogLevel, EnvRetryQueueURL},
 		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
 		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
@@ -873,6 +873,8 @@ func TestLeastPrivilege(t *testing.T) {
 		"intake": {
 			"dynamodb:GetItem": {"table"}, "dynamodb:PutItem": {"table"}, "dynamodb:UpdateItem": {"table"},
 			"dynamodb:ConditionCheckItem": {"table"}, "s3:PutObject": {"payloads"},
+			// Inline attempts (issue 26): revalidation, payload read, follow-ups.
+			"dynamodb:BatchGetItem": {"table"}, "s3:GetObject": {"payloads"}, "sqs:SendMessage": {"retry"},
 		},
 		// The dispatcher only fans records out to the work queue (issue 24,
 		// finding 10): the stream (its mapping's grant) and sends, nothing else.
@@ -932,12 +934,13 @@ func TestLeastPrivilege(t *testing.T) {
 	check(prodT, prodPrefix, DefaultFunctions(), want, map[string][]string{"secrets": {"outbox/provider-secrets"}})
 
 	// The dev stack's provider configuration references secrets: the
-	// functions that send (retrier, sweeper, admin's reconcile) read the
-	// sending ones, the webhook the verifying ones, nobody else any.
+	// functions that send (retrier, sweeper, admin's reconcile, intake's
+	// inline attempts) read the sending ones, the webhook the verifying
+	// ones, nobody else any.
 	devSpecs := append(DefaultFunctions(), FunctionSpec{Name: "echo"})
 	want["echo"] = map[string][]string{"dynamodb:GetItem": {"table"}}
 	sm := []string{"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
-	for _, fn := range []string{"retrier", "sweeper", "admin"} {
+	for _, fn := range []string{"retrier", "sweeper", "admin", "intake"} {
 		for _, a := range sm {
 			want[fn][a] = []string{"send"}
 		}

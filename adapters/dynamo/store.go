@@ -196,6 +196,16 @@ func (s *Store) Create(ctx context.Context, in *core.Intent) (*core.Intent, bool
 	return existing, false, nil
 }
 
+// copyOf is in as Get would return it had it just been read: its item,
+// decoded (a deep copy, repair entry included).
+func (s *Store) copyOf(in *core.Intent) (*core.Intent, error) {
+	item, err := s.MarshalIntent(in)
+	if err != nil {
+		return nil, err
+	}
+	return UnmarshalIntent(item)
+}
+
 // Get reads an intent with a strongly consistent read.
 func (s *Store) Get(ctx context.Context, id string) (*core.Intent, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
@@ -216,7 +226,17 @@ func (s *Store) Get(ctx context.Context, id string) (*core.Intent, error) {
 // version it read is still current. On a lost race it re-reads and lets
 // mutate decide again on the fresh state, a bounded number of times.
 func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent) error) (*core.Intent, error) {
-	return s.write(ctx, id, mutate, false)
+	return s.write(ctx, id, mutate, nil)
+}
+
+var _ core.KnownUpdater = (*Store)(nil)
+
+// UpdateKnown is Update starting from known, the intent as this process
+// last wrote it (its claim, or the inline intake's put): the first try
+// skips the read and writes conditionally on known's version; a lost race
+// re-reads as Update does.
+func (s *Store) UpdateKnown(ctx context.Context, known *core.Intent, mutate func(*core.Intent) error) (*core.Intent, error) {
+	return s.write(ctx, known.ID, mutate, known)
 }
 
 // Claim is Update for the write that starts an attempt: one plain
@@ -224,13 +244,21 @@ func (s *Store) Update(ctx context.Context, id string, mutate func(*core.Intent)
 // is read right after it (core.BarrierCheck, BarrierUp), so a bot's claims
 // share no item and cost no transaction.
 func (s *Store) Claim(ctx context.Context, id string, mutate func(*core.Intent) error) (*core.Intent, error) {
-	return s.write(ctx, id, mutate, true)
+	return s.write(ctx, id, mutate, nil)
 }
 
-func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) error, _ bool) (*core.Intent, error) {
+// write is the read-decide-write loop of every intent write; known, when
+// set, stands in for the first read (a copy: mutate never touches it).
+func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) error, known *core.Intent) (*core.Intent, error) {
 	tries := max(s.UpdateTries, 1)
 	for i := 0; i < tries; i++ {
-		cur, err := s.Get(ctx, id)
+		var cur *core.Intent
+		var err error
+		if i == 0 && known != nil {
+			cur, err = s.copyOf(known) // what a read would return at known's version
+		} else {
+			cur, err = s.Get(ctx, id)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -43,6 +43,9 @@ type Config struct {
 	SecretUses string
 	Lease      time.Duration
 	SweepGrace time.Duration
+	// InlineMaxWait caps Prefer: wait on POST /v1/intents (issue 26;
+	// default core.DefaultInlineMaxWait).
+	InlineMaxWait time.Duration
 	// RequestCacheTTL keeps token principals and intake grant reads in
 	// memory this long (0: no cache). The dispatcher's own checks never use it.
 	RequestCacheTTL time.Duration
@@ -80,6 +83,7 @@ func FromEnv(required ...string) (Config, error) {
 		Lease:           DurationEnv("OUTBOX_LEASE", 60*time.Second),
 		SweepGrace:      DurationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
 		RequestCacheTTL: DurationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
+		InlineMaxWait:   DurationEnv("OUTBOX_INLINE_MAX_WAIT", core.DefaultInlineMaxWait),
 
 		OperatorTopicArn:      os.Getenv("OUTBOX_OPERATOR_TOPIC_ARN"),
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
@@ -237,6 +241,9 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		AdminExtra: map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{},
 	}
 	app.Authn = app.Tokens
+	// Inline delivery (issue 26): the intake makes a first attempt that asks
+	// to wait through this same dispatcher (its lease owner is this process).
+	app.Intake.Inline = &core.Inline{D: d, MaxWait: cfg.InlineMaxWait}
 	if cfg.PayloadBucket != "" && clients.S3 != nil {
 		// 64 cached payloads of at most 256 KiB: 16 MiB per instance.
 		app.Payloads = payloads.New(clients.S3, cfg.PayloadBucket, 64)

@@ -115,7 +115,7 @@ func run() error {
 	table := env("OUTBOX_TABLE", "outbox")
 	st, err := system.Start(ctx, clients, system.Options{
 		Table: table, QueuePrefix: env("OUTBOX_QUEUE_PREFIX", table), ProviderConfig: providerCfg,
-		Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL,
+		Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL, InlineMaxWait: cfg.InlineMaxWait,
 		SweepInterval: wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second), Tokens: tokens, Log: log, MetricsOut: metricsOut,
 		// The dev backup key (make run); outboxctl backup --direct reads the
 		// same variable. In AWS it is a Secrets Manager secret.

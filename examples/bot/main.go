@@ -1,7 +1,7 @@
 // Command bot is a runnable example bot using the Go client. Start the
 // outbox with `make run`, then, in another terminal:
 //
-//	go run ./examples/bot                 # answer three messages, wait for each
+//	go run ./examples/bot                 # answer three messages, each delivered inline (SubmitAndWait)
 //	go run ./examples/bot -n 3 -wait=false # submit only
 //
 // Each reply is submitted under a key derived from the message it answers
@@ -48,7 +48,16 @@ func main() {
 			Payload: payload, Grant: client.GrantRef{ID: *grant, Version: 1},
 		}
 		// One key per logical attempt: "the reply to this message".
-		sub, err := c.Submit(ctx, req, client.SubmitOptions{Key: client.KeyFor("example-bot", msgID, "reply")})
+		opts := client.SubmitOptions{Key: client.KeyFor("example-bot", msgID, "reply")}
+		var sub *client.Submission
+		var err error
+		if *wait {
+			// The outbox makes the attempt inside the request (Prefer: wait)
+			// and answers with the provider's answer; otherwise it waits.
+			sub, err = c.SubmitAndWait(ctx, req, opts, client.AndWaitOptions{Poll: client.WaitOptions{Interval: 200 * time.Millisecond}})
+		} else {
+			sub, err = c.Submit(ctx, req, opts)
+		}
 		switch {
 		case errors.Is(err, client.ErrIdempotencyKeyReused):
 			fail("%s: this key already holds a different reply (use a new -run): %v", msgID, err)
@@ -58,18 +67,17 @@ func main() {
 			fail("%s: %v", msgID, err)
 		}
 		what := "accepted"
-		if sub.Replayed {
+		switch {
+		case sub.Replayed:
 			what = "already held (replayed)"
+		case sub.WaitApplied:
+			what = "delivered inline"
 		}
 		fmt.Printf("%s: intent %s %s, key %s\n", msgID, sub.Intent.ID, what, sub.Key)
-		if !*wait {
-			continue
+		if *wait {
+			in := sub.Intent
+			fmt.Printf("%s: %s after %d attempt(s) %s %s\n", msgID, in.Status, in.AttemptCount, in.ExternalID, in.StatusReason)
 		}
-		in, err := c.Wait(ctx, sub.Intent.ID, client.WaitOptions{Interval: 200 * time.Millisecond})
-		if err != nil {
-			fail("%s: wait: %v", msgID, err)
-		}
-		fmt.Printf("%s: %s after %d attempt(s) %s\n", msgID, in.Status, in.AttemptCount, in.StatusReason)
 	}
 }
 

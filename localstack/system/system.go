@@ -57,8 +57,10 @@ type Options struct {
 	SweepGrace     time.Duration
 	// RequestCacheTTL: see wire.Config (0, the default here, disables it).
 	RequestCacheTTL time.Duration
-	Backoff         *core.BackoffPolicy
-	Reconcile       *core.ReconcilePolicy
+	// InlineMaxWait caps Prefer: wait (wire.Config; 0: core.DefaultInlineMaxWait).
+	InlineMaxWait time.Duration
+	Backoff       *core.BackoffPolicy
+	Reconcile     *core.ReconcilePolicy
 	// PollInterval for the stream and queue pollers (default 100ms).
 	PollInterval time.Duration
 	// SweepInterval runs the sweeper on a schedule; 0 disables the ticker.
@@ -182,7 +184,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	}
 	app, err := wire.New(clients, wire.Config{BackupKey: o.BackupKey,
 		Table: o.Table, BackupBucket: o.Bucket, PayloadBucket: o.PayloadBucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
-		RequestCacheTTL: o.RequestCacheTTL, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
+		RequestCacheTTL: o.RequestCacheTTL, InlineMaxWait: o.InlineMaxWait, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
 		BotLimits: o.BotLimits,

@@ -10,6 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -108,19 +111,49 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 		defer span.End()
 		ctx = core.WithTraceParent(ctx, tp)
 	}
-	res, err := h.Intake.Submit(ctx, p.Name, key, body)
+	prefer, _ := httpjson.Header(req, "Prefer")
+	wait := h.Intake.Inline.Wait(PreferWait(prefer))
+	res, err := h.Intake.SubmitWith(ctx, p.Name, key, body, core.SubmitOptions{Wait: wait})
 	if err != nil {
 		return h.fail(ctx, err)
 	}
 	location := "/v1/intents/" + res.Intent.ID
-	if res.Replayed {
-		return httpjson.JSON(http.StatusOK, View(res.Intent), map[string]string{"Idempotent-Replayed": "true", "Location": location})
+	headers := map[string]string{"Location": location}
+	if res.Waited {
+		// RFC 7240: the answer is the intent after its attempt.
+		headers["Preference-Applied"] = "wait=" + strconv.Itoa(int(wait/time.Second))
 	}
-	h.log().InfoContext(ctx, "intent accepted", "intent", res.Intent.ID, "bot", p.Name, "provider", res.Intent.Provider, "action", res.Intent.Action)
+	if res.Replayed {
+		headers["Idempotent-Replayed"] = "true"
+		return httpjson.JSON(http.StatusOK, View(res.Intent), headers)
+	}
+	h.log().InfoContext(ctx, "intent accepted", "intent", res.Intent.ID, "bot", p.Name, "provider", res.Intent.Provider, "action", res.Intent.Action, "status", string(res.Intent.Status))
 	if h.Metrics != nil {
 		h.Metrics.Count("IntentsAccepted", 1)
 	}
-	return httpjson.JSON(http.StatusCreated, View(res.Intent), map[string]string{"Location": location})
+	return httpjson.JSON(http.StatusCreated, View(res.Intent), headers)
+}
+
+// PreferWait reads the wait preference of a Prefer header (RFC 7240:
+// comma-separated preferences, names case-insensitive, "wait=<seconds>";
+// several Prefer headers arrive joined by commas). A missing, malformed or
+// zero wait is 0: preferences the server does not understand are ignored,
+// never refused. The first wait wins. Pure.
+func PreferWait(header string) time.Duration {
+	for _, pref := range strings.Split(header, ",") {
+		pref, _, _ = strings.Cut(pref, ";") // parameters of a preference: none for wait
+		name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+			continue
+		}
+		val = strings.Trim(strings.TrimSpace(val), `"`)
+		n, err := strconv.ParseUint(val, 10, 32)
+		if err != nil {
+			return 0
+		}
+		return time.Duration(min(n, 3600)) * time.Second
+	}
+	return 0
 }
 
 func (h *Handler) get(ctx context.Context, p core.Principal, id string) events.APIGatewayV2HTTPResponse {

@@ -77,6 +77,7 @@ type flags struct {
 	orphans        int
 	scaleParts     string
 	isoN           int
+	prices         string
 }
 
 func main() {
@@ -98,11 +99,12 @@ func main() {
 	flag.IntVar(&f.initRuns, "init-runs", 5, "cold starts of the authorizer binary to time")
 	flag.BoolVar(&f.skipArt, "skip-artifacts", false, "skip building the Lambda artifacts and the cold-start proxy")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "log level of the stack (info adds the per-request log lines the functions write in AWS)")
-	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,retry,reconcile,e2e256k,artifacts,pace,scale); default all")
+	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,inline,retry,reconcile,e2e256k,artifacts,pace,scale); default all")
 	flag.IntVar(&f.scaleN, "scale-n", 2048, "intents of the key-spread run (64 bots, one sending 25%)")
 	flag.StringVar(&f.scaleParts, "scale-parts", "spread,repair,isolation", "which runs of the scale phase (comma-separated)")
 	flag.IntVar(&f.orphans, "orphans", 5000, "orphaned pending intents the sweeper alone recovers (repair_vs_stream)")
 	flag.IntVar(&f.isoN, "iso-n", 90, "healthy intents per isolation slice")
+	flag.StringVar(&f.prices, "prices", "bench/prices.json", "the price table of the cost figures (usd_per_million_delivered_*)")
 	flag.BoolVar(&f.verbose, "v", false, "print every measured slice")
 	flag.IntVar(&f.e2eWarm, "e2e-warmup", 25, "unmeasured intents before each end-to-end run")
 	flag.DurationVar(&f.e2eMax, "e2e-max", 25*time.Second, "cap on each end-to-end run (fewer than -e2e-n intents on a slow machine)")
@@ -400,6 +402,7 @@ func (r *runner) run() error {
 		// every request costs it several times the CPU), so the latency runs
 		// go first and the throughput phase, which writes the most, goes last.
 		{"e2e", "end-to-end latency and write cost", r.delivery},
+		{"inline", "inline delivery (Prefer: wait) vs the floor and the async road; cost per million", r.inline},
 		{"retry", "one-retry cost", r.retried},
 		{"reconcile", "unchanged reconcile poll cost", r.reconcilePolls},
 		{"e2e256k", "end-to-end with 256 KiB payloads (S3 claim check)", r.delivery256k},

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/botharness/outbox/adapters/dynamo"
@@ -202,6 +203,12 @@ func (c counts) sum(ops []string, caller string) int64 {
 // writes counts write requests of every caller.
 func (c counts) writes() int64 { return c.sum(writeOps, "") }
 
+// sqsRequests counts the SQS requests of every caller (receives that
+// returned messages only; a batch is one request).
+func (c counts) sqsRequests() int64 {
+	return c.sum([]string{"SQS.SendMessage", "SQS.SendMessageBatch", "SQS.DeleteMessage", "SQS.DeleteMessageBatch", "SQS.ReceiveMessage"}, "")
+}
+
 // s3Requests counts S3 object requests of every caller.
 func (c counts) s3Requests() int64 { return c.sum([]string{"S3.PutObject", "S3.GetObject"}, "") }
 
@@ -269,6 +276,16 @@ func (m *meter) middleware(stack *middleware.Stack) error {
 				op = "S3.PutObject" // claim-checked payloads (and backups)
 			case *s3.GetObjectInput:
 				op = "S3.GetObject"
+			case *sqs.SendMessageInput:
+				op = "SQS.SendMessage" // requests billed by SQS (the cost model, inline.go)
+			case *sqs.SendMessageBatchInput:
+				op = "SQS.SendMessageBatch"
+			case *sqs.DeleteMessageInput:
+				op = "SQS.DeleteMessage"
+			case *sqs.DeleteMessageBatchInput:
+				op = "SQS.DeleteMessageBatch"
+			case *sqs.ReceiveMessageInput:
+				op = "SQS.ReceiveMessage" // counted only when it returned messages (below)
 			default:
 				return next.HandleInitialize(ctx, in)
 			}
@@ -301,6 +318,11 @@ func (m *meter) middleware(stack *middleware.Stack) error {
 				cc = r.ConsumedCapacity
 			case *dynamodb.TransactGetItemsOutput:
 				cc = r.ConsumedCapacity
+			}
+			if rm, ok := out.Result.(*sqs.ReceiveMessageOutput); op == callerOf(ctx)+" SQS.ReceiveMessage" && (!ok || len(rm.Messages) == 0) {
+				// An empty long poll: a fixed cost of the pollers (in AWS, of
+				// the event source mapping), not of a delivered intent.
+				return out, md, err
 			}
 			// A failed conditional write still consumes capacity on AWS, but
 			// the SDK drops the body, so failed calls count as requests only.

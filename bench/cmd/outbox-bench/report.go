@@ -122,6 +122,13 @@ func (r *runner) goals() {
 	add("isolation_p99_ratio", "isolation_p99_ratio", "<=", 2.0)
 	add("wcu_per_delivered_intent", "wcu_per_delivered_intent", "<=", 8)
 	add("wcu_per_retried_intent", "wcu_per_retried_intent", "<=", 14)
+	// Issue 26: inline delivery (Prefer: wait).
+	add("inline_writes_per_delivered_intent", "inline_writes_per_delivered_intent", "<=", 2)
+	add("inline_wcu_per_delivered_intent", "inline_wcu_per_delivered_intent", "<=", 6)
+	add("inline_vs_floor_p99", "inline_vs_floor_p99", "<=", 1.25)
+	add("inline_share", "inline_share", ">=", 0.99)
+	add("inline_vs_async_usd", "inline_vs_async_usd", "<=", 0.8)
+	add("inline_paced_not_exactly_one_effect", "inline_paced_not_exactly_one_effect", "<=", 0)
 	if m, ok := r.res["index_max_key_share_goal_met"].(bool); ok {
 		g["index_max_key_share"] = map[string]any{"value": r.res["index_max_key_share"], "target": "<= 2/N per family", "met": m}
 	}
@@ -203,6 +210,11 @@ func (r *runner) printTable(w io.Writer) {
 		{"e2e_p50 / p99 (poll " + v("e2e_alt_poll_interval_ms") + "ms)", v("e2e_alt_p50_ms") + " / " + v("e2e_alt_p99_ms"), ""},
 		{"  poll interval effect on p50 / mean ms", v("e2e_poll_effect_p50_ms") + " / " + v("e2e_poll_effect_mean_ms"), ""},
 		{"writes_per_delivered_intent", v("writes_per_delivered_intent"), goal("writes_per_delivered_intent")},
+		{"inline_writes / wcu per delivered intent", v("inline_writes_per_delivered_intent") + " / " + v("inline_wcu_per_delivered_intent"), goal("inline_writes_per_delivered_intent") + " " + goal("inline_wcu_per_delivered_intent")},
+		{"inline_e2e_p50_ms / p99 (floor p99)", v("inline_e2e_p50_ms") + " / " + v("inline_e2e_p99_ms") + " (" + v("inline_floor_p99_ms") + ")", "POST with Prefer: wait -> 201 succeeded"},
+		{"inline_vs_floor_p99", v("inline_vs_floor_p99"), goal("inline_vs_floor_p99")},
+		{"inline_share", v("inline_share"), goal("inline_share")},
+		{"usd_per_million_delivered async / inline", v("usd_per_million_delivered_async") + " / " + v("usd_per_million_delivered_inline"), goal("inline_vs_async_usd")},
 		{"wcu_per_delivered_intent (gsi part)", v("wcu_per_delivered_intent") + " (" + v("wcu_gsi_per_delivered_intent") + ")", ""},
 		{"writes_per_retried_intent", v("writes_per_retried_intent"), "one 503, then success"},
 		{"reads_per_attempt (retry path)", v("reads_per_attempt") + " (" + v("reads_per_attempt_retry_path") + ")", ""},

@@ -174,6 +174,10 @@ func TestDispatcherPattern(t *testing.T) {
 		{"INSERT pending intent", intentRecord("INSERT", image("INTENT", "pending"), nil), true},
 		{"MODIFY back to pending (human re-queue)", intentRecord("MODIFY", image("INTENT", "pending"), image("INTENT", "needs-human")), true},
 		{"MODIFY to in-flight (claim)", intentRecord("MODIFY", image("INTENT", "in-flight"), image("INTENT", "pending")), false},
+		// Inline delivery (issue 26): the intake inserts the intent already
+		// claimed; its attempt is the intake's, never the dispatcher's too.
+		{"INSERT in-flight (inline intake)", intentRecord("INSERT", image("INTENT", "in-flight"), nil), false},
+		{"MODIFY in-flight to succeeded (inline outcome)", intentRecord("MODIFY", image("INTENT", "succeeded"), image("INTENT", "in-flight")), false},
 		{"MODIFY to succeeded", intentRecord("MODIFY", image("INTENT", "succeeded"), image("INTENT", "in-flight")), false},
 		{"INSERT non-INTENT sk", intentRecord("INSERT", image("ATTEMPT#0001", "pending"), nil), false},
 		{"INSERT uniqueness item without status", intentRecord("INSERT", map[string]events.DynamoDBAttributeValue{

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/sandbox"
+)
+
+// TestHostKilledDuringAnInlineSend (issue 26): a host killed (SIGKILL)
+// while the intake's inline attempt is at the provider leaves the intent in
+// flight under the lease its put wrote; the restarted host's sweeper takes
+// it down the unknown-outcome path as for a crashed dispatcher. The
+// provider offers neither idempotency keys nor lookup, so it ends with a
+// human, and the provider performed the effect exactly once (its held
+// request commits after the kill; nothing sends it again).
+func TestHostKilledDuringAnInlineSend(t *testing.T) {
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
+			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
+		}
+		t.Skip("no emulators (AWS_ENDPOINT_URL_DYNAMODB unset)")
+	}
+	const (
+		lease    = 5 * time.Second
+		grace    = 2 * time.Second
+		interval = 2 * time.Second
+	)
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "outbox-local")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build outbox-local: %v\n%s", err, out)
+	}
+	// The provider outlives the host. Its account holds the request 3 s,
+	// then commits: the send is in flight when the host dies, and the
+	// effect lands after.
+	_, sbURL := sandbox.StartTest(t, time.Now)
+	post(t, sbURL+"/_sandbox/faults", "", `{"account":"acct-inline-crash","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"hang","delayMs":3000}]}`, http.StatusOK)
+
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	table := "icrash_" + hex.EncodeToString(b[:])
+	clients, err := awsconfig.LoadClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		for _, q := range []string{table + "-retry", table + "-retry-dlq", table + "-inbox", table + "-inbox-dlq"} {
+			if u, err := clients.SQS.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(q)}); err == nil {
+				_, _ = clients.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: u.QueueUrl})
+			}
+		}
+	})
+	start := func() (*exec.Cmd, string) {
+		addr := freeAddr(t)
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(),
+			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_URL="+sbURL, "OUTBOX_TABLE="+table,
+			fmt.Sprintf(`OUTBOX_PROVIDER_CONFIG={"sandbox":{"baseUrl":%q,"timeoutMs":4000}}`, sbURL),
+			"OUTBOX_LEASE="+lease.String(), "OUTBOX_SWEEP_GRACE="+grace.String(), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
+			"LOG_LEVEL=info")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("host %s output:\n%s", addr, logs.String())
+			}
+		})
+		waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		return cmd, addr
+	}
+	store := dynamo.New(clients.DynamoDB, table)
+	effects := func(id string) int {
+		resp, err := http.Get(sbURL + "/_sandbox/effects?intentId=" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var er sandbox.EffectsResponse
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&er) != nil || er.Count != len(er.Effects) {
+			t.Fatalf("sandbox effects: status %d", resp.StatusCode)
+		}
+		return er.Count
+	}
+
+	host, addr := start()
+	body := `{"kind":"reply","provider":"sandbox","account":"acct-inline-crash","action":"send_message","target":"chan-1","payload":{"text":"inline crash"},"grant":{"id":"dev-grant","version":1}}`
+	answered := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/intents", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer dev-bot-token")
+		req.Header.Set("Idempotency-Key", "inline-crash-1")
+		req.Header.Set("Prefer", "wait=10")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d before the kill", resp.StatusCode)
+		}
+		answered <- err
+	}()
+	id := core.IntentID("dev-bot", "inline-crash-1")
+	var inFlight *core.Intent
+	waitFor(t, 30*time.Second, "the inline attempt is in flight", func() bool {
+		in, err := store.Get(ctx, id)
+		if err == nil && in.Status == core.StatusInFlight {
+			inFlight = in
+			return true
+		}
+		return false
+	})
+	if inFlight.AttemptCount != 1 || inFlight.Lease == nil || inFlight.RepairAt.IsZero() || inFlight.Version != 1 {
+		t.Fatalf("the inline put: attempt %d lease %v repair entry %v version %d; want attempt 1 under a lease, filed for repair, written once",
+			inFlight.AttemptCount, inFlight.Lease, inFlight.RepairAt, inFlight.Version)
+	}
+	if err := host.Process.Kill(); err != nil { // SIGKILL: no shutdown path runs
+		t.Fatal(err)
+	}
+	_ = host.Wait()
+	if err := <-answered; err != nil && strings.Contains(err.Error(), "before the kill") {
+		t.Fatal(err)
+	}
+
+	start()
+	var swept *core.Intent
+	waitFor(t, lease+grace+interval+15*time.Second, "the restarted host sweeps the crashed inline attempt", func() bool {
+		in, err := store.Get(ctx, id)
+		if err == nil && in.Status != core.StatusInFlight && in.Status != core.StatusUnknownOutcome {
+			swept = in
+			return true
+		}
+		return false
+	})
+	last := swept.Attempts[len(swept.Attempts)-1]
+	if swept.Status != core.StatusNeedsHuman || last.Result != core.ResultLeaseExpired || !last.StartedAt.Equal(inFlight.Lease.Since) {
+		t.Fatalf("swept to %s (%s), last attempt %s started %v; want needs-human, lease-expired, started at the inline put %v",
+			swept.Status, swept.StatusReason, last.Result, last.StartedAt, inFlight.Lease.Since)
+	}
+	waitFor(t, 10*time.Second, "the held request commits at the provider", func() bool { return effects(id) == 1 })
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if n := effects(id); n != 1 {
+			t.Fatalf("%d effects, want exactly 1", n)
+		}
+	}
+}
