@@ -116,6 +116,14 @@ type Intent struct {
 	// RepairAt is when the sweeper must next look at the intent (its repair
 	// index entry; see repair.go and NextRepairCheck). Zero: no entry.
 	RepairAt time.Time `json:"-"`
+	// EndedAt is when the intent became terminal and ExpiresAt when its
+	// retention window closes (ApplyRetention; the table's TTL). Both unset
+	// while it is not terminal.
+	EndedAt   *time.Time `json:"-"`
+	ExpiresAt time.Time  `json:"-"`
+	// Pruned is set on an intent read back from its tombstone: the window
+	// passed, only the identity and first answer are left (see retention.go).
+	Pruned *Pruned `json:"pruned,omitempty"`
 }
 
 // IntentID derives the intent id from its idempotency identity (bot + key).

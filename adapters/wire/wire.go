@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/botharness/outbox/adapters/archive"
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/backup"
 	"github.com/botharness/outbox/adapters/dynamo"
@@ -54,6 +55,16 @@ type Config struct {
 	OperatorWebhookURL    string
 	OperatorWebhookSecret string
 	ConsoleURL            string
+	// Retention (issue 27): an ended intent is kept whole IntentRetention
+	// after it ends (its key is honoured at least that long), then its
+	// tombstone keeps the key TombstoneRetention. Zero here means the
+	// defaults (core.DefaultRetention); OUTBOX_INTENT_RETENTION and
+	// OUTBOX_TOMBSTONE_RETENTION set them as Go durations.
+	IntentRetention    time.Duration
+	TombstoneRetention time.Duration
+	// ArchiveBucket receives pruned intents' records (OUTBOX_ARCHIVE_BUCKET;
+	// empty: the archive is off, tombstones only).
+	ArchiveBucket string
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -73,6 +84,10 @@ func FromEnv(required ...string) (Config, error) {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
+
+		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", core.DefaultIntentRetention),
+		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", core.DefaultTombstoneRetention),
+		ArchiveBucket:      os.Getenv("OUTBOX_ARCHIVE_BUCKET"),
 	}
 	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
 		c.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q}}`, os.Getenv("OUTBOX_SANDBOX_URL"))
@@ -136,8 +151,10 @@ type App struct {
 	OperatorEvents *core.OperatorNotifier
 	// Payloads is the claim-check store (nil without a payload bucket).
 	Payloads *payloads.Store
-	Metrics  *emf.Writer
-	Log      *slog.Logger
+	// Archive keeps pruned intents' records (nil: archive off).
+	Archive *archive.Store
+	Metrics *emf.Writer
+	Log     *slog.Logger
 }
 
 // New assembles the app.
@@ -156,6 +173,12 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	}
 	if cfg.MetricsOut == nil {
 		cfg.MetricsOut = os.Stdout
+	}
+	if cfg.IntentRetention <= 0 {
+		cfg.IntentRetention = core.DefaultIntentRetention
+	}
+	if cfg.TombstoneRetention <= 0 {
+		cfg.TombstoneRetention = core.DefaultTombstoneRetention
 	}
 	providers, err := Providers(cfg.ProviderConfig, &http.Client{})
 	if err != nil {
@@ -177,6 +200,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	// A new intent's repair entry is due once its normal path (claim within
 	// the lease) has had its grace: the sweeper never races the stream.
 	store.RepairDelay, store.RepairGrace = cfg.Lease+cfg.SweepGrace, cfg.SweepGrace
+	store.Retention = cfg.IntentRetention
 	metrics := emf.New(cfg.MetricsOut)
 	queue := sqsqueue.New(clients.SQS, cfg.RetryQueueURL)
 	d := &core.Dispatcher{
@@ -204,6 +228,9 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		// 64 cached payloads of at most 256 KiB: 16 MiB per instance.
 		app.Payloads = payloads.New(clients.S3, cfg.PayloadBucket, 64)
 		app.Intake.Payloads, d.Payloads = app.Payloads, app.Payloads
+	}
+	if cfg.ArchiveBucket != "" && clients.S3 != nil {
+		app.Archive = archive.New(clients.S3, cfg.ArchiveBucket)
 	}
 	if cfg.RequestCacheTTL > 0 {
 		app.Authn = ttlcache.NewTokens(app.Tokens, cfg.RequestCacheTTL)

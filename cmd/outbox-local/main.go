@@ -85,6 +85,10 @@ func run() error {
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
+		// Retention (issue 27): OUTBOX_INTENT_RETENTION / OUTBOX_TOMBSTONE_RETENTION;
+		// DynamoDB Local does not delete expired items, so the TTL reaper does.
+		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
+		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second),
 	})
 	if err != nil {
 		return err

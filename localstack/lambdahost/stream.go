@@ -104,6 +104,11 @@ type StreamPollerConfig struct {
 
 	Handler StreamHandler
 
+	// TTLDeletes recognises the records of the local TTL reaper's deletes
+	// (TTLReaper.IsTTLDelete); they and DynamoDB Local's own TTL records are
+	// presented as AWS writes a TTL delete (AWSShape). nil: only the latter.
+	TTLDeletes func(events.DynamoDBEventRecord) bool
+
 	// Region overrides the awsRegion of records (DynamoDB Local reports
 	// "ddblocal"); default: whatever the stream says.
 	Region          string
@@ -541,7 +546,7 @@ func (p *StreamPoller) handleShardRecords(ctx context.Context, s *shardState, re
 		if err != nil {
 			p.log.Error("cannot convert stream record; skipping it", "shard", s.id, "event_id", aws.ToString(r.EventID), "error", err)
 		} else {
-			batch = append(batch, ev)
+			batch = append(batch, AWSShape(ev, p.cfg.TTLDeletes))
 		}
 		if seq != "" {
 			last = seq

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/adapters/handlers/notifier"
+	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
 	"github.com/botharness/outbox/adapters/routes"
@@ -87,6 +89,18 @@ type Options struct {
 	// DisableNotifier leaves the notifier's stream poller off even with a
 	// webhook URL (tests deliver its records by hand).
 	DisableNotifier bool
+	// Retention (issue 27): see wire.Config (0: the defaults, 7 days and
+	// 90 days). Tests shorten them to seconds.
+	IntentRetention    time.Duration
+	TombstoneRetention time.Duration
+	// ArchiveBucket for pruned intents' records (created if missing);
+	// default "outbox-archive". "-" turns the archive off.
+	ArchiveBucket string
+	// TTLReaperInterval runs the local TTL reaper (DynamoDB Local does not
+	// delete expired items; see lambdahost.TTLReaper); 0 leaves it off.
+	TTLReaperInterval time.Duration
+	// DisablePruner leaves the pruner's stream poller off.
+	DisablePruner bool
 }
 
 // Stack is a running local system.
@@ -107,6 +121,11 @@ type Stack struct {
 	// Notifier and its stream poller run when operator events are on.
 	Notifier     *notifier.Handler
 	NotifyStream *lambdahost.StreamPoller
+	// Pruner and its stream poller turn TTL deletes into tombstones and
+	// archived records; Reaper plays DynamoDB's TTL service.
+	Pruner      *pruner.Handler
+	PruneStream *lambdahost.StreamPoller
+	Reaper      *lambdahost.TTLReaper
 
 	cancel context.CancelFunc
 }
@@ -142,6 +161,14 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	} else if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.PayloadBucket)}); err != nil && !bucketExists(err) {
 		return nil, fmt.Errorf("create bucket %s: %w", o.PayloadBucket, err)
 	}
+	if o.ArchiveBucket == "" {
+		o.ArchiveBucket = "outbox-archive"
+	}
+	if o.ArchiveBucket == "-" {
+		o.ArchiveBucket = ""
+	} else if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.ArchiveBucket)}); err != nil && !bucketExists(err) {
+		return nil, fmt.Errorf("create bucket %s: %w", o.ArchiveBucket, err)
+	}
 	queues, err := sqsqueue.EnsureQueues(ctx, clients.SQS, o.QueuePrefix, 360, 5)
 	if err != nil {
 		return nil, err
@@ -151,6 +178,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		RequestCacheTTL: o.RequestCacheTTL, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
+		IntentRetention: o.IntentRetention, TombstoneRetention: o.TombstoneRetention, ArchiveBucket: o.ArchiveBucket,
 	})
 	if err != nil {
 		return nil, err
@@ -173,6 +201,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		Retrier:    app.RetrierHandler(),
 		Sweeper:    app.SweeperHandler(),
 		Notifier:   app.NotifierHandler(),
+		Pruner:     app.PrunerHandler(),
 	}
 	s.Gateway = lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: app.Log, Health: func() error {
 		_, err := app.Store.Get(context.Background(), "healthz")
@@ -204,6 +233,20 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	if o.TTLReaperInterval > 0 {
+		s.Reaper, err = lambdahost.NewTTLReaper(lambdahost.TTLReaperConfig{
+			DynamoDB: clients.DynamoDB, TableName: o.Table, Attribute: dynamo.TTLAttribute, Interval: o.TTLReaperInterval, Logger: app.Log,
+		})
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.Reaper.Start(runCtx)
+	}
+	var ttlDeletes func(events.DynamoDBEventRecord) bool
+	if s.Reaper != nil {
+		ttlDeletes = s.Reaper.IsTTLDelete
+	}
 	if !o.DisableQueue {
 		// As deployed: the stream fans out to the work queue. With the queue
 		// mapping off (tests that keep retries out), it attempts directly.
@@ -237,6 +280,21 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		if err != nil {
 			s.Stop()
 			return nil, fmt.Errorf("notifier stream poller: %w", err)
+		}
+	}
+	if !o.DisableStream && !o.DisablePruner {
+		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
+			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
+			FilterPattern: pruner.StreamFilterPattern, BatchSize: 100, StartingPosition: lambdahost.StartTrimHorizon,
+			PollInterval: o.PollInterval, MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
+			FunctionName: "pruner", Logger: app.Log,
+		})
+		if err == nil {
+			err = s.PruneStream.Start(runCtx)
+		}
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("pruner stream poller: %w", err)
 		}
 	}
 	if !o.DisableQueue {
@@ -280,6 +338,12 @@ func (s *Stack) Stop() {
 	}
 	if s.NotifyStream != nil {
 		s.NotifyStream.Stop()
+	}
+	if s.PruneStream != nil {
+		s.PruneStream.Stop()
+	}
+	if s.Reaper != nil {
+		s.Reaper.Stop()
 	}
 	if s.cancel != nil {
 		s.cancel()
