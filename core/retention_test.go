@@ -55,4 +55,3 @@ func TestApplyRetention(t *testing.T) {
 		})
 	}
 }
-
