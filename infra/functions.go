@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/handlers/notifier"
+	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/adapters/routes"
 )
 
@@ -57,6 +58,10 @@ const (
 	// objects (every function that can make an attempt; backups).
 	// Env OUTBOX_PAYLOAD_BUCKET.
 	NeedPayloadRead
+	// NeedArchiveWrite: s3:GetObject, PutObject on the archive bucket's
+	// intents/* objects (the pruner). Env OUTBOX_ARCHIVE_BUCKET,
+	// OUTBOX_TOMBSTONE_RETENTION (see retention.go).
+	NeedArchiveWrite
 )
 
 // Has reports whether n includes all of want.
@@ -196,6 +201,16 @@ func DefaultFunctions() []FunctionSpec {
 			// Byte-for-byte the pattern the local host applies.
 			StreamFilter: notifier.StreamFilterPattern,
 			Needs:        tableRW | NeedOperatorEvents,
+		},
+		{
+			Name:        "pruner",
+			Description: "Retention: turns TTL deletes of ended intents into tombstones and archived records (table stream)",
+			Timeout:     60 * time.Second,
+			MemoryMB:    256,
+			Trigger:     TriggerStream,
+			// Only TTL deletes of terminal intent items invoke it.
+			StreamFilter: pruner.StreamFilterPattern,
+			Needs:        tableRW | NeedArchiveWrite,
 		},
 		{
 			Name:        "webhook",

@@ -99,6 +99,7 @@ type outbox struct {
 	dispatchFailures awssqs.Queue
 	backupBucket     awss3.Bucket
 	payloadBucket    awss3.Bucket
+	archiveBucket    awss3.Bucket // nil with the archive off (retention.go)
 	accessLogsBucket awss3.Bucket
 	secrets          []awssecretsmanager.ISecret
 	alarmTopic       awssns.ITopic
@@ -138,6 +139,7 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 	awscdk.Tags_Of(stack).Add(jsii.String("project"), jsii.String("outbox"), nil)
 
 	o.data()
+	o.retentionData()
 	for _, spec := range r.functions {
 		o.function(spec)
 	}
@@ -145,6 +147,7 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 	o.alarms()
 	o.outputs()
 	o.suppressions()
+	o.retentionSuppressions()
 	return stack
 }
 
@@ -374,6 +377,7 @@ func (o *outbox) function(spec FunctionSpec) {
 		}
 		env[EnvProviderSecrets] = jsii.String(strings.Join(r.ProviderSecretNames, ","))
 	}
+	o.retentionAccess(spec, role, env)
 
 	arch := awslambda.Architecture_ARM_64()
 	if r.Architecture == "x86_64" {

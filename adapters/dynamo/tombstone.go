@@ -136,19 +136,27 @@ func (s *Store) PutTombstone(ctx context.Context, item map[string]types.Attribut
 	return true, nil
 }
 
-// DeleteHistoryPages deletes pages 1..n of a pruned intent's moved history
-// (the pruner archived them first). Deleting an absent page is a no-op.
-func (s *Store) DeleteHistoryPages(ctx context.Context, id string, n int) error {
+// ExpireHistoryPages hands pages 1..n of a pruned intent's moved history
+// (the pruner archived them first) to the table's TTL: one UpdateItem per
+// page sets its expiry to at (already passed), so the TTL service deletes
+// it like the intent. No function may DeleteItem (infra's least-privilege
+// rule); a page already gone is skipped.
+func (s *Store) ExpireHistoryPages(ctx context.Context, id string, n int, at time.Time) error {
 	for seq := 1; seq <= n; seq++ {
-		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.table),
 			Key: map[string]types.AttributeValue{
 				"pk": &types.AttributeValueMemberS{Value: IntentPK(id)},
 				"sk": &types.AttributeValueMemberS{Value: HistorySK(seq)},
 			},
+			UpdateExpression:          aws.String("SET #t = :t"),
+			ConditionExpression:       aws.String("attribute_exists(pk)"),
+			ExpressionAttributeNames:  map[string]string{"#t": TTLAttribute},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Unix(), 10)}},
 		})
-		if err != nil {
-			return fmt.Errorf("delete history page %s of %s: %w", strconv.Itoa(seq), id, err)
+		var ccf *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &ccf) {
+			return fmt.Errorf("expire history page %d of %s: %w", seq, id, err)
 		}
 	}
 	return nil

@@ -47,7 +47,7 @@ type Handler struct {
 }
 
 // Handle archives the batch's pruned intents in one object, then puts their
-// tombstones and deletes their history pages. Every step is idempotent, so
+// tombstones and hands their history pages to the TTL. Every step is idempotent, so
 // an error retries the whole batch.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var work []*core.Intent
@@ -115,7 +115,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			h.log().WarnContext(ctx, "pruned intent's key already holds an item; tombstone not written", "intent", in.ID, "bot", in.Bot)
 		}
 		if in.History != nil && in.History.Pages > 0 {
-			if err := h.Store.DeleteHistoryPages(ctx, in.ID, in.History.Pages); err != nil {
+			if err := h.Store.ExpireHistoryPages(ctx, in.ID, in.History.Pages, now); err != nil {
 				return events.DynamoDBEventResponse{}, err
 			}
 		}
