@@ -122,7 +122,12 @@ type FunctionSpec struct {
 	// StreamFilter is the event filter of a TriggerStream function's mapping
 	// (default dispatcher.StreamFilterPattern).
 	StreamFilter string
-	Needs        Need
+	// StreamBatchSize and StreamBatchingWindowSeconds override the stream
+	// mapping's DispatcherBatchSize and DispatcherMaxBatchingWindowSeconds
+	// (0: those). The pruner batches: one archive object per batch.
+	StreamBatchSize             float64
+	StreamBatchingWindowSeconds float64
+	Needs                       Need
 }
 
 const (
@@ -210,7 +215,11 @@ func DefaultFunctions() []FunctionSpec {
 			Trigger:     TriggerStream,
 			// Only TTL deletes of terminal intent items invoke it.
 			StreamFilter: pruner.StreamFilterPattern,
-			Needs:        tableRW | NeedArchiveWrite,
+			// Pruning is not latency-sensitive: fill batches (one archive
+			// object each) for up to PrunerBatchingWindowSeconds.
+			StreamBatchSize:             PrunerBatchSize,
+			StreamBatchingWindowSeconds: PrunerBatchingWindowSeconds,
+			Needs:                       tableRW | NeedArchiveWrite,
 		},
 		{
 			Name:        "webhook",

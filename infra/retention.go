@@ -23,6 +23,15 @@ const (
 	EnvArchiveBucket      = "OUTBOX_ARCHIVE_BUCKET"
 )
 
+// The pruner's stream mapping: batches of up to PrunerBatchSize records,
+// gathered for up to PrunerBatchingWindowSeconds, so 1,000 pruned intents
+// cost a few archive objects (archive_s3_puts_per_1000_pruned <= 10) while
+// a batch of ~2 KB intent images stays well under Lambda's 6 MB payload.
+const (
+	PrunerBatchSize             = 500
+	PrunerBatchingWindowSeconds = 30
+)
+
 // ActionsArchiveWrite: the pruner writes batch objects (HeadObject is
 // s3:GetObject, to leave a retried batch's object alone).
 var ActionsArchiveWrite = []string{"s3:GetObject", "s3:PutObject"}

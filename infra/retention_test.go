@@ -22,6 +22,9 @@ func TestRetention(t *testing.T) {
 	})
 	fn := prodT.function(t, prodPrefix, "pruner")
 	esm := prodT.one(t, "AWS::Lambda::EventSourceMapping", "FunctionName", map[string]any{"Ref": fn.ID})
+	if esm.Props["BatchSize"] != float64(PrunerBatchSize) || esm.Props["MaximumBatchingWindowInSeconds"] != float64(PrunerBatchingWindowSeconds) {
+		t.Errorf("pruner batching %v / %v", esm.Props["BatchSize"], esm.Props["MaximumBatchingWindowInSeconds"])
+	}
 	filters := list(esm.Props["FilterCriteria"].(map[string]any)["Filters"])
 	if len(filters) != 1 || filters[0].(map[string]any)["Pattern"] != pruner.StreamFilterPattern {
 		t.Errorf("pruner filter %v, want %s", filters, pruner.StreamFilterPattern)

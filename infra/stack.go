@@ -407,11 +407,15 @@ func (o *outbox) function(spec FunctionSpec) {
 		if spec.StreamFilter != "" {
 			pattern = spec.StreamFilter
 		}
+		batch, window := r.DispatcherBatchSize, r.DispatcherMaxBatchingWindowSeconds
+		if spec.StreamBatchSize > 0 {
+			batch, window = spec.StreamBatchSize, spec.StreamBatchingWindowSeconds
+		}
 		fn.AddEventSource(awslambdaeventsources.NewDynamoEventSource(o.table, &awslambdaeventsources.DynamoEventSourceProps{
 			StartingPosition:        awslambda.StartingPosition_LATEST,
-			BatchSize:               jsii.Number(r.DispatcherBatchSize),
+			BatchSize:               jsii.Number(batch),
 			ParallelizationFactor:   jsii.Number(r.DispatcherParallelizationFactor),
-			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(r.DispatcherMaxBatchingWindowSeconds)),
+			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(window)),
 			BisectBatchOnError:      jsii.Bool(true),
 			RetryAttempts:           jsii.Number(r.DispatcherRetryAttempts),
 			MaxRecordAge:            awscdk.Duration_Seconds(jsii.Number(r.DispatcherMaxRecordAgeSeconds)),

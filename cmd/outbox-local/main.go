@@ -88,7 +88,7 @@ func run() error {
 		// Retention (issue 27): OUTBOX_INTENT_RETENTION / OUTBOX_TOMBSTONE_RETENTION;
 		// DynamoDB Local does not delete expired items, so the TTL reaper does.
 		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
-		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second),
+		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second), PruneBatchingWindow: 5 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -101,6 +101,10 @@ type Options struct {
 	TTLReaperInterval time.Duration
 	// DisablePruner leaves the pruner's stream poller off.
 	DisablePruner bool
+	// PruneBatchingWindow is the pruner poller's poll interval (default
+	// PollInterval): like the deployed mapping's batching window it gathers
+	// the TTL deletes of a reaper sweep into few batches (archive objects).
+	PruneBatchingWindow time.Duration
 }
 
 // Stack is a running local system.
@@ -285,8 +289,8 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if !o.DisableStream && !o.DisablePruner {
 		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
-			FilterPattern: pruner.StreamFilterPattern, BatchSize: 100, StartingPosition: lambdahost.StartTrimHorizon,
-			PollInterval: o.PollInterval, MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
+			FilterPattern: pruner.StreamFilterPattern, BatchSize: 500, StartingPosition: lambdahost.StartTrimHorizon,
+			PollInterval: orDur(o.PruneBatchingWindow, o.PollInterval), MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
 			FunctionName: "pruner", Logger: app.Log,
 		})
 		if err == nil {
