@@ -121,19 +121,22 @@ func unmarshalTombstone(item map[string]types.AttributeValue) (*core.Intent, err
 
 // PutTombstone writes a pruned intent's tombstone only where its key is
 // free: the TTL delete removed the intent, and a key a bot reused in the
-// moment between (a new intent) is never overwritten. written is false then.
-func (s *Store) PutTombstone(ctx context.Context, item map[string]types.AttributeValue) (written bool, err error) {
+// moment between (a new intent) is never overwritten. written is false then,
+// and raced tells a new intent (true) from a tombstone already there (a
+// retried batch).
+func (s *Store) PutTombstone(ctx context.Context, item map[string]types.AttributeValue) (written, raced bool, err error) {
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return false, nil
+		return false, len(ccf.Item) > 0 && !IsTombstone(ccf.Item), nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("put tombstone: %w", err)
+		return false, false, fmt.Errorf("put tombstone: %w", err)
 	}
-	return true, nil
+	return true, false, nil
 }
 
 // ExpireHistoryPages hands pages 1..n of a pruned intent's moved history

@@ -99,7 +99,8 @@ type Options struct {
 	// TTLReaperInterval runs the local TTL reaper (DynamoDB Local does not
 	// delete expired items; see lambdahost.TTLReaper); 0 leaves it off.
 	TTLReaperInterval time.Duration
-	// DisablePruner leaves the pruner's stream poller off.
+	// DisablePruner leaves the pruner's stream poller off (it runs only
+	// with the reaper: locally nothing else makes TTL deletes).
 	DisablePruner bool
 	// PruneBatchingWindow is the pruner poller's poll interval (default
 	// PollInterval): like the deployed mapping's batching window it gathers
@@ -286,12 +287,14 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 			return nil, fmt.Errorf("notifier stream poller: %w", err)
 		}
 	}
-	if !o.DisableStream && !o.DisablePruner {
+	// Without the reaper nothing local deletes expired items (DynamoDB Local
+	// does not), so the pruner's poller would only read the stream for nothing.
+	if !o.DisableStream && !o.DisablePruner && s.Reaper != nil {
 		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
 			FilterPattern: pruner.StreamFilterPattern, BatchSize: 500, StartingPosition: lambdahost.StartTrimHorizon,
 			PollInterval: orDur(o.PruneBatchingWindow, o.PollInterval), MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
-			FunctionName: "pruner", Logger: app.Log,
+			FunctionName: "pruner", FunctionTimeout: 60 * time.Second, Logger: app.Log,
 		})
 		if err == nil {
 			err = s.PruneStream.Start(runCtx)

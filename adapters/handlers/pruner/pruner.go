@@ -105,13 +105,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		if err != nil {
 			return events.DynamoDBEventResponse{}, err
 		}
-		ok, err := h.Store.PutTombstone(ctx, item)
+		ok, raced, err := h.Store.PutTombstone(ctx, item)
 		if err != nil {
 			return events.DynamoDBEventResponse{}, err
 		}
 		if ok {
 			written++
-		} else {
+		} else if raced {
 			h.log().WarnContext(ctx, "pruned intent's key already holds an item; tombstone not written", "intent", in.ID, "bot", in.Bot)
 		}
 		if in.History != nil && in.History.Pages > 0 {

@@ -65,52 +65,42 @@ func (r *runner) retention() error {
 	if err := <-errs; err != nil {
 		return err
 	}
-	// Whole: every intent delivered, none expired yet.
-	var whole sizes
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		whole, err = r.tableSizes(table)
-		if err != nil {
-			return err
-		}
-		if whole.terminal+whole.tombstones >= n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	delivered := time.Since(start)
-	c := r.meter.snapshot()
-	if whole.tombstones > 0 {
-		r.note("retention: %d of %d intents were pruned before all were delivered (%v > window %v); within-window bytes are over the %d whole ones", whole.tombstones, n, delivered.Round(time.Second), window, whole.intents)
-	} else {
-		r.set("retention_writes_per_delivered_intent", round(float64(c.writes())/float64(n), 3))
-	}
-	if whole.intents > 0 {
-		r.set("bytes_at_rest_per_intent_within_window", round(float64(whole.bytes)/float64(whole.intents), 1))
-	}
-	// After the window: wait for every tombstone.
-	r.meter.reset()
+	// Whole: the delivered intents not yet pruned. Delivery and pruning
+	// overlap on a slow machine, so every scan is a sample and the one
+	// with the most whole ended intents is reported.
+	var best sizes
 	var after sizes
-	deadline = time.Now().Add(window + 3*time.Minute)
+	deadline := time.Now().Add(window + 5*time.Minute)
 	for {
-		after, err = r.tableSizes(table)
+		cur, err := r.tableSizes(table)
 		if err != nil {
 			return err
 		}
-		if after.tombstones >= n || time.Now().After(deadline) {
+		if cur.terminal > best.terminal {
+			best = cur
+		}
+		after = cur
+		if cur.tombstones >= n || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	pc := r.meter.snapshot()
+	c := r.meter.snapshot()
 	if after.tombstones < n {
-		return fmt.Errorf("retention: %d of %d intents pruned after %v", after.tombstones, n, window+3*time.Minute)
+		return fmt.Errorf("retention: %d of %d intents pruned after %v", after.tombstones, n, window+5*time.Minute)
 	}
+	if best.terminal > 0 {
+		r.set("bytes_at_rest_per_intent_within_window", round(float64(best.terminalBytes)/float64(best.terminal), 1))
+		r.set("retention_whole_sample", best.terminal)
+	}
+	r.set("retention_seconds", round(time.Since(start).Seconds(), 1))
 	r.set("retention_n", n)
 	r.set("retention_window_s", window.Seconds())
 	r.set("bytes_at_rest_per_intent_after_window", round(float64(after.bytes)/float64(n), 1))
 	r.set("tombstone_bytes_max", after.maxTomb)
-	puts := pc.sum([]string{"S3.PutObject"}, "")
+	// Payloads are inline here (no intake S3 put): every PutObject is an archive batch.
+	puts := c.sum([]string{"S3.PutObject"}, "")
+	r.set("archive_s3_puts", puts)
 	r.set("archive_s3_puts_per_1000_pruned", round(float64(puts)*1000/float64(n), 2))
 	fmt.Fprintf(os.Stderr, "bench:   retention n=%d window %v: %.0f B/intent whole, %.0f B/intent after (max tombstone %d B), %d archive puts\n",
 		n, window, asFloat(r.res["bytes_at_rest_per_intent_within_window"]), asFloat(r.res["bytes_at_rest_per_intent_after_window"]), after.maxTomb, puts)
@@ -119,7 +109,7 @@ func (r *runner) retention() error {
 
 type sizes struct {
 	intents, terminal, tombstones int
-	bytes, maxTomb                int
+	bytes, maxTomb, terminalBytes int
 }
 
 // tableSizes scans the table (uncounted) and sums the items under intent keys.
@@ -150,6 +140,7 @@ func (r *runner) tableSizes(table string) (sizes, error) {
 			s.intents++
 			if st, ok := it["status"].(*types.AttributeValueMemberS); ok && core.Status(st.Value).Terminal() {
 				s.terminal++
+				s.terminalBytes += size
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {
