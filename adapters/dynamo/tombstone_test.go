@@ -107,6 +107,11 @@ func TestTerminalWriteCarriesTheTTL(t *testing.T) {
 	if _, err := s.Update(ctx, in.ID, func(c *core.Intent) error { return nil }); !errors.Is(err, core.ErrPruned) {
 		t.Fatalf("update of a tombstone: %v, want ErrPruned", err)
 	}
+	// A restore of a snapshot taken while it was live never brings it back as work.
+	snap := storetest.PendingIntent(in.ID, "bot-a")
+	if written, err := s.RestoreIntent(ctx, snap, end); err != nil || written {
+		t.Fatalf("restore over a tombstone: written %v, %v", written, err)
+	}
 	// Intake's conditional put fails on it and returns it as the existing intent.
 	again := storetest.PendingIntent(in.ID, "bot-a")
 	existing, created, err := s.Create(ctx, again)
