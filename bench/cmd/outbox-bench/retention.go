@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -51,12 +52,26 @@ func (r *runner) retention() error {
 			defer wg.Done()
 			c := httpClient(1)
 			for i := w; i < n; i += 8 {
-				id, _, err := r.submitBody(r.ctx, c, api, fmt.Sprintf("%s-%d", prefix, i), intakeBody(account, fmt.Sprintf("chat-%d", i%7)))
+				// A loaded machine may time a submission out: resubmit with
+				// the same key (a replay is as good as the first answer).
+				key := fmt.Sprintf("%s-%d", prefix, i)
+				var err error
+				for try := 0; try < 5; try++ {
+					var status int
+					var b []byte
+					status, b, _, err = post(r.ctx, c, api, key, intakeBody(account, fmt.Sprintf("chat-%d", i%7)))
+					if err == nil && status != http.StatusCreated && status != http.StatusOK {
+						err = fmt.Errorf("submit: %d %s", status, b)
+					}
+					if err == nil {
+						break
+					}
+				}
 				if err != nil {
 					errs <- err
 					return
 				}
-				ids[i] = id
+				ids[i] = core.IntentID(benchBot, key)
 			}
 		}(w)
 	}
