@@ -74,7 +74,7 @@ func (e *env) archived(loc string) *archive.Record {
 }
 
 func TestPrunedKeyReplaysTheOriginalOutcome(t *testing.T) {
-	e := newEnv(t, retentionOpts(2*time.Second, 4*time.Second))
+	e := newEnv(t, retentionOpts(2*time.Second, 12*time.Second))
 	body := intentBody("acct-ret", "chan-1", "hello, once")
 	id := e.mustSubmit("ret-1", body)
 	done := e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
@@ -141,7 +141,7 @@ func TestPrunedKeyReplaysTheOriginalOutcome(t *testing.T) {
 
 	// After the tombstone's own window the key starts a new intent.
 	var created response
-	e.eventually(20*time.Second, "the key starts a new intent after the tombstone window", func() bool {
+	e.eventually(40*time.Second, "the key starts a new intent after the tombstone window", func() bool {
 		created = e.submit(botToken, "ret-1", body)
 		return created.status == http.StatusCreated
 	})
