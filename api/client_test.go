@@ -31,7 +31,7 @@ func TestClientTypesMatchSpec(t *testing.T) {
 		"Resolution": client.Resolution{}, "Lease": client.Lease{}, "IntentSummary": client.IntentSummary{},
 		"IntentPage": client.IntentPage{}, "SourceResult": client.SourceState{}, "SourceUpdate": client.SourceUpdate{},
 		"ResolutionRequest": client.ResolutionRequest{}, "Manifest": client.Manifest{}, "RestoreReport": client.RestoreReport{},
-		"HistorySummary": client.HistorySummary{}, "HistorySlice": client.HistorySlice{},
+		"HistorySummary": client.HistorySummary{}, "HistorySlice": client.HistorySlice{}, "WhoAmI": client.WhoAmI{},
 	}
 	for schema, v := range pairs {
 		s, ok := doc.Components.Schemas[schema]

@@ -8,7 +8,7 @@
 #   3. bench/cmd/outbox-bench: the local stack in-process against them
 #                                                   -> build/bench/results.json + a table
 #
-# Settings: OUTBOX_BENCH_DDB_PORT / OUTBOX_BENCH_SQS_PORT (default 58600 / 59600),
+# Settings: OUTBOX_BENCH_DDB_PORT / OUTBOX_BENCH_SQS_PORT (default 28600 / 29600),
 # OUTBOX_BENCH_BENCHTIME (go test -benchtime, default 1s); extra arguments go to
 # the runner (e.g. `bash bench/run.sh -rounds 5`, `-h` lists them).
 set -euo pipefail
@@ -28,8 +28,8 @@ go test -trimpath -run '^$' -bench . -benchmem -count 1 -benchtime "${OUTBOX_BEN
 echo "bench: building the runner"
 go build -trimpath -o "$OUT/outbox-bench" ./bench/cmd/outbox-bench
 
-export OUTBOX_DDB_PORT="${OUTBOX_BENCH_DDB_PORT:-58600}"
-export OUTBOX_SQS_PORT="${OUTBOX_BENCH_SQS_PORT:-59600}"
+export OUTBOX_DDB_PORT="${OUTBOX_BENCH_DDB_PORT:-28600}"
+export OUTBOX_SQS_PORT="${OUTBOX_BENCH_SQS_PORT:-29600}"
 export OUTBOX_EMULATOR_RUN_DIR="$ROOT/localstack/.run/bench"
 bash localstack/emulators.sh start
 trap 'bash localstack/emulators.sh stop' EXIT

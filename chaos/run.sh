@@ -15,8 +15,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 go build -o "$ROOT/localstack/.run/outbox-chaos" ./chaos/cmd/outbox-chaos
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}${AWS_ENDPOINT_URL:-}" ]; then
-	export OUTBOX_DDB_PORT="${OUTBOX_CHAOS_DDB_PORT:-38100}"
-	export OUTBOX_SQS_PORT="${OUTBOX_CHAOS_SQS_PORT:-39424}"
+	export OUTBOX_DDB_PORT="${OUTBOX_CHAOS_DDB_PORT:-28100}"
+	export OUTBOX_SQS_PORT="${OUTBOX_CHAOS_SQS_PORT:-29424}"
 	export OUTBOX_EMULATOR_RUN_DIR="$ROOT/localstack/.run/chaos"
 	bash localstack/emulators.sh start >&2
 	trap 'bash localstack/emulators.sh stop >/dev/null 2>&1 || true' EXIT

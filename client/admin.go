@@ -166,3 +166,13 @@ func (a *Admin) Restore(ctx context.Context, backupID string) (*RestoreReport, e
 	}
 	return &r, nil
 }
+
+// WhoAmI reads the calling principal. A bot's token is refused (403,
+// errors.Is(err, ErrForbidden)): the admin API is not a bot's.
+func (a *Admin) WhoAmI(ctx context.Context) (*WhoAmI, error) {
+	var w WhoAmI
+	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/whoami", idempotent: true}, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}

@@ -41,6 +41,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -132,6 +133,7 @@ type call struct {
 	method, path string
 	body         []byte
 	key          string // Idempotency-Key, "" for none
+	prefer       string // Prefer header, "" for none
 	idempotent   bool
 }
 
@@ -214,6 +216,9 @@ func (c *Client) once(ctx context.Context, cl call) (result, error) {
 	if cl.key != "" {
 		req.Header.Set("Idempotency-Key", cl.key)
 	}
+	if cl.prefer != "" {
+		req.Header.Set("Prefer", cl.prefer)
+	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "outbox-go-client/1")
 	resp, err := c.hc.Do(req)
@@ -263,6 +268,11 @@ type SubmitOptions struct {
 	// must use the same key. Empty: Submit generates one and returns it in
 	// Submission.Key (and in *SubmitError.Key on failure).
 	Key string
+	// PreferWait, when positive, asks the API to attempt the intent inline
+	// and answer with its state after the attempt (`Prefer: wait=N`, whole
+	// seconds, at least 1). The API may decline (Submission.WaitApplied
+	// false): the intent is then accepted as usual and Wait learns its end.
+	PreferWait time.Duration
 }
 
 // Submission is the answer of Submit.
@@ -272,6 +282,9 @@ type Submission struct {
 	// Replayed: the server already held this intent under this key (an
 	// earlier attempt of this call, or of a previous run, got through).
 	Replayed bool
+	// WaitApplied: the API honoured SubmitOptions.PreferWait (it answered
+	// Preference-Applied): Intent is its state after the inline attempt.
+	WaitApplied bool
 }
 
 // Submit commits an intent under one idempotency key. Connection errors,
@@ -290,12 +303,17 @@ func (c *Client) Submit(ctx context.Context, req IntentRequest, opts SubmitOptio
 	if err != nil {
 		return fail(fmt.Errorf("%w: encode intent: %v", ErrValidation, err))
 	}
+	cl := call{method: http.MethodPost, path: "/v1/intents", body: body, key: key, idempotent: true}
+	if opts.PreferWait > 0 {
+		cl.prefer = "wait=" + strconv.Itoa(max(1, int(opts.PreferWait/time.Second)))
+	}
 	var in Intent
-	res, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/intents", body: body, key: key, idempotent: true}, &in)
+	res, err := c.do(ctx, cl, &in)
 	if err != nil {
 		return fail(err)
 	}
-	return &Submission{Key: key, Intent: &in, Replayed: res.header.Get("Idempotent-Replayed") == "true"}, nil
+	return &Submission{Key: key, Intent: &in, Replayed: res.header.Get("Idempotent-Replayed") == "true",
+		WaitApplied: cl.prefer != "" && strings.HasPrefix(strings.TrimSpace(res.header.Get("Preference-Applied")), "wait")}, nil
 }
 
 // Get reads one of this bot's intents.

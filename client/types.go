@@ -254,3 +254,11 @@ type RestoreReport struct {
 	Outcomes     map[string]int `json:"outcomes"`
 	Reconciled   []string       `json:"reconciled"`
 }
+
+// WhoAmI is the calling principal as the admin API sees it (operators and
+// orchestrators; a bot's token is refused with 403).
+type WhoAmI struct {
+	Kind      string `json:"kind"` // "operator" or "orchestrator"
+	Name      string `json:"name"`
+	CanDecide bool   `json:"canDecide"`
+}

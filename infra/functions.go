@@ -41,8 +41,10 @@ const (
 	// NeedProviderConfig: env OUTBOX_PROVIDER_CONFIG (no IAM).
 	NeedProviderConfig
 	// NeedProviderSecrets: secretsmanager:GetSecretValue, DescribeSecret on
-	// the secrets named by OutboxStackProps.ProviderSecretNames only.
-	// Env OUTBOX_PROVIDER_SECRETS (comma separated names).
+	// the webhook-secret documents named by OutboxStackProps.ProviderSecretNames
+	// and on the secrets the provider configuration references for verifying
+	// webhooks (SecretForVerifying fields) only. Env OUTBOX_PROVIDER_SECRETS
+	// (comma separated names); "verify" in OUTBOX_SECRET_USES.
 	NeedProviderSecrets
 	// NeedBackupProfile: dynamodb:Query on the gsi2 (profile) index.
 	NeedBackupProfile
@@ -62,6 +64,15 @@ const (
 	// intents/* objects (the pruner). Env OUTBOX_ARCHIVE_BUCKET,
 	// OUTBOX_TOMBSTONE_RETENTION (see retention.go).
 	NeedArchiveWrite
+	// NeedSendSecrets: secretsmanager:GetSecretValue, DescribeSecret on the
+	// secrets the provider configuration references for sending (bot tokens,
+	// outbound signing secrets, bearer tokens: SecretForSending fields) only.
+	// "send" in OUTBOX_SECRET_USES. For the functions that attempt intents or
+	// look up their outcome.
+	NeedSendSecrets
+	// NeedAPIURL: env OUTBOX_API_URL, this stack's HTTP API endpoint (no
+	// IAM): a function that calls the public API like any client (mcp).
+	NeedAPIURL
 )
 
 // Has reports whether n includes all of want.
@@ -119,6 +130,10 @@ type FunctionSpec struct {
 	// PublicRoutes are served without the authorizer even though the
 	// function's other routes use it (the OpenAPI document).
 	PublicRoutes []Route
+	// RouteGroup is the throttle group of Routes (RouteGroupBots,
+	// RouteGroupOperators, RouteGroupWebhooks); PublicRoutes are always in
+	// RouteGroupPublic. Empty: the stage's default throttle only.
+	RouteGroup string
 	// StreamFilter is the event filter of a TriggerStream function's mapping
 	// (default dispatcher.StreamFilterPattern).
 	StreamFilter string
@@ -151,6 +166,7 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
 			Routes:      routesOf(routes.Intake...),
+			RouteGroup:  RouteGroupBots,
 			// GET /v1/openapi.json: the contract, served without a token.
 			PublicRoutes: routesOf(routes.OpenAPI),
 			// Provider config: intake checks the intent names a configured
@@ -159,11 +175,14 @@ func DefaultFunctions() []FunctionSpec {
 		},
 		{
 			Name:        "dispatcher",
-			Description: "Claims, revalidates and delivers pending intents from the table stream",
+			Description: "Fans pending intents out from the table stream to the work (retry) queue",
 			Timeout:     60 * time.Second,
 			MemoryMB:    256,
 			Trigger:     TriggerStream,
-			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead,
+			// It only sends one dispatch message per pending intent (the
+			// retrier attempts): no table, payload or provider access. The
+			// stream itself is read by the event source mapping's grant.
+			Needs: NeedRetryQueueSend,
 		},
 		{
 			Name:        "retrier",
@@ -171,7 +190,7 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:     60 * time.Second,
 			MemoryMB:    256,
 			Trigger:     TriggerRetryQueue,
-			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead,
+			Needs:       tableRW | NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedPayloadRead,
 		},
 		{
 			Name:        "sweeper",
@@ -182,20 +201,23 @@ func DefaultFunctions() []FunctionSpec {
 			Trigger:  TriggerSchedule,
 			// Operator events: it publishes claims a crash left unpublished.
 			// Payload read: it attempts pending intents the stream missed.
-			Needs: tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig | NeedOperatorEvents | NeedPayloadRead,
+			Needs: tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedOperatorEvents | NeedPayloadRead,
 		},
 		{
 			Name:        "admin",
 			Description: "Operator API: needs-human resolution, grants, backup and restore",
 			// Longer than API Gateway's 30 s so a large backup still completes
 			// after the HTTP client gave up; the manifest reports progress.
-			Timeout:  120 * time.Second,
-			MemoryMB: 512,
-			Routes:   routesOf(routes.Admin...),
+			Timeout:    120 * time.Second,
+			MemoryMB:   512,
+			Routes:     routesOf(routes.Admin...),
+			RouteGroup: RouteGroupOperators,
 			// The operators' web console (static files; see adapters/handlers/console).
 			PublicRoutes: routesOf(routes.Console...),
+			// Send secrets: the "reconcile" decision looks the outcome up at
+			// the provider inline (core.Resolver -> Dispatcher.Reconcile).
 			Needs: tableRW | NeedIndexQuery | NeedTableBatchWrite | NeedBackupBucket | NeedBackupProfile |
-				NeedRetryQueueSend | NeedProviderConfig | NeedPayloadRead | NeedPayloadWrite,
+				NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedPayloadRead | NeedPayloadWrite,
 		},
 		{
 			Name:        "notifier",
@@ -227,15 +249,17 @@ func DefaultFunctions() []FunctionSpec {
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
 			Routes:      routesOf(routes.Webhook),
+			RouteGroup:  RouteGroupWebhooks,
 			Public:      true,
 			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
 		},
+		mcpFunction(),
 	}
 }
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
-	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)$`)
+	methodRE = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|ANY)$`)
 )
 
 func (f FunctionSpec) validate() error {
@@ -253,8 +277,8 @@ func (f FunctionSpec) validate() error {
 			return fmt.Errorf("function %s: bad route %s %s", f.Name, r.Method, r.Path)
 		}
 	}
-	if f.Trigger == TriggerStream && !f.Needs.Has(NeedTableRead) {
-		return fmt.Errorf("function %s: a stream consumer must read the table", f.Name)
+	if (f.Needs.Has(NeedSendSecrets) || f.Needs.Has(NeedProviderSecrets)) && !f.Needs.Has(NeedProviderConfig) {
+		return fmt.Errorf("function %s: provider secrets without the provider configuration", f.Name)
 	}
 	return nil
 }

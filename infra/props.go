@@ -11,10 +11,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/botharness/outbox/adapters/wire"
 )
 
 // OutboxStackProps configures NewOutboxStack. The zero value (plus AssetDir)
@@ -61,6 +65,14 @@ type OutboxStackProps struct {
 	// ProviderConfig is passed verbatim as OUTBOX_PROVIDER_CONFIG to the
 	// functions that talk to providers (for example the sandbox provider's
 	// base URL). It must be valid JSON. Default "{}".
+	//
+	// It holds no secret: every secret-bearing field (bot tokens, signing
+	// secrets, bearer tokens; see wire.SecretFields) must be a Secrets
+	// Manager reference, "secretsmanager:<name or complete ARN>[#<json key>]",
+	// read by the functions at cold start. A literal or "env:" value panics,
+	// naming the field. Each function may read only the referenced secrets
+	// of the uses it holds: sending ones (retrier, sweeper, admin) or
+	// verifying ones (webhook); intake and the dispatcher none.
 	ProviderConfig string
 
 	// ProviderSecretNames are the Secrets Manager secret names holding the
@@ -70,6 +82,14 @@ type OutboxStackProps struct {
 	// The stack does not create the secrets (their values must never be in
 	// a template).
 	ProviderSecretNames []string
+
+	// RouteThrottles are the HTTP API throttles per route group
+	// (RouteGroupBots, RouteGroupOperators, RouteGroupWebhooks,
+	// RouteGroupPublic), set as stage route settings on every route of the
+	// group, so junk on the unauthenticated webhook route is answered 429
+	// from the webhook route's own bucket and never uses up the bots' or
+	// operators'. A group left out gets its DefaultRouteThrottles entry.
+	RouteThrottles map[string]Throttle
 
 	// AlarmTopicArn is an existing SNS topic for alarm actions. Empty means
 	// the stack creates one (output AlarmTopicArn; subscribe to it).
@@ -123,6 +143,9 @@ type OutboxStackProps struct {
 type resolved struct {
 	OutboxStackProps
 	functions []FunctionSpec
+	// secretRefs are the Secrets Manager secrets ProviderConfig references,
+	// by use (wire.SecretForSending, wire.SecretForVerifying), sorted.
+	secretRefs map[wire.SecretUse][]string
 }
 
 func (p *OutboxStackProps) resolve() *resolved {
@@ -178,6 +201,8 @@ func (p *OutboxStackProps) resolve() *resolved {
 	if !json.Valid([]byte(r.ProviderConfig)) {
 		panic("infra: OutboxStackProps.ProviderConfig is not valid JSON")
 	}
+	r.secretRefs = providerSecretRefs(r.ProviderConfig)
+	r.RouteThrottles = routeThrottles(r.RouteThrottles)
 	if len(r.ProviderSecretNames) == 0 {
 		r.ProviderSecretNames = []string{r.NamePrefix + "/provider-secrets"}
 	}
@@ -222,4 +247,45 @@ func (p *OutboxStackProps) resolve() *resolved {
 func (r *resolved) name(suffix string) *string {
 	s := r.NamePrefix + "-" + suffix
 	return &s
+}
+
+// secretNameRE is a Secrets Manager secret name (the characters AWS allows)
+// and completeArnRE a secret's complete ARN (with its random suffix).
+var (
+	secretNameRE  = regexp.MustCompile(`^[A-Za-z0-9/_+=.@-]{1,512}$`)
+	completeArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$`)
+)
+
+// providerSecretRefs checks that every secret-bearing field of the provider
+// configuration is a Secrets Manager reference and returns the referenced
+// secrets by use. It panics naming the field (never the value) otherwise:
+// a secret value must never reach the template or an environment.
+func providerSecretRefs(cfg string) map[wire.SecretUse][]string {
+	fields, err := wire.SecretFields(cfg)
+	if err != nil {
+		panic("infra: OutboxStackProps.ProviderConfig: " + err.Error())
+	}
+	seen := map[wire.SecretUse]map[string]bool{}
+	out := map[wire.SecretUse][]string{}
+	for _, f := range fields {
+		name, _, ok := wire.SecretsManagerRef(f.Value)
+		if !ok {
+			panic(fmt.Sprintf("infra: OutboxStackProps.ProviderConfig: %s holds a secret value (or an env: reference); "+
+				"put the secret in Secrets Manager and give %s<name>[#<json key>] instead", f.Field, wire.SecretsManagerPrefix))
+		}
+		if strings.HasPrefix(name, "arn:") && !completeArnRE.MatchString(name) || !strings.HasPrefix(name, "arn:") && !secretNameRE.MatchString(name) {
+			panic(fmt.Sprintf("infra: OutboxStackProps.ProviderConfig: %s: %q is neither a secret name nor a complete secret ARN (with its six-character suffix)", f.Field, name))
+		}
+		if seen[f.Use] == nil {
+			seen[f.Use] = map[string]bool{}
+		}
+		if !seen[f.Use][name] {
+			seen[f.Use][name] = true
+			out[f.Use] = append(out[f.Use], name)
+		}
+	}
+	for _, names := range out {
+		sort.Strings(names)
+	}
+	return out
 }

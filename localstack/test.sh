@@ -17,17 +17,23 @@ export OUTBOX_REQUIRE_EMULATORS=1
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './*/node_modules/*'))"
 if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
 go vet ./...
-mkdir -p "$OUTBOX_EMULATOR_RUN_DIR"
+mkdir -p "$OUTBOX_EMULATOR_RUN_DIR" build
 log="$OUTBOX_EMULATOR_RUN_DIR/test-output.txt"
+# gotestsum (a go.mod tool) prints what `go test` prints and keeps each run's
+# `go test -json` stream; build/test-times.json lists every package and test,
+# slowest first.
+gotest() { local name=$1; shift; go tool gotestsum --format standard-quiet --jsonfile "build/test-$name.jsonl" -- "$@"; }
+rm -f build/test-*.jsonl
 # Unit tests and quick integration packages in parallel; then the suites that
 # load the emulators hardest (e2e, chaos) one package at a time, so their
 # timing assertions are not fighting each other for two cores.
 heavy='/(e2e|chaos)$'
 set +e
-go test -count=1 -timeout 20m ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -Ev "$heavy") 2>&1 | tee "$log"
+gotest quick -count=1 -timeout 20m ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -Ev "$heavy") 2>&1 | tee "$log"
 rc1=${PIPESTATUS[0]}
-go test -count=1 -timeout 20m -p 1 -parallel 4 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
+gotest heavy -count=1 -timeout 20m -p 1 -parallel 4 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
 rc2=${PIPESTATUS[0]}
+go run ./localstack/testtimes -o build/test-times.json build/test-*.jsonl
 set -e
 echo "make test: $(( $(date +%s) - start ))s"
 [ "$rc1" = 0 ] && [ "$rc2" = 0 ]

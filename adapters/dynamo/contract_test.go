@@ -13,6 +13,7 @@ import (
 // (core/store_contract_test.go), on DynamoDB Local.
 
 func TestIntentStoreContract(t *testing.T) {
+	t.Parallel()
 	storetest.RunIntentStore(t, storetest.IntentFixture{
 		New: func(t *testing.T) core.IntentStore {
 			db, table := testTable(t, "ct")
@@ -35,6 +36,7 @@ func TestIntentStoreContract(t *testing.T) {
 }
 
 func TestRegistryContract(t *testing.T) {
+	t.Parallel()
 	storetest.RunRegistry(t, func(t *testing.T) storetest.Registry {
 		db, table := testTable(t, "cr")
 		return NewRegistry(db, table)
@@ -42,6 +44,7 @@ func TestRegistryContract(t *testing.T) {
 }
 
 func TestWebhookStoreContract(t *testing.T) {
+	t.Parallel()
 	storetest.RunWebhookStore(t, func(t *testing.T) (core.WebhookStore, core.IntentStore) {
 		db, table := testTable(t, "cw")
 		return NewWebhooks(db, table), New(db, table)

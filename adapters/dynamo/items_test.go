@@ -44,6 +44,7 @@ func retriedIntent() *core.Intent {
 // within 2 KB, or the last write of a retried intent costs 3 WCU
 // (wcu_per_retried_intent). Measured with DynamoDB's own number rule.
 func TestTwoAttemptIntentStaysUnderTwoKB(t *testing.T) {
+	t.Parallel()
 	item, err := MarshalIntent(retriedIntent())
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestTwoAttemptIntentStaysUnderTwoKB(t *testing.T) {
 // Marshal and unmarshal keep every field of an intent (the contract suite
 // checks the same on DynamoDB Local).
 func TestIntentItemRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, in := range []*core.Intent{storetest.FullIntent("it_full", "bot-1"), retriedIntent()} {
 		item, err := MarshalIntent(in)
 		if err != nil {
@@ -83,6 +85,7 @@ func TestIntentItemRoundTrip(t *testing.T) {
 // Entries stored in the earlier verbose shape (long names, nested maps,
 // RFC 3339 times) still read as the same facts.
 func TestLegacyHistoryEntriesStillRead(t *testing.T) {
+	t.Parallel()
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 	m := func(kv map[string]types.AttributeValue) types.AttributeValue {

@@ -22,6 +22,7 @@ import (
 // The GateStore contract, run against core's in-memory fake and against
 // DynamoDB Local: both must behave the same for the dispatcher's gate.
 func TestGateStoreContract(t *testing.T) {
+	t.Parallel()
 	t.Run("memory", func(t *testing.T) { gateContract(t, func() core.GateStore { return core.NewMemoryGates() }) })
 	t.Run("dynamodb", func(t *testing.T) {
 		if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
@@ -613,6 +614,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 // An unpaced attempt's read lands on the replica of its intent's shard:
 // the reads of many intents spread over every replica, none on the gate.
 func TestGateStateReadsSpreadOverReplicas(t *testing.T) {
+	t.Parallel()
 	g := NewGates(nil, "t")
 	seen := map[string]int{}
 	for i := 0; i < 1600; i++ {

@@ -41,6 +41,7 @@ func registryForTest(t *testing.T) (*Registry, *countingDB) {
 }
 
 func TestRegistryReadFactsIsOneBatchGet(t *testing.T) {
+	t.Parallel()
 	reg, db := registryForTest(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
@@ -100,6 +101,7 @@ func TestRegistryReadFactsIsOneBatchGet(t *testing.T) {
 func regPtr[T any](v T) *T { return &v }
 
 func TestRegistrySourcesMoveForwardOnly(t *testing.T) {
+	t.Parallel()
 	reg, _ := registryForTest(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -166,6 +168,7 @@ func TestRegistrySourcesMoveForwardOnly(t *testing.T) {
 }
 
 func TestRegistryGrantsConditionalAndListed(t *testing.T) {
+	t.Parallel()
 	reg, _ := registryForTest(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -248,6 +251,7 @@ func (c *recordingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 // reaches every replica in one transaction, so a revocation (and a
 // withdrawal) is seen by the next attempt on every shard.
 func TestRegistryRevocationIsSeenOnEveryReplicaShard(t *testing.T) {
+	t.Parallel()
 	client, table := testTable(t, "rep")
 	db := &recordingDB{Client: client, read: map[string]int{}}
 	reg := NewRegistry(db, table)

@@ -18,6 +18,7 @@ import (
 // or the sweeper never reads it again (chaos seed 2737401264: a restored
 // unknown-outcome intent whose reconciliation failed stayed so for good).
 func TestRestoredIntentIsFiledAheadOfTheSweepCheckpoint(t *testing.T) {
+	t.Parallel()
 	db, table := testTable(t, "restore_repair")
 	ctx := context.Background()
 	s := New(db, table)

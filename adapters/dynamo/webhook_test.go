@@ -33,6 +33,7 @@ func appendEntry(eventID string, mapMsg bool) func(*core.Intent) (core.BindPlan,
 }
 
 func TestWebhookBindIsAtomicAndUnique(t *testing.T) {
+	t.Parallel()
 	w, s := webhooksForTest(t)
 	ctx := context.Background()
 	testIntent(t, s, "it_1")
@@ -95,6 +96,7 @@ func TestWebhookBindIsAtomicAndUnique(t *testing.T) {
 }
 
 func TestWebhookInboundClaim(t *testing.T) {
+	t.Parallel()
 	w, _ := webhooksForTest(t)
 	ctx := context.Background()
 	rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_in", Kind: core.EventInbound, ReceivedAt: whNow}
@@ -130,6 +132,7 @@ func TestWebhookInboundClaim(t *testing.T) {
 }
 
 func TestWebhookUnresolvedListAndKeys(t *testing.T) {
+	t.Parallel()
 	w, _ := webhooksForTest(t)
 	ctx := context.Background()
 	for i, id := range []string{"evt_a", "evt_b", "evt_c"} {

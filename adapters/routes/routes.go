@@ -49,3 +49,9 @@ const Webhook = "POST /v1/webhooks/{provider}/{account}"
 // OpenAPI serves the API's OpenAPI document (api/openapi.json). It is public
 // (no authorizer) and served by the intake function.
 const OpenAPI = "GET /v1/openapi.json"
+
+// MCP is the agents' Model Context Protocol endpoint (Streamable HTTP,
+// stateless), behind the same authorizer as the API. Its function calls the
+// public API with the caller's token (adapters/mcpserver); it is not under
+// /v1/, so it is not an OpenAPI route.
+var MCP = []string{"ANY /mcp"}

@@ -1,12 +1,11 @@
 package wire
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
@@ -31,10 +30,14 @@ import (
 // "pacing" declares paces per account and configures the circuit breaker
 // (see PacingSettings in pacing.go).
 //
-// Every secret (tokens, signing secrets) may be given literally or as
-// "env:NAME", read from the environment variable NAME, so the JSON itself can
-// live in plain configuration while the secrets are injected separately.
-// Secrets never appear in errors or logs.
+// Every secret (tokens, signing secrets) may be given literally, as
+// "env:NAME" (read from the environment variable NAME; make run and the
+// tests), or as "secretsmanager:NAME" / "secretsmanager:NAME#key" (read from
+// Secrets Manager at cold start; NAME may be a secret ARN; with #key the
+// secret is a JSON object and the value is its member key). The CDK stack
+// accepts only secretsmanager references, so the template and the functions'
+// environments hold secret names, never values (see secrets.go). Secrets
+// never appear in errors or logs.
 type ProviderSettings struct {
 	Sandbox *struct {
 		BaseURL   string            `json:"baseUrl"`
@@ -61,8 +64,17 @@ type ProviderSettings struct {
 	} `json:"telegram"`
 }
 
-// Providers builds the provider adapters named in the settings.
+// Providers builds the provider adapters named in the settings, resolving
+// literal and "env:" secrets (a "secretsmanager:" reference is an error: use
+// ProvidersWith and a SecretResolver with a Secrets Manager reader).
 func Providers(settings string, client *http.Client) (core.ProviderMap, error) {
+	return ProvidersWith(context.Background(), settings, client, &SecretResolver{})
+}
+
+// ProvidersWith builds the provider adapters, resolving every configured
+// secret through res (see SecretResolver: a use the function does not hold
+// is withheld, and then its providers cannot send).
+func ProvidersWith(ctx context.Context, settings string, client *http.Client, res *SecretResolver) (core.ProviderMap, error) {
 	m := core.ProviderMap{}
 	if settings == "" {
 		return m, nil
@@ -72,42 +84,26 @@ func Providers(settings string, client *http.Client) (core.ProviderMap, error) {
 		// json errors name fields and types, never values.
 		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
 	}
+	if err := ps.eachSecret(func(field string, use SecretUse, v *string) error {
+		r, err := res.resolve(ctx, field, use, *v)
+		*v = r
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	if ps.Sandbox != nil {
 		if ps.Sandbox.BaseURL == "" {
 			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: sandbox.baseUrl is required")
 		}
-		tokens := map[string]string{}
-		for acct, tok := range ps.Sandbox.Tokens {
-			v, err := secret(tok, "sandbox.tokens."+acct)
-			if err != nil {
-				return nil, err
-			}
-			tokens[acct] = v
-		}
 		m[sandboxprovider.Name] = sandboxprovider.New(client, sandboxprovider.Config{
 			BaseURL: ps.Sandbox.BaseURL,
 			Timeout: time.Duration(ps.Sandbox.TimeoutMs) * time.Millisecond,
-			Tokens:  tokens,
+			Tokens:  ps.Sandbox.Tokens,
 		})
 	}
 	if c := ps.HTTP; c != nil {
-		accounts := map[string]httpsigned.Account{}
-		for _, name := range sortedKeys(c.Accounts) {
-			a := c.Accounts[name]
-			var err error
-			if a.Secret, err = secret(a.Secret, "http.accounts."+name+".secret"); err != nil {
-				return nil, err
-			}
-			if a.PreviousSecret, err = secret(a.PreviousSecret, "http.accounts."+name+".previousSecret"); err != nil {
-				return nil, err
-			}
-			if a.Token, err = secret(a.Token, "http.accounts."+name+".token"); err != nil {
-				return nil, err
-			}
-			accounts[name] = a
-		}
 		p, err := httpsigned.New(client, httpsigned.Config{
-			Accounts: accounts, Actions: c.Actions, Timeout: time.Duration(c.TimeoutMs) * time.Millisecond,
+			Accounts: c.Accounts, Actions: c.Actions, Timeout: time.Duration(c.TimeoutMs) * time.Millisecond,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
@@ -115,20 +111,8 @@ func Providers(settings string, client *http.Client) (core.ProviderMap, error) {
 		m[httpsigned.Name] = p
 	}
 	if c := ps.Slack; c != nil {
-		accounts := map[string]slack.Account{}
-		for _, team := range sortedKeys(c.Accounts) {
-			a := c.Accounts[team]
-			var err error
-			if a.Token, err = secret(a.Token, "slack.accounts."+team+".token"); err != nil {
-				return nil, err
-			}
-			if a.SigningSecret, err = secret(a.SigningSecret, "slack.accounts."+team+".signingSecret"); err != nil {
-				return nil, err
-			}
-			accounts[team] = a
-		}
 		p, err := slack.New(client, slack.Config{
-			BaseURL: c.BaseURL, Accounts: accounts,
+			BaseURL: c.BaseURL, Accounts: c.Accounts,
 			Timeout:         time.Duration(c.TimeoutMs) * time.Millisecond,
 			Lookback:        time.Duration(c.LookbackSeconds) * time.Second,
 			MaxHistoryPages: c.MaxHistoryPages,
@@ -140,42 +124,20 @@ func Providers(settings string, client *http.Client) (core.ProviderMap, error) {
 		m[slack.Name] = p
 	}
 	if c := ps.Telegram; c != nil {
-		accounts := map[string]telegram.Account{}
-		for _, name := range sortedKeys(c.Accounts) {
-			a := c.Accounts[name]
-			var err error
-			if a.Token, err = secret(a.Token, "telegram.accounts."+name+".token"); err != nil {
-				return nil, err
-			}
-			if a.WebhookSecret, err = secret(a.WebhookSecret, "telegram.accounts."+name+".webhookSecret"); err != nil {
-				return nil, err
-			}
-			accounts[name] = a
-		}
 		p, err := telegram.New(client, telegram.Config{
-			BaseURL: c.BaseURL, Accounts: accounts, Timeout: time.Duration(c.TimeoutMs) * time.Millisecond,
+			BaseURL: c.BaseURL, Accounts: c.Accounts, Timeout: time.Duration(c.TimeoutMs) * time.Millisecond,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
 		}
 		m[telegram.Name] = p
 	}
+	if !res.holds(SecretForSending) {
+		for name, p := range m {
+			m[name] = withheld{p}
+		}
+	}
 	return m, nil
-}
-
-// secret resolves a configured secret: "env:NAME" reads the environment
-// variable NAME (which must be set and non-empty); anything else is the
-// value itself. Errors name the field, never the value.
-func secret(v, field string) (string, error) {
-	name, ok := strings.CutPrefix(v, "env:")
-	if !ok {
-		return v, nil
-	}
-	s := os.Getenv(name)
-	if s == "" {
-		return "", fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %s refers to environment variable %s, which is not set", field, name)
-	}
-	return s, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -80,10 +80,10 @@ func wireWebhooks(a *App) error {
 	// Slack and Telegram verify with the secrets configured on their accounts
 	// in OUTBOX_PROVIDER_CONFIG (signingSecret / webhookSecret); their routes
 	// exist only when the provider is configured.
-	if p, ok := a.Providers[slack.Name].(*slack.Provider); ok {
+	if p, ok := unwrapProvider(a.Providers[slack.Name]).(*slack.Provider); ok {
 		h.Providers[slack.Name] = &webhook.Slack{Accounts: p.Account, Now: a.Config.Clock.Now}
 	}
-	if p, ok := a.Providers[telegram.Name].(*telegram.Provider); ok {
+	if p, ok := unwrapProvider(a.Providers[telegram.Name]).(*telegram.Provider); ok {
 		h.Providers[telegram.Name] = &webhook.Telegram{Accounts: p.Account}
 	}
 	a.Webhook = h.Handle

@@ -38,8 +38,11 @@ type Config struct {
 	// empty keeps every payload inline in the intent item.
 	PayloadBucket  string
 	ProviderConfig string // JSON, see ProviderSettings
-	Lease          time.Duration
-	SweepGrace     time.Duration
+	// SecretUses is OUTBOX_SECRET_USES: which provider secrets this function
+	// reads ("send", "verify", "none"; "" every use). See secrets.go.
+	SecretUses string
+	Lease      time.Duration
+	SweepGrace time.Duration
 	// RequestCacheTTL keeps token principals and intake grant reads in
 	// memory this long (0: no cache). The dispatcher's own checks never use it.
 	RequestCacheTTL time.Duration
@@ -76,6 +79,7 @@ func FromEnv(required ...string) (Config, error) {
 		BackupBucket:    os.Getenv("OUTBOX_BACKUP_BUCKET"),
 		PayloadBucket:   os.Getenv("OUTBOX_PAYLOAD_BUCKET"),
 		ProviderConfig:  os.Getenv("OUTBOX_PROVIDER_CONFIG"),
+		SecretUses:      os.Getenv(EnvSecretUses),
 		Lease:           DurationEnv("OUTBOX_LEASE", 60*time.Second),
 		SweepGrace:      DurationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
 		RequestCacheTTL: DurationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
@@ -180,7 +184,15 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if cfg.TombstoneRetention <= 0 {
 		cfg.TombstoneRetention = core.DefaultTombstoneRetention
 	}
-	providers, err := Providers(cfg.ProviderConfig, &http.Client{})
+	uses, err := ParseSecretUses(cfg.SecretUses)
+	if err != nil {
+		return nil, err
+	}
+	res := &SecretResolver{Uses: uses}
+	if clients.Secrets != nil {
+		res.Reader = clients.Secrets
+	}
+	providers, err := ProvidersWith(context.Background(), cfg.ProviderConfig, &http.Client{}, res)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,7 +43,7 @@ func run() error {
 	sandboxURL := os.Getenv("OUTBOX_SANDBOX_URL")
 	if sandboxURL == "" {
 		addr := env("OUTBOX_SANDBOX_ADDR", "127.0.0.1:4100")
-		ln, err := net.Listen("tcp", addr)
+		ln, err := sandbox.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("sandbox provider: %w", err)
 		}
@@ -89,6 +88,7 @@ func run() error {
 		// DynamoDB Local does not delete expired items, so the TTL reaper does.
 		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
 		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second), PruneBatchingWindow: 5 * time.Second,
+		APIURL:                "http://" + httpAddr,
 	})
 	if err != nil {
 		return err
@@ -98,6 +98,7 @@ func run() error {
 outbox is running
   HTTP API        http://%[1]s      (GET /healthz)
   console         http://%[1]s/console   (sign in with the operator token)
+  MCP (agents)    http://%[1]s/mcp   (Streamable HTTP; bearer token as for the API)
   sandbox         %[2]s   (GET /_sandbox/effects, POST /_sandbox/faults)
   bot token           %[3]s
   operator token      %[4]s

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -40,7 +39,7 @@ func run() error {
 	slog.SetDefault(logger)
 
 	sb := sandbox.New(time.Now, sandbox.WithLogger(logger))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := sandbox.Listen(addr)
 	if err != nil {
 		return err
 	}

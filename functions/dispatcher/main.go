@@ -8,7 +8,9 @@ import (
 )
 
 func main() {
-	app := wire.MustBoot("OUTBOX_TABLE", "OUTBOX_RETRY_QUEUE_URL", "OUTBOX_PROVIDER_CONFIG")
+	// It only fans stream records out to the work queue: no table, payload
+	// or provider access (and no grants for them in the stack).
+	app := wire.MustBoot("OUTBOX_RETRY_QUEUE_URL")
 	h := app.DispatcherHandler()
 	h.Fanout = app.Queue
 	lambda.Start(h.Handle)

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -115,6 +116,12 @@ func run(args []string) error {
 	}
 	if s := get("providerSecretNames", ""); s != "" {
 		props.ProviderSecretNames = strings.Split(s, ",")
+	}
+	if s := get("routeThrottles", ""); s != "" {
+		// {"webhooks":{"rateLimit":20,"burstLimit":40}, ...}
+		if err := json.Unmarshal([]byte(s), &props.RouteThrottles); err != nil {
+			return fmt.Errorf("context routeThrottles: %w", err)
+		}
 	}
 	if s := get("logRetentionDays", ""); s != "" {
 		rd, ok := retention[s]

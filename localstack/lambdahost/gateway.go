@@ -25,6 +25,17 @@ import (
 // DefaultMaxBodyBytes is API Gateway's 10 MB request payload cap.
 const DefaultMaxBodyBytes = 10 << 20
 
+// Connection limits of the gateway's HTTP server (issue 24, finding 7): a
+// client that sends its headers or body slowly, or holds an idle
+// connection, is cut off, and at most DefaultMaxConns connections are
+// served at once (more wait in the accept queue).
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 60 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxConns          = 256
+)
+
 // DefaultIdentitySource is the identity source API Gateway uses for Lambda
 // authorizers unless told otherwise.
 const DefaultIdentitySource = "$request.header.Authorization"
@@ -41,8 +52,23 @@ type GatewayOptions struct {
 	StageVariables map[string]string
 
 	// MaxBodyBytes caps the request body (default DefaultMaxBodyBytes); a
-	// larger body is answered 413 without invoking anything.
+	// larger body is answered 413 without invoking anything. A route may
+	// set a lower cap (RouteOptions.MaxBodyBytes). The body is read only
+	// after the route's authorizer accepted the request.
 	MaxBodyBytes int64
+
+	// ReadHeaderTimeout bounds reading a request's headers, ReadTimeout the
+	// whole request with its body, IdleTimeout a keep-alive connection
+	// between requests; WriteTimeout (default ReadTimeout +
+	// IntegrationTimeout + 5s) the time from the end of the headers to the
+	// end of the response. MaxConns caps the connections served at once.
+	// Defaults: DefaultReadHeaderTimeout, DefaultReadTimeout,
+	// DefaultIdleTimeout, DefaultMaxConns.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	WriteTimeout      time.Duration
+	MaxConns          int
 	// LambdaPayloadLimit caps the JSON-encoded event and response (default
 	// LambdaSyncPayloadLimit; negative disables). Exceeding it is a function
 	// invocation failure, answered 500 like API Gateway does.
@@ -72,6 +98,9 @@ type RouteOptions struct {
 	// "$request.querystring.token". When any is missing or empty the request
 	// is answered 401 without calling the authorizer.
 	IdentitySource []string
+	// MaxBodyBytes caps this route's request body (default, and at most,
+	// GatewayOptions.MaxBodyBytes).
+	MaxBodyBytes int64
 	// FunctionName and AuthorizerFunctionName only shape the
 	// InvokedFunctionArn in the lambdacontext of the invocations.
 	FunctionName           string
@@ -120,6 +149,11 @@ func NewGateway(opts GatewayOptions) *Gateway {
 	opts.LambdaPayloadLimit = orDefault(opts.LambdaPayloadLimit, LambdaSyncPayloadLimit)
 	opts.IntegrationTimeout = orDefault(opts.IntegrationTimeout, 30*time.Second)
 	opts.FunctionTimeout = orDefault(opts.FunctionTimeout, opts.IntegrationTimeout)
+	opts.ReadHeaderTimeout = orDefault(opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	opts.ReadTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
+	opts.IdleTimeout = orDefault(opts.IdleTimeout, DefaultIdleTimeout)
+	opts.WriteTimeout = orDefault(opts.WriteTimeout, opts.ReadTimeout+opts.IntegrationTimeout+5*time.Second)
+	opts.MaxConns = orDefault(opts.MaxConns, DefaultMaxConns)
 	return &Gateway{opts: opts, log: loggerOr(opts.Logger).With("component", "gateway")}
 }
 
@@ -139,6 +173,9 @@ func (g *Gateway) Route(routeKey string, h HTTPHandler, opts ...RouteOptions) {
 	rt.h = h
 	if len(opts) > 0 {
 		rt.opts = opts[0]
+	}
+	if rt.opts.MaxBodyBytes <= 0 || rt.opts.MaxBodyBytes > g.opts.MaxBodyBytes {
+		rt.opts.MaxBodyBytes = g.opts.MaxBodyBytes
 	}
 	if rt.opts.Authorizer != nil && len(rt.opts.IdentitySource) == 0 {
 		rt.opts.IdentitySource = []string{DefaultIdentitySource}
@@ -356,23 +393,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if r.ContentLength > g.opts.MaxBodyBytes {
-		status = http.StatusRequestEntityTooLarge
-		writeMessage(w, reqID, status, "Request Entity Too Large")
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxBodyBytes+1))
-	if err != nil {
-		status = http.StatusBadRequest
-		writeMessage(w, reqID, status, "Bad Request")
-		return
-	}
-	if int64(len(body)) > g.opts.MaxBodyBytes {
-		status = http.StatusRequestEntityTooLarge
-		writeMessage(w, reqID, status, "Request Entity Too Large")
-		return
-	}
-
 	rt, params := g.find(r.Method, r.URL.EscapedPath())
 	if rt == nil {
 		status = http.StatusNotFound
@@ -381,8 +401,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	routeKey = rt.key
 
-	req := g.buildRequest(r, rt, params, body, reqID, start)
-
+	// Authorise on the headers alone: an unauthorised request is answered
+	// without reading a byte of its body (the server then closes the
+	// connection rather than drain a large one).
+	req := g.buildRequest(r, rt, params, nil, reqID, start)
 	if rt.opts.Authorizer != nil {
 		var ok bool
 		status, ok = g.authorize(r, rt, &req)
@@ -391,6 +413,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+
+	limit := rt.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		status = http.StatusRequestEntityTooLarge
+		writeMessage(w, reqID, status, "Request Entity Too Large")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		status = http.StatusBadRequest
+		writeMessage(w, reqID, status, "Bad Request")
+		return
+	}
+	if int64(len(body)) > limit {
+		status = http.StatusRequestEntityTooLarge
+		writeMessage(w, reqID, status, "Request Entity Too Large")
+		return
+	}
+	setBody(&req, r.Header.Get("Content-Type"), body)
 
 	status = g.invoke(w, r, rt, req, reqID)
 }
@@ -657,11 +698,7 @@ func (g *Gateway) buildRequest(r *http.Request, rt *route, params map[string]str
 	if _, ok := headers["x-amzn-trace-id"]; !ok {
 		headers["x-amzn-trace-id"] = newTraceID(now)
 	}
-	if len(body) > 0 {
-		headers["content-length"] = strconv.Itoa(len(body))
-	} else {
-		delete(headers, "content-length")
-	}
+	delete(headers, "content-length") // setBody sets it from the body read
 
 	var query map[string]string
 	if r.URL.RawQuery != "" {
@@ -708,15 +745,23 @@ func (g *Gateway) buildRequest(r *http.Request, rt *route, params map[string]str
 			},
 		},
 	}
-	if len(body) > 0 {
-		if isTextContentType(r.Header.Get("Content-Type")) {
-			req.Body = string(body)
-		} else {
-			req.Body = base64.StdEncoding.EncodeToString(body)
-			req.IsBase64Encoded = true
-		}
-	}
+	setBody(&req, r.Header.Get("Content-Type"), body)
 	return req
+}
+
+// setBody puts the body read into the event (text or base64, as API
+// Gateway does) with its content-length header.
+func setBody(req *events.APIGatewayV2HTTPRequest, contentType string, body []byte) {
+	if len(body) == 0 {
+		return
+	}
+	req.Headers["content-length"] = strconv.Itoa(len(body))
+	if isTextContentType(contentType) {
+		req.Body = string(body)
+	} else {
+		req.Body = base64.StdEncoding.EncodeToString(body)
+		req.IsBase64Encoded = true
+	}
 }
 
 // isTextContentType reports whether API Gateway HTTP APIs pass a body with
@@ -767,7 +812,21 @@ func (g *Gateway) ListenAndServe(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	return g.Serve(ctx, ln)
+}
+
+// Serve serves the gateway on ln until ctx is done, then shuts down
+// gracefully, with the options' timeouts and connection cap.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	ln = limitListener(ln, g.opts.MaxConns)
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: g.opts.ReadHeaderTimeout,
+		ReadTimeout:       g.opts.ReadTimeout,
+		WriteTimeout:      g.opts.WriteTimeout,
+		IdleTimeout:       g.opts.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	g.log.Info("gateway listening", "addr", ln.Addr().String())
@@ -783,4 +842,51 @@ func (g *Gateway) ListenAndServe(ctx context.Context, addr string) error {
 		}
 		return err
 	}
+}
+
+// limitListener accepts at most n connections at once: Accept waits for a
+// served connection to close (the others wait in the kernel's accept
+// queue). golang.org/x/net/netutil.LimitListener in a few lines, as x/net
+// is not a dependency.
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limitedListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitedListener struct {
+	net.Listener
+	sem       chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitedListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -26,6 +27,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
+	"github.com/botharness/outbox/adapters/mcpserver"
 	"github.com/botharness/outbox/adapters/routes"
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/adapters/wire"
@@ -106,6 +108,10 @@ type Options struct {
 	// PollInterval): like the deployed mapping's batching window it gathers
 	// the TTL deletes of a reaper sweep into few batches (archive objects).
 	PruneBatchingWindow time.Duration
+	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
+	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
+	// once a test server's address is known.
+	APIURL string
 }
 
 // Stack is a running local system.
@@ -132,7 +138,19 @@ type Stack struct {
 	PruneStream *lambdahost.StreamPoller
 	Reaper      *lambdahost.TTLReaper
 
+	apiURL atomic.Pointer[string]
 	cancel context.CancelFunc
+}
+
+// SetAPIURL sets the base URL of the API the MCP endpoint's tools call.
+func (s *Stack) SetAPIURL(u string) { s.apiURL.Store(&u) }
+
+// APIURL is the base URL the MCP endpoint's tools call.
+func (s *Stack) APIURL() string {
+	if p := s.apiURL.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Start creates resources and starts every component.
@@ -234,6 +252,15 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	}
 	if app.Webhook != nil {
 		s.Gateway.Route(routes.Webhook, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
+	}
+	// The agents' MCP endpoint: its own function behind the same authorizer,
+	// calling the API above over HTTP with the caller's token.
+	s.SetAPIURL(o.APIURL)
+	mcpHandler := mcpserver.LambdaHandler(mcpserver.HTTPConfig{APIURL: s.APIURL, Log: app.Log})
+	for _, rk := range routes.MCP {
+		a := auth
+		a.FunctionName = "mcp"
+		s.Gateway.Route(rk, mcpHandler, a)
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
