@@ -104,9 +104,9 @@ type Options struct {
 	// DisablePruner leaves the pruner's stream poller off (it runs only
 	// with the reaper: locally nothing else makes TTL deletes).
 	DisablePruner bool
-	// PruneBatchingWindow is the pruner poller's poll interval (default
-	// PollInterval): like the deployed mapping's batching window it gathers
-	// the TTL deletes of a reaper sweep into few batches (archive objects).
+	// PruneBatchingWindow is the pruner poller's batching window (0: none),
+	// as the deployed mapping's: it gathers the TTL deletes into few
+	// batches (archive objects).
 	PruneBatchingWindow time.Duration
 	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
 	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
@@ -320,7 +320,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
 			FilterPattern: pruner.StreamFilterPattern, BatchSize: 500, StartingPosition: lambdahost.StartTrimHorizon,
-			PollInterval: orDur(o.PruneBatchingWindow, o.PollInterval), MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
+			PollInterval: o.PollInterval, BatchingWindow: o.PruneBatchingWindow, MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
 			FunctionName: "pruner", FunctionTimeout: 60 * time.Second, Logger: app.Log,
 		})
 		if err == nil {
