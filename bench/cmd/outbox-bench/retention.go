@@ -30,10 +30,11 @@ import (
 func (r *runner) retention() error {
 	n, window := r.f.retentionN, r.f.retentionWindow
 	st, api, stop, err := r.startStack(system.Options{
-		// The reaper at its make-run default; the pruner polls every 5 s
-		// (the deployed mapping gathers up to 30 s).
-		IntentRetention: window, TombstoneRetention: time.Hour, TTLReaperInterval: 15 * time.Second,
-		PruneBatchingWindow: 5 * time.Second, WorkerConcurrency: 8,
+		// DynamoDB's TTL deletes in background bursts: the reaper sweeps
+		// once a minute, and the pruner gathers for the deployed mapping's
+		// 30 s window (PrunerBatchingWindowSeconds).
+		IntentRetention: window, TombstoneRetention: time.Hour, TTLReaperInterval: time.Minute,
+		PruneBatchingWindow: 30 * time.Second, WorkerConcurrency: 8,
 	})
 	if err != nil {
 		return err
