@@ -88,7 +88,7 @@ func run() error {
 		// DynamoDB Local does not delete expired items, so the TTL reaper does.
 		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
 		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second), PruneBatchingWindow: 5 * time.Second,
-		APIURL:                "http://" + httpAddr,
+		APIURL: "http://" + httpAddr,
 	})
 	if err != nil {
 		return err
