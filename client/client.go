@@ -16,6 +16,17 @@
 //	in, err := c.Wait(ctx, sub.Intent.ID, client.WaitOptions{})
 //
 // Operators use c.Admin() (list, show, resolve, recommend, backups).
+//
+// Retention: a key is honoured for at least the deployment's intent
+// retention window (intentRetention, default 7 days) after its intent ends
+// — resubmitting it with the same body in that window replays the intent,
+// with a different body fails with ErrIdempotencyKeyReused. Intents that
+// have not ended never expire. After the window the intent is pruned to a
+// tombstone that still answers a replay with the original outcome
+// (Intent.Pruned set, Attempts empty) and still refuses a different body,
+// for the tombstone window (tombstoneRetention, default 90 days); its
+// history then answers ErrPruned. Only after both windows does the key
+// start a new intent, so keep a key's retries well inside the first.
 package client
 
 import (

@@ -27,6 +27,9 @@ var (
 	ErrServer          = errors.New("outbox: server error") // 5xx
 	ErrRateLimited     = errors.New("outbox: rate limited") // 429
 	ErrUnexpected      = errors.New("outbox: unexpected answer")
+	// ErrPruned (410 pruned): the intent ended and its retention window
+	// passed; only its outcome is kept (Intent.Pruned), not its history.
+	ErrPruned = errors.New("outbox: intent pruned after its retention window")
 )
 
 // APIError is an error answer of the API: {"error":{"code","message","field"}}
@@ -73,6 +76,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Status >= 500
 	case ErrRateLimited:
 		return e.Status == http.StatusTooManyRequests
+	case ErrPruned:
+		return e.Code == "pruned"
 	}
 	return false
 }

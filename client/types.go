@@ -170,6 +170,21 @@ type Intent struct {
 	// History counts older entries moved out of the intent (only the newest
 	// attempts and resolutions are listed inline).
 	History *HistorySummary `json:"history,omitempty"`
+	// Pruned is set when the intent was answered from its tombstone: it
+	// ended, its retention window passed, and only its identity, final
+	// status, external id and end are left (Attempts is empty; its history
+	// answers ErrPruned). A Submit replay of a pruned key still reports the
+	// original outcome this way.
+	Pruned *Pruned `json:"pruned,omitempty"`
+}
+
+// Pruned marks an intent answered from its tombstone.
+type Pruned struct {
+	// EndedAt is when the intent reached its final status.
+	EndedAt time.Time `json:"endedAt"`
+	// Archive locates the full archived record ("<key>#<line>" in the
+	// archive bucket); empty when the archive is off.
+	Archive string `json:"archive,omitempty"`
 }
 
 // SourceState is a source's recorded revision (the answer of PutSource).

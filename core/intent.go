@@ -123,6 +123,14 @@ type Intent struct {
 	// as open at intake (0: not counted). The write that makes it terminal
 	// gives the count back there (see botlimits.go). Never shown.
 	OpenSlot int `json:"-"`
+	// EndedAt is when the intent became terminal and ExpiresAt when its
+	// retention window closes (ApplyRetention; the table's TTL). Both unset
+	// while it is not terminal.
+	EndedAt   *time.Time `json:"-"`
+	ExpiresAt time.Time  `json:"-"`
+	// Pruned is set on an intent read back from its tombstone: the window
+	// passed, only the identity and first answer are left (see retention.go).
+	Pruned *Pruned `json:"pruned,omitempty"`
 }
 
 // IntentID derives the intent id from its idempotency identity (bot + key).

@@ -122,6 +122,10 @@ func (r *Resolver) resolve(ctx context.Context, p Principal, id, key string, req
 	if err != nil {
 		return nil, err
 	}
+	if cur.Pruned != nil {
+		// Past its window only the tombstone is left (its decisions too).
+		return nil, fmt.Errorf("intent %s: %w", id, ErrPruned)
+	}
 	seen, err := r.replayed(ctx, cur, key)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/handlers/notifier"
+	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/adapters/routes"
 )
 
@@ -59,6 +60,10 @@ const (
 	// objects (every function that can make an attempt; backups).
 	// Env OUTBOX_PAYLOAD_BUCKET.
 	NeedPayloadRead
+	// NeedArchiveWrite: s3:GetObject, PutObject on the archive bucket's
+	// intents/* objects (the pruner). Env OUTBOX_ARCHIVE_BUCKET,
+	// OUTBOX_TOMBSTONE_RETENTION (see retention.go).
+	NeedArchiveWrite
 	// NeedSendSecrets: secretsmanager:GetSecretValue, DescribeSecret on the
 	// secrets the provider configuration references for sending (bot tokens,
 	// outbound signing secrets, bearer tokens: SecretForSending fields) only.
@@ -141,7 +146,12 @@ type FunctionSpec struct {
 	// StreamFilter is the event filter of a TriggerStream function's mapping
 	// (default dispatcher.StreamFilterPattern).
 	StreamFilter string
-	Needs        Need
+	// StreamBatchSize and StreamBatchingWindowSeconds override the stream
+	// mapping's DispatcherBatchSize and DispatcherMaxBatchingWindowSeconds
+	// (0: those). The pruner batches: one archive object per batch.
+	StreamBatchSize             float64
+	StreamBatchingWindowSeconds float64
+	Needs                       Need
 }
 
 const (
@@ -242,6 +252,20 @@ func DefaultFunctions() []FunctionSpec {
 			// Byte-for-byte the pattern the local host applies.
 			StreamFilter: notifier.StreamFilterPattern,
 			Needs:        tableRW | NeedOperatorEvents,
+		},
+		{
+			Name:        "pruner",
+			Description: "Retention: turns TTL deletes of ended intents into tombstones and archived records (table stream)",
+			Timeout:     60 * time.Second,
+			MemoryMB:    256,
+			Trigger:     TriggerStream,
+			// Only TTL deletes of terminal intent items invoke it.
+			StreamFilter: pruner.StreamFilterPattern,
+			// Pruning is not latency-sensitive: fill batches (one archive
+			// object each) for up to PrunerBatchingWindowSeconds.
+			StreamBatchSize:             PrunerBatchSize,
+			StreamBatchingWindowSeconds: PrunerBatchingWindowSeconds,
+			Needs:                       tableRW | NeedArchiveWrite,
 		},
 		{
 			Name:        "webhook",

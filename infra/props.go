@@ -143,6 +143,10 @@ type OutboxStackProps struct {
 	DispatcherMaxBatchingWindowSeconds float64
 	RetrierBatchSize                   float64
 	RetrierMaxConcurrency              float64
+
+	// Retention (issue 27): IntentRetention, TombstoneRetention, ArchiveOff,
+	// ArchiveRetentionDays; see retention.go.
+	RetentionProps
 }
 
 // resolved is OutboxStackProps with defaults applied and checked.
@@ -254,6 +258,7 @@ func (p *OutboxStackProps) resolve() *resolved {
 	if r.RetrierMaxConcurrency < 2 || r.RetrierMaxConcurrency > 1000 {
 		panic("infra: OutboxStackProps.RetrierMaxConcurrency must be 2..1000")
 	}
+	r.resolveRetention()
 	return r
 }
 

@@ -109,6 +109,7 @@ type outbox struct {
 	dispatchFailures awssqs.Queue
 	backupBucket     awss3.Bucket
 	payloadBucket    awss3.Bucket
+	archiveBucket    awss3.Bucket // nil with the archive off (retention.go)
 	accessLogsBucket awss3.Bucket
 	secrets          []awssecretsmanager.ISecret
 	backupKey        awssecretsmanager.Secret
@@ -155,6 +156,7 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 	awscdk.Tags_Of(stack).Add(jsii.String("project"), jsii.String("outbox"), nil)
 
 	o.data()
+	o.retentionData()
 	for _, spec := range r.functions {
 		o.function(spec)
 	}
@@ -163,6 +165,7 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 	o.observability()
 	o.outputs()
 	o.suppressions()
+	o.retentionSuppressions()
 	return stack
 }
 
@@ -463,6 +466,7 @@ func (o *outbox) function(spec FunctionSpec) {
 		o.grantSecrets(role, r.secretRefs[wire.SecretForVerifying])
 		env[EnvProviderSecrets] = jsii.String(strings.Join(r.ProviderSecretNames, ","))
 	}
+	o.retentionAccess(spec, role, env)
 
 	arch := awslambda.Architecture_ARM_64()
 	if r.Architecture == "x86_64" {
@@ -495,11 +499,15 @@ func (o *outbox) function(spec FunctionSpec) {
 		if spec.StreamFilter != "" {
 			pattern = spec.StreamFilter
 		}
+		batch, window := r.DispatcherBatchSize, r.DispatcherMaxBatchingWindowSeconds
+		if spec.StreamBatchSize > 0 {
+			batch, window = spec.StreamBatchSize, spec.StreamBatchingWindowSeconds
+		}
 		fn.AddEventSource(awslambdaeventsources.NewDynamoEventSource(o.table, &awslambdaeventsources.DynamoEventSourceProps{
 			StartingPosition:        awslambda.StartingPosition_LATEST,
-			BatchSize:               jsii.Number(r.DispatcherBatchSize),
+			BatchSize:               jsii.Number(batch),
 			ParallelizationFactor:   jsii.Number(r.DispatcherParallelizationFactor),
-			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(r.DispatcherMaxBatchingWindowSeconds)),
+			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(window)),
 			BisectBatchOnError:      jsii.Bool(true),
 			RetryAttempts:           jsii.Number(r.DispatcherRetryAttempts),
 			MaxRecordAge:            awscdk.Duration_Seconds(jsii.Number(r.DispatcherMaxRecordAgeSeconds)),

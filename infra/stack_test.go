@@ -356,8 +356,8 @@ func (t template) grants(tt *testing.T, prefix, name string) map[string][]string
 
 // ids of the named resources, as flat() renders references to them.
 type ids struct {
-	table, tableStream, index, profileIndex, retry, inbox, failures, bucket, bucketObjects, topic, payloadObjects string
-	logs                                                                                                          map[string]string
+	table, tableStream, index, profileIndex, retry, inbox, failures, bucket, bucketObjects, topic, payloadObjects, archiveObjects string
+	logs                                                                                                                          map[string]string
 }
 
 func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
@@ -366,13 +366,16 @@ func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
 	q := func(n string) string {
 		return "<" + t.one(tt, "AWS::SQS::Queue", "QueueName", prefix+"-"+n).ID + ".Arn>"
 	}
-	var bucketID, payloadID string
+	var bucketID, payloadID, archiveID string
 	for _, b := range t.resources("AWS::S3::Bucket") {
 		if b.Props["VersioningConfiguration"] != nil {
 			bucketID = b.ID
 		}
 		if lc, ok := b.Props["LoggingConfiguration"].(map[string]any); ok && lc["LogFilePrefix"] == "payload-bucket/" {
 			payloadID = b.ID
+		}
+		if lc, ok := b.Props["LoggingConfiguration"].(map[string]any); ok && lc["LogFilePrefix"] == "archive-bucket/" {
+			archiveID = b.ID
 		}
 	}
 	x := ids{
@@ -387,6 +390,7 @@ func (t template) ids(tt *testing.T, prefix string, fns []FunctionSpec) ids {
 		bucketObjects:  "<" + bucketID + ".Arn>/backups/*",
 		topic:          "<" + t.one(tt, "AWS::SNS::Topic", "TopicName", prefix+"-operator-events").ID + ">",
 		payloadObjects: "<" + payloadID + ".Arn>/payloads/*",
+		archiveObjects: "<" + archiveID + ".Arn>/intents/*",
 		logs:           map[string]string{},
 	}
 	for _, f := range fns {
@@ -561,8 +565,8 @@ func TestRetrierQueueMapping(t *testing.T) {
 		t.Errorf("retrier ScalingConfig %v, want MaximumConcurrency 200", esm.Props["ScalingConfig"])
 	}
 	// No other function consumes a queue or the stream.
-	if n := len(prodT.resources("AWS::Lambda::EventSourceMapping")); n != 3 {
-		t.Errorf("want 3 event source mappings (dispatcher, notifier, retrier), got %d", n)
+	if n := len(prodT.resources("AWS::Lambda::EventSourceMapping")); n != 4 {
+		t.Errorf("want 4 event source mappings (dispatcher, notifier, pruner, retrier), got %d", n)
 	}
 }
 
@@ -672,14 +676,16 @@ func TestPayloadBucket(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	want := map[string][]string{
 		"authorizer": {EnvLogLevel, EnvTable},
-		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
+		"intake":     {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
 		"dispatcher": {EnvLogLevel, EnvRetryQueueURL},
-		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
-		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
-		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL},
-		"admin":      {EnvBackupBucket, EnvBackupKeySecret, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable},
-		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvSecretUses, EnvProviderSecrets, EnvTable},
+		"retrier":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
+		"sweeper":    {EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvOperatorTopicArn, EnvConsoleURL, EnvIntentRetention},
+		"notifier":   {EnvLogLevel, EnvTable, EnvOperatorTopicArn, EnvConsoleURL, EnvIntentRetention},
+		"admin":      {EnvBackupBucket, EnvBackupKeySecret, EnvLogLevel, EnvPayloadBucket, EnvProviderConfig, EnvSecretUses, EnvRetryQueueURL, EnvTable, EnvIntentRetention},
+		"webhook":    {EnvInboxQueueURL, EnvLogLevel, EnvProviderConfig, EnvSecretUses, EnvProviderSecrets, EnvTable, EnvIntentRetention},
 		"mcp":        {EnvAPIURL, EnvLogLevel},
+		// Retention (issue 27): the pruner has the tombstone window and the archive.
+		"pruner": {EnvLogLevel, EnvTable, EnvIntentRetention, EnvTombstoneRetention, EnvArchiveBucket},
 	}
 	specs := DefaultFunctions()
 	if len(specs) != len(want) || len(prodT.resources("AWS::Lambda::Function")) != len(want) {
@@ -816,6 +822,8 @@ func TestLeastPrivilege(t *testing.T) {
 						r = x.topic
 					case "payloads":
 						r = x.payloadObjects
+					case "archive":
+						r = x.archiveObjects
 					case "secrets", "send", "verify":
 						exp[a] = append(exp[a], secretArns(r)...)
 						continue
@@ -840,7 +848,7 @@ func TestLeastPrivilege(t *testing.T) {
 				}
 				if strings.HasPrefix(a, "s3:") && s.Name != "admin" {
 					for _, r := range rs {
-						if r != x.payloadObjects {
+						if r != x.payloadObjects && (s.Name != "pruner" || r != x.archiveObjects) {
 							t.Errorf("%s has S3 access beyond payload objects (%s on %s)", s.Name, a, r)
 						}
 					}
@@ -922,6 +930,17 @@ func TestLeastPrivilege(t *testing.T) {
 			// The backup signing key, and no other secret.
 			"secretsmanager:GetSecretValue": {"backupKey"},
 			"secretsmanager:DescribeSecret": {"backupKey"},
+		}),
+		"pruner": with(rw, map[string][]string{
+			"sqs:SendMessage":           {"failures"},
+			"sqs:GetQueueAttributes":    {"failures"},
+			"sqs:GetQueueUrl":           {"failures"},
+			"dynamodb:ListStreams":      {"*"},
+			"dynamodb:DescribeStream":   {"stream"},
+			"dynamodb:GetRecords":       {"stream"},
+			"dynamodb:GetShardIterator": {"stream"},
+			"s3:GetObject":              {"archive"},
+			"s3:PutObject":              {"archive"},
 		}),
 		"webhook": with(rw, map[string][]string{
 			"sqs:SendMessage":               {"inbox"},
@@ -1183,7 +1202,7 @@ func TestAlarms(t *testing.T) {
 			fn := c.tm.function(t, c.prefix, s.Name)
 			expect(s.Name+"-errors", "AWS/Lambda", "Errors", map[string]string{"FunctionName": "<" + fn.ID + ">"}, 0)
 		}
-		for _, name := range []string{"dispatcher", "notifier"} {
+		for _, name := range []string{"dispatcher", "notifier", "pruner"} {
 			fn := c.tm.function(t, c.prefix, name)
 			expect(name+"-iterator-age", "AWS/Lambda", "IteratorAge", map[string]string{"FunctionName": "<" + fn.ID + ">"}, 60000)
 		}
@@ -1202,7 +1221,7 @@ func TestAlarms(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	outs := prodT["Outputs"].(map[string]any)
-	for _, k := range []string{"ApiUrl", "TableName", "RetryQueueUrl", "InboxQueueUrl", "DispatchFailuresQueueUrl", "BackupBucketName", "PayloadBucketName", "AlarmTopicArn", "OperatorEventsTopicArn", "ConsoleUrl"} {
+	for _, k := range []string{"ApiUrl", "TableName", "RetryQueueUrl", "InboxQueueUrl", "DispatchFailuresQueueUrl", "BackupBucketName", "PayloadBucketName", "ArchiveBucketName", "AlarmTopicArn", "OperatorEventsTopicArn", "ConsoleUrl"} {
 		if outs[k] == nil {
 			t.Errorf("missing output %s", k)
 		}

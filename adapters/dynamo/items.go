@@ -165,6 +165,10 @@ type intentItem struct {
 	Attempts       []attemptItem    `dynamodbav:"attempts"`
 	Resolutions    []resolutionItem `dynamodbav:"resolutions,omitempty"`
 	History        *historyItem     `dynamodbav:"history,omitempty"`
+	// EndedAt and expiresAt (the table's TTL attribute, epoch seconds) are
+	// stamped by core.ApplyRetention on the write that ends the intent.
+	EndedAt   *time.Time `dynamodbav:"endedAt,omitempty"`
+	ExpiresAt int64      `dynamodbav:"expiresAt,omitempty"`
 }
 
 // historyItem is core.HistorySummary: what an intent keeps about entries
@@ -321,7 +325,10 @@ func intentToItem(in *core.Intent) intentItem {
 		Deadline: in.Deadline, Metadata: in.Metadata,
 		Status: string(in.Status), StatusReason: in.StatusReason, Version: in.Version, CreatedAt: in.CreatedAt,
 		UpdatedAt: in.UpdatedAt, AttemptCount: in.AttemptCount, FirstAttemptAt: in.FirstAttemptAt,
-		NextAttemptAt: in.NextAttemptAt, ExternalID: in.ExternalID, OpenSlot: in.OpenSlot,
+		NextAttemptAt: in.NextAttemptAt, ExternalID: in.ExternalID, OpenSlot: in.OpenSlot, EndedAt: in.EndedAt,
+	}
+	if !in.ExpiresAt.IsZero() {
+		it.ExpiresAt = in.ExpiresAt.Unix()
 	}
 	if in.Source != nil {
 		it.Source = &sourceRefItem{ID: in.Source.ID, Revision: in.Source.Revision}
@@ -357,8 +364,11 @@ func intentFromItem(it *intentItem) *core.Intent {
 		Deadline: it.Deadline, Metadata: it.Metadata,
 		Status: core.Status(it.Status), StatusReason: it.StatusReason, Version: it.Version, CreatedAt: it.CreatedAt,
 		UpdatedAt: it.UpdatedAt, AttemptCount: it.AttemptCount, FirstAttemptAt: it.FirstAttemptAt,
-		NextAttemptAt: it.NextAttemptAt, ExternalID: it.ExternalID, OpenSlot: it.OpenSlot,
+		NextAttemptAt: it.NextAttemptAt, ExternalID: it.ExternalID, OpenSlot: it.OpenSlot, EndedAt: it.EndedAt,
 		Attempts: make([]core.Attempt, len(it.Attempts)),
+	}
+	if it.ExpiresAt != 0 {
+		in.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 	}
 	if it.Source != nil {
 		in.Source = &core.SourceRef{ID: it.Source.ID, Revision: it.Source.Revision}

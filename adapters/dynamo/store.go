@@ -52,6 +52,10 @@ type Store struct {
 	RepairDelay time.Duration
 	// RepairGrace: a retry's repair entry is due its grace after the retry.
 	RepairGrace time.Duration
+	// Retention is the intent retention window (core.ApplyRetention): the
+	// write that ends an intent sets its TTL to its end plus this; 0 never
+	// expires anything.
+	Retention time.Duration
 }
 
 func (s *Store) repairPolicy() core.RepairPolicy {
@@ -156,6 +160,9 @@ func repairAtOf(item map[string]types.AttributeValue) time.Time {
 
 // UnmarshalIntent reads an intent item.
 func UnmarshalIntent(item map[string]types.AttributeValue) (*core.Intent, error) {
+	if IsTombstone(item) {
+		return unmarshalTombstone(item)
+	}
 	var it intentItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("unmarshal intent: %w", err)
@@ -262,10 +269,16 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 		if err != nil {
 			return nil, err
 		}
+		if cur.Pruned != nil {
+			// Only a tombstone is left: nothing of the intent is writable.
+			return nil, fmt.Errorf("intent %s: %w", id, core.ErrPruned)
+		}
 		before := cur.Status
 		if err := mutate(cur); err != nil {
 			return nil, err
 		}
+		// The write that ends the intent carries its TTL (no extra write).
+		core.ApplyRetention(cur, s.Retention)
 		pages := cur.TakeSpill()
 		readVersion := cur.Version
 		cur.Version = readVersion + 1

@@ -49,6 +49,8 @@ type Webhooks struct {
 	Tries int
 	// Shards spreads the unresolved listing (default DefaultSharding.Webhook).
 	Shards int
+	// Retention is the intent retention window (see Store.Retention).
+	Retention time.Duration
 }
 
 var _ core.WebhookStore = (*Webhooks)(nil)
@@ -155,6 +157,14 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 		if err != nil {
 			return nil, err
 		}
+		if cur.Pruned != nil {
+			// A late event for an intent past its window: its tombstone is
+			// never rewritten; the event is recorded (deduplicated) only.
+			if err := w.RecordEvent(ctx, rec); err != nil {
+				return nil, err
+			}
+			return cur, nil
+		}
 		before := cur.Status
 		plan, err := mutate(cur)
 		if err != nil {
@@ -175,6 +185,8 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 		if plan.Changed {
 			readVersion := cur.Version
 			cur.Version++
+			// An acknowledgement that ends the intent carries its TTL.
+			core.ApplyRetention(cur, w.Retention)
 			item, err := MarshalIntent(cur)
 			if err != nil {
 				return nil, err

@@ -6,6 +6,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/adapters/handlers/notifier"
+	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
 )
@@ -47,4 +48,10 @@ func (a *App) SweeperHandler() *sweeper.Handler {
 // NotifierHandler publishes operator events from the table stream.
 func (a *App) NotifierHandler() *notifier.Handler {
 	return &notifier.Handler{N: a.OperatorEvents, Log: a.Log}
+}
+
+// PrunerHandler turns TTL deletes of ended intents into tombstones and
+// archived records (its own stream mapping, pruner.StreamFilterPattern).
+func (a *App) PrunerHandler() *pruner.Handler {
+	return &pruner.Handler{Store: a.Store, Archive: a.Archive, TombstoneRetention: a.Config.TombstoneRetention, Clock: a.Config.Clock, Log: a.Log}
 }

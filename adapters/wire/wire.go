@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/botharness/outbox/adapters/archive"
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/backup"
 	"github.com/botharness/outbox/adapters/dynamo"
@@ -68,6 +69,16 @@ type Config struct {
 	// OUTBOX_BACKUP_KEY). Empty: read the Secrets Manager secret named by
 	// OUTBOX_BACKUP_KEY_SECRET, if any (wireBackups).
 	BackupKey string
+	// Retention (issue 27): an ended intent is kept whole IntentRetention
+	// after it ends (its key is honoured at least that long), then its
+	// tombstone keeps the key TombstoneRetention. Zero here means the
+	// defaults (core.DefaultRetention); OUTBOX_INTENT_RETENTION and
+	// OUTBOX_TOMBSTONE_RETENTION set them as Go durations.
+	IntentRetention    time.Duration
+	TombstoneRetention time.Duration
+	// ArchiveBucket receives pruned intents' records (OUTBOX_ARCHIVE_BUCKET;
+	// empty: the archive is off, tombstones only).
+	ArchiveBucket string
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -90,6 +101,10 @@ func FromEnv(required ...string) (Config, error) {
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
 		BackupKey:             os.Getenv(EnvBackupKey),
+
+		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", core.DefaultIntentRetention),
+		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", core.DefaultTombstoneRetention),
+		ArchiveBucket:      os.Getenv("OUTBOX_ARCHIVE_BUCKET"),
 	}
 	limits, err := botLimitsFromEnv()
 	if err != nil {
@@ -161,6 +176,8 @@ type App struct {
 	// BotLimiter counts new intents against their bot's limits (intake uses
 	// it only when a bot has a limit) and reads the counters for operators.
 	BotLimiter *dynamo.BotLimiter
+	// Archive keeps pruned intents' records (nil: archive off).
+	Archive    *archive.Store
 	Metrics    *emf.Writer
 	Log        *slog.Logger
 
@@ -190,6 +207,12 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if cfg.MetricsOut == nil {
 		cfg.MetricsOut = os.Stdout
 	}
+	if cfg.IntentRetention <= 0 {
+		cfg.IntentRetention = core.DefaultIntentRetention
+	}
+	if cfg.TombstoneRetention <= 0 {
+		cfg.TombstoneRetention = core.DefaultTombstoneRetention
+	}
 	uses, err := ParseSecretUses(cfg.SecretUses)
 	if err != nil {
 		return nil, err
@@ -218,6 +241,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	// A new intent's repair entry is due once its normal path (claim within
 	// the lease) has had its grace: the sweeper never races the stream.
 	store.RepairDelay, store.RepairGrace = cfg.Lease+cfg.SweepGrace, cfg.SweepGrace
+	store.Retention = cfg.IntentRetention
 	metrics := emf.New(cfg.MetricsOut)
 	queue := sqsqueue.New(clients.SQS, cfg.RetryQueueURL)
 	d := &core.Dispatcher{
@@ -248,6 +272,9 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		// 64 cached payloads of at most 256 KiB: 16 MiB per instance.
 		app.Payloads = payloads.New(clients.S3, cfg.PayloadBucket, 64)
 		app.Intake.Payloads, d.Payloads = app.Payloads, app.Payloads
+	}
+	if cfg.ArchiveBucket != "" && clients.S3 != nil {
+		app.Archive = archive.New(clients.S3, cfg.ArchiveBucket)
 	}
 	if cfg.RequestCacheTTL > 0 {
 		app.Authn = ttlcache.NewTokens(app.Tokens, cfg.RequestCacheTTL)

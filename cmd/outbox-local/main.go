@@ -130,7 +130,11 @@ func run() error {
 		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
 		// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS.
 		BotLimits: cfg.BotLimits,
-		APIURL:    "http://" + httpAddr,
+		// Retention (issue 27): OUTBOX_INTENT_RETENTION / OUTBOX_TOMBSTONE_RETENTION;
+		// DynamoDB Local does not delete expired items, so the TTL reaper does.
+		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
+		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second), PruneBatchingWindow: 5 * time.Second,
+		APIURL: "http://" + httpAddr,
 	})
 	if err != nil {
 		return err

@@ -104,6 +104,18 @@ type StreamPollerConfig struct {
 
 	Handler StreamHandler
 
+	// BatchingWindow, when positive, plays the mapping's
+	// MaximumBatchingWindowInSeconds: matching records are gathered (across
+	// GetRecords pages) until BatchSize of them or the window since the
+	// first one, then delivered as one batch. 0: every page is delivered as
+	// it is read.
+	BatchingWindow time.Duration
+
+	// TTLDeletes recognises the records of the local TTL reaper's deletes
+	// (TTLReaper.IsTTLDelete); they and DynamoDB Local's own TTL records are
+	// presented as AWS writes a TTL delete (AWSShape). nil: only the latter.
+	TTLDeletes func(events.DynamoDBEventRecord) bool
+
 	// Region overrides the awsRegion of records (DynamoDB Local reports
 	// "ddblocal"); default: whatever the stream says.
 	Region          string
@@ -141,6 +153,10 @@ type shardState struct {
 	checkpoint string                        // last sequence number handled
 	started    bool                          // a worker owns it
 	done       bool                          // closed and fully handled
+	// pending holds matching records gathered for BatchingWindow (the
+	// shard's own goroutine only).
+	pending      []events.DynamoDBEventRecord
+	pendingSince time.Time
 }
 
 // NewStreamPoller validates cfg and returns a stopped poller.
@@ -506,8 +522,13 @@ func (p *StreamPoller) runShard(ctx context.Context, s *shardState, it *string) 
 			if !p.handleShardRecords(ctx, s, out.Records) {
 				return // stopping; the checkpoint was not advanced
 			}
+		} else if !p.flushPending(ctx, s, false) {
+			return
 		}
 		if out.NextShardIterator == nil {
+			if !p.flushPending(ctx, s, true) {
+				return
+			}
 			log.Info("shard closed and fully processed")
 			p.markDone(s)
 			return
@@ -541,11 +562,25 @@ func (p *StreamPoller) handleShardRecords(ctx context.Context, s *shardState, re
 		if err != nil {
 			p.log.Error("cannot convert stream record; skipping it", "shard", s.id, "event_id", aws.ToString(r.EventID), "error", err)
 		} else {
-			batch = append(batch, ev)
+			batch = append(batch, AWSShape(ev, p.cfg.TTLDeletes))
 		}
 		if seq != "" {
 			last = seq
 		}
+	}
+	if p.cfg.BatchingWindow > 0 {
+		for _, r := range batch {
+			if p.matches(r) {
+				if len(s.pending) == 0 {
+					s.pendingSince = time.Now()
+				}
+				s.pending = append(s.pending, r)
+			}
+		}
+		p.mu.Lock()
+		s.checkpoint = last
+		p.mu.Unlock()
+		return p.flushPending(ctx, s, false)
 	}
 	if err := p.process(ctx, s.id, batch); err != nil {
 		return false
@@ -554,6 +589,18 @@ func (p *StreamPoller) handleShardRecords(ctx context.Context, s *shardState, re
 	s.checkpoint = last
 	p.mu.Unlock()
 	return true
+}
+
+// flushPending delivers the gathered records once BatchSize of them are
+// there or the batching window since the first has passed (or force). It
+// reports false when the poller is stopping.
+func (p *StreamPoller) flushPending(ctx context.Context, s *shardState, force bool) bool {
+	if len(s.pending) == 0 || (!force && len(s.pending) < p.cfg.BatchSize && time.Since(s.pendingSince) < p.cfg.BatchingWindow) {
+		return true
+	}
+	batch := s.pending
+	s.pending = nil
+	return p.process(ctx, s.id, batch) == nil
 }
 
 // Deliver runs records through the mapping's pipeline as if they had just

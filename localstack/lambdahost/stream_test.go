@@ -595,3 +595,42 @@ func TestSeqLess(t *testing.T) {
 		}
 	}
 }
+
+// A batching window gathers matching records across pages into one batch
+// (the pruner's mapping: one archive object per batch); without it every
+// page is delivered as read.
+func TestStreamPollerBatchingWindow(t *testing.T) {
+	for _, c := range []struct {
+		window time.Duration
+		one    bool
+	}{{300 * time.Millisecond, true}, {0, false}} {
+		f := newFakeStreams()
+		f.addShard("s1", "")
+		col := &collector{}
+		p := newFakePoller(t, f, col, func(cfg *StreamPollerConfig) { cfg.BatchingWindow = c.window })
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			f.put("s1", "INSERT", fmt.Sprintf("p%d", i), "INTENT", "pending")
+			for j := 0; j < 4; j++ {
+				f.put("s1", "MODIFY", fmt.Sprintf("p%d", i), "INTENT", "in-flight") // filtered out
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		waitFor(t, "five deliveries", func() bool { return len(col.pks()) >= 5 })
+		p.Stop()
+		col.mu.Lock()
+		n := len(col.batches)
+		col.mu.Unlock()
+		if c.one && n != 1 {
+			t.Fatalf("window %v: %d batches, want 1", c.window, n)
+		}
+		if !c.one && n < 2 {
+			t.Fatalf("no window: %d batch, want one per page", n)
+		}
+		if got := col.pks(); len(got) != 5 {
+			t.Fatalf("window %v: delivered %v", c.window, got)
+		}
+	}
+}

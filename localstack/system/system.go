@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/adapters/handlers/notifier"
+	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/adapters/handlers/retrier"
 	"github.com/botharness/outbox/adapters/handlers/sweeper"
 	"github.com/botharness/outbox/adapters/mcpserver"
@@ -101,6 +103,23 @@ type Options struct {
 	DisableNotifier bool
 	// BotLimits: per-bot limits (wire.Config.BotLimits).
 	BotLimits core.BotLimitConfig
+	// Retention (issue 27): see wire.Config (0: the defaults, 7 days and
+	// 90 days). Tests shorten them to seconds.
+	IntentRetention    time.Duration
+	TombstoneRetention time.Duration
+	// ArchiveBucket for pruned intents' records (created if missing);
+	// default "outbox-archive". "-" turns the archive off.
+	ArchiveBucket string
+	// TTLReaperInterval runs the local TTL reaper (DynamoDB Local does not
+	// delete expired items; see lambdahost.TTLReaper); 0 leaves it off.
+	TTLReaperInterval time.Duration
+	// DisablePruner leaves the pruner's stream poller off (it runs only
+	// with the reaper: locally nothing else makes TTL deletes).
+	DisablePruner bool
+	// PruneBatchingWindow is the pruner poller's batching window (0: none),
+	// as the deployed mapping's: it gathers the TTL deletes into few
+	// batches (archive objects).
+	PruneBatchingWindow time.Duration
 	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
 	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
 	// once a test server's address is known.
@@ -125,6 +144,11 @@ type Stack struct {
 	// Notifier and its stream poller run when operator events are on.
 	Notifier     *notifier.Handler
 	NotifyStream *lambdahost.StreamPoller
+	// Pruner and its stream poller turn TTL deletes into tombstones and
+	// archived records; Reaper plays DynamoDB's TTL service.
+	Pruner      *pruner.Handler
+	PruneStream *lambdahost.StreamPoller
+	Reaper      *lambdahost.TTLReaper
 
 	apiURL atomic.Pointer[string]
 	cancel context.CancelFunc
@@ -172,6 +196,14 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	} else if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.PayloadBucket)}); err != nil && !bucketExists(err) {
 		return nil, fmt.Errorf("create bucket %s: %w", o.PayloadBucket, err)
 	}
+	if o.ArchiveBucket == "" {
+		o.ArchiveBucket = "outbox-archive"
+	}
+	if o.ArchiveBucket == "-" {
+		o.ArchiveBucket = ""
+	} else if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.ArchiveBucket)}); err != nil && !bucketExists(err) {
+		return nil, fmt.Errorf("create bucket %s: %w", o.ArchiveBucket, err)
+	}
 	queues, err := sqsqueue.EnsureQueues(ctx, clients.SQS, o.QueuePrefix, 360, 5)
 	if err != nil {
 		return nil, err
@@ -188,6 +220,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
 		BotLimits: o.BotLimits,
+		IntentRetention: o.IntentRetention, TombstoneRetention: o.TombstoneRetention, ArchiveBucket: o.ArchiveBucket,
 	})
 	if err != nil {
 		return nil, err
@@ -210,6 +243,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		Retrier:    app.RetrierHandler(),
 		Sweeper:    app.SweeperHandler(),
 		Notifier:   app.NotifierHandler(),
+		Pruner:     app.PrunerHandler(),
 	}
 	s.Gateway = lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: app.Log, Health: func() error {
 		_, err := app.Store.Get(context.Background(), "healthz")
@@ -250,6 +284,20 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	if o.TTLReaperInterval > 0 {
+		s.Reaper, err = lambdahost.NewTTLReaper(lambdahost.TTLReaperConfig{
+			DynamoDB: clients.DynamoDB, TableName: o.Table, Attribute: dynamo.TTLAttribute, Interval: o.TTLReaperInterval, Logger: app.Log,
+		})
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.Reaper.Start(runCtx)
+	}
+	var ttlDeletes func(events.DynamoDBEventRecord) bool
+	if s.Reaper != nil {
+		ttlDeletes = s.Reaper.IsTTLDelete
+	}
 	if !o.DisableQueue {
 		// As deployed: the stream fans out to the work queue. With the queue
 		// mapping off (tests that keep retries out), it attempts directly.
@@ -283,6 +331,23 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		if err != nil {
 			s.Stop()
 			return nil, fmt.Errorf("notifier stream poller: %w", err)
+		}
+	}
+	// Without the reaper nothing local deletes expired items (DynamoDB Local
+	// does not), so the pruner's poller would only read the stream for nothing.
+	if !o.DisableStream && !o.DisablePruner && s.Reaper != nil {
+		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
+			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
+			FilterPattern: pruner.StreamFilterPattern, BatchSize: 500, StartingPosition: lambdahost.StartTrimHorizon,
+			PollInterval: o.PollInterval, BatchingWindow: o.PruneBatchingWindow, MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
+			FunctionName: "pruner", FunctionTimeout: 60 * time.Second, Logger: app.Log,
+		})
+		if err == nil {
+			err = s.PruneStream.Start(runCtx)
+		}
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("pruner stream poller: %w", err)
 		}
 	}
 	if !o.DisableQueue {
@@ -326,6 +391,12 @@ func (s *Stack) Stop() {
 	}
 	if s.NotifyStream != nil {
 		s.NotifyStream.Stop()
+	}
+	if s.PruneStream != nil {
+		s.PruneStream.Stop()
+	}
+	if s.Reaper != nil {
+		s.Reaper.Stop()
 	}
 	if s.cancel != nil {
 		s.cancel()

@@ -4,6 +4,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -86,11 +87,17 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		if err != nil {
 			return h.fail(ctx, err), nil
 		}
+		if in.Pruned != nil {
+			return httpjson.JSON(http.StatusOK, intake.PrunedView(in, true), nil), nil
+		}
 		return httpjson.JSON(http.StatusOK, in, nil), nil
 	case "GET /v1/admin/intents/{id}/history":
 		in, err := h.Store.Get(ctx, id)
 		if err != nil {
 			return h.fail(ctx, err), nil
+		}
+		if in.Pruned != nil {
+			return h.fail(ctx, fmt.Errorf("history of %s: %w", in.ID, core.ErrPruned)), nil
 		}
 		s, err := core.ReadHistory(ctx, h.History, in, req.QueryStringParameters["cursor"])
 		if err != nil {

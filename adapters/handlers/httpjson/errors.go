@@ -31,6 +31,8 @@ var errorTable = []struct {
 	{core.ErrDuplicateRiskNotAccepted, http.StatusConflict, "duplicate_risk_not_accepted", "", "acceptDuplicateRisk"},
 	{core.ErrNotNeedsHuman, http.StatusConflict, "not_needs_human", "", ""},
 	{core.ErrConflict, http.StatusConflict, "version_conflict", "the item changed concurrently; read it again and retry", ""},
+	{core.ErrPruned, http.StatusGone, "pruned",
+		"this intent ended and its retention window has passed: only its outcome is kept (pruned.archive locates the archived record)", ""},
 	{core.ErrNotFound, http.StatusNotFound, "not_found", "", ""},
 	{core.ErrForbidden, http.StatusForbidden, "forbidden", "", ""},
 }

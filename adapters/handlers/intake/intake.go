@@ -118,6 +118,11 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 		return h.fail(ctx, err)
 	}
 	location := "/v1/intents/" + res.Intent.ID
+	if res.Replayed && res.Intent.Pruned != nil {
+		// The key's intent ended and was pruned: its tombstone answers with
+		// the original outcome, marked as pruned.
+		return httpjson.JSON(http.StatusOK, PrunedView(res.Intent, false), map[string]string{"Idempotent-Replayed": "true", "Location": location})
+	}
 	headers := map[string]string{"Location": location}
 	if res.Waited {
 		// RFC 7240: the answer is the intent after its attempt.
@@ -161,6 +166,9 @@ func (h *Handler) get(ctx context.Context, p core.Principal, id string) events.A
 	if !ok {
 		return resp
 	}
+	if in.Pruned != nil {
+		return httpjson.JSON(http.StatusOK, PrunedView(in, false), nil)
+	}
 	return httpjson.JSON(http.StatusOK, View(in), nil)
 }
 
@@ -185,6 +193,9 @@ func (h *Handler) history(ctx context.Context, p core.Principal, req events.APIG
 	in, resp, ok := h.own(ctx, p, req.PathParameters["id"])
 	if !ok {
 		return resp
+	}
+	if in.Pruned != nil {
+		return h.fail(ctx, fmt.Errorf("history of %s: %w", in.ID, core.ErrPruned))
 	}
 	s, err := core.ReadHistory(ctx, h.History, in, req.QueryStringParameters["cursor"])
 	if err != nil {
@@ -231,6 +242,27 @@ func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPRe
 type IntentView struct {
 	*core.Intent
 	RequestHash string `json:"requestHash,omitempty"`
+}
+
+// PrunedIntentView is what the API shows of a pruned intent (its
+// tombstone): identity, final outcome and where its record was archived.
+type PrunedIntentView struct {
+	ID          string       `json:"id"`
+	Bot         string       `json:"bot"`
+	Status      core.Status  `json:"status"`
+	PayloadHash string       `json:"payloadHash,omitempty"`
+	RequestHash string       `json:"requestHash,omitempty"`
+	ExternalID  string       `json:"externalId,omitempty"`
+	Pruned      *core.Pruned `json:"pruned"`
+}
+
+// PrunedView renders a tombstone (requestHash for the admin API only).
+func PrunedView(in *core.Intent, withRequestHash bool) PrunedIntentView {
+	v := PrunedIntentView{ID: in.ID, Bot: in.Bot, Status: in.Status, PayloadHash: in.PayloadHash, ExternalID: in.ExternalID, Pruned: in.Pruned}
+	if withRequestHash {
+		v.RequestHash = in.RequestHash
+	}
+	return v
 }
 
 // View hides storage-only fields.

@@ -77,7 +77,10 @@ type flags struct {
 	orphans        int
 	scaleParts     string
 	isoN           int
-	prices         string
+	// retention phase (issue 27)
+	retentionN      int
+	retentionWindow time.Duration
+	prices          string
 }
 
 func main() {
@@ -99,7 +102,7 @@ func main() {
 	flag.IntVar(&f.initRuns, "init-runs", 5, "cold starts of the authorizer binary to time")
 	flag.BoolVar(&f.skipArt, "skip-artifacts", false, "skip building the Lambda artifacts and the cold-start proxy")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "log level of the stack (info adds the per-request log lines the functions write in AWS)")
-	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,inline,retry,reconcile,e2e256k,artifacts,pace,scale); default all")
+	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,inline,retry,reconcile,e2e256k,artifacts,pace,scale,retention); default all")
 	flag.IntVar(&f.scaleN, "scale-n", 2048, "intents of the key-spread run (64 bots, one sending 25%)")
 	flag.StringVar(&f.scaleParts, "scale-parts", "spread,repair,isolation", "which runs of the scale phase (comma-separated)")
 	flag.IntVar(&f.orphans, "orphans", 5000, "orphaned pending intents the sweeper alone recovers (repair_vs_stream)")
@@ -115,6 +118,8 @@ func main() {
 	flag.IntVar(&f.paceQueueConc, "pace-queue-concurrency", 16, "retrier batches at once per worker in the paced run (AWS: the retrier mapping scales to RetrierMaxConcurrency, default 200, batches; 4 workers x 16 = 64 here)")
 	flag.BoolVar(&f.paceAllStreams, "pace-all-streams", false, "every worker of the paced run reads the stream (each record then reaches every worker: 4 copies, which AWS does not make; default: one stream consumer as in AWS, every worker on the work queue)")
 	flag.IntVar(&f.paceLimit, "pace-limit", 22, "the sandbox's rate limit (per second) on the paced account: the declared rate plus the 10% the goal allows")
+	flag.IntVar(&f.retentionN, "retention-n", 1000, "delivered intents of the retention phase (issue 27)")
+	flag.DurationVar(&f.retentionWindow, "retention-window", 30*time.Second, "the intent retention window of the retention phase (shortened)")
 	flag.Parse()
 
 	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
@@ -409,6 +414,7 @@ func (r *runner) run() error {
 		{"artifacts", "lambda artifacts and cold-start proxy", r.artifacts},
 		{"pace", "paced drain across workers", r.paced},
 		{"scale", "scale: key spread over 64 bots, hot bot, repair vs stream, tenant isolation", r.scale},
+		{"retention", "retention: bytes at rest before and after the window, archive puts", r.retention},
 		{"throughput", "intake vs raw throughput", r.throughput},
 	}
 	for _, p := range phases {

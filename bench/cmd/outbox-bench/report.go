@@ -104,6 +104,9 @@ func (r *runner) goals() {
 	}
 	add("intake_vs_raw_c8", "intake_vs_raw_c8", ">=", 0.8)
 	add("writes_per_delivered_intent", "writes_per_delivered_intent", "<=", 3)
+	// Issue 27 (retention).
+	add("bytes_at_rest_per_intent_after_window", "bytes_at_rest_per_intent_after_window", "<=", 300)
+	add("archive_s3_puts_per_1000_pruned", "archive_s3_puts_per_1000_pruned", "<=", 10)
 	if p, ok := num("e2e_poll_interval_ms"); ok {
 		add("e2e_p99_ms", "e2e_p99_ms", "<=", p+50)
 	}

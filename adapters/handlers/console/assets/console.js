@@ -304,6 +304,17 @@ async function renderIntent(id) {
     box.replaceChildren(notice('error', e.describe ? e.describe() : String(e)));
     return;
   }
+  if (inn.pruned) {
+    // Issue 27: past its retention window only the tombstone is left; the
+    // full record (attempts, decisions, webhook bindings) is in the archive.
+    box.replaceChildren(
+      h('h1', {}, 'Intent ', h('span', { class: 'mono', id: 'intent-id' }, inn.id)),
+      h('p', { id: 'intent-status' }, badge(inn.status), ' pruned after its retention window'),
+      h('section', { 'aria-labelledby': 'h-archived' }, h('h2', { id: 'h-archived' }, 'Archived'),
+        dlOf([['Bot', inn.bot], ['Final status', inn.status], ['External id', inn.externalId || ''], ['Ended', fmtTime(inn.pruned.endedAt)],
+          ['Payload hash', inn.payloadHash || ''], ['Archived record', inn.pruned.archive ? inn.pruned.archive + ' (archive bucket)' : 'not archived (archive off)']])));
+    return;
+  }
   const attempts = inn.attempts || [];
   const res = inn.resolutions || [];
   const recs = res.filter(r => r.recommendationOnly);

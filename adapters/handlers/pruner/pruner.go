@@ -1,0 +1,214 @@
+// Package pruner turns the table's TTL deletes of ended intents into
+// tombstones and archived records (issue 27). It runs on the table stream
+// with its own event source mapping, filtered (StreamFilterPattern) to the
+// REMOVE records DynamoDB's TTL service writes for intent items in a
+// terminal status: user deletes, tombstones (no "status"), history pages
+// and every other record never invoke it.
+package pruner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/botharness/outbox/adapters/archive"
+	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/core"
+)
+
+// StreamFilterPattern selects TTL deletes of terminal intent items: AWS
+// marks them eventName REMOVE with userIdentity {type: Service, principalId:
+// dynamodb.amazonaws.com}. The local host presents its reaper's deletes the
+// same way (localstack/lambdahost TTLReaper).
+const StreamFilterPattern = `{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]},"dynamodb":{"OldImage":{"sk":{"S":["INTENT"]},"status":{"S":["succeeded","failed","source-revised","grant-revoked","abandoned","expired"]}}}}`
+
+// TTLPrincipal is the userIdentity.principalId of a TTL delete.
+const TTLPrincipal = "dynamodb.amazonaws.com"
+
+// IsTTLDelete reports whether rec is a delete by DynamoDB's TTL service.
+func IsTTLDelete(rec events.DynamoDBEventRecord) bool {
+	return rec.EventName == "REMOVE" && rec.UserIdentity != nil &&
+		rec.UserIdentity.Type == "Service" && rec.UserIdentity.PrincipalID == TTLPrincipal
+}
+
+// Handler handles the pruner's stream batches.
+type Handler struct {
+	Store *dynamo.Store
+	// Archive receives the batch's records (nil: the archive is off).
+	Archive *archive.Store
+	// TombstoneRetention is how long a tombstone keeps the key (0: for ever).
+	TombstoneRetention time.Duration
+	Clock              core.Clock
+	Log                *slog.Logger
+}
+
+// Handle archives the batch's pruned intents in one object, then puts their
+// tombstones and hands their history pages to the TTL. Every step is idempotent, so
+// an error retries the whole batch.
+func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	var work []*core.Intent
+	var first events.DynamoDBEventRecord
+	for _, rec := range ev.Records {
+		if !IsTTLDelete(rec) {
+			continue
+		}
+		in, err := intentOf(rec.Change.OldImage)
+		if err != nil {
+			return events.DynamoDBEventResponse{}, fmt.Errorf("pruner: record %s: %w", rec.EventID, err)
+		}
+		if in.Pruned != nil || !in.Status.Terminal() {
+			continue // a tombstone's own expiry, or (never) a live intent
+		}
+		if len(work) == 0 {
+			first = rec
+		}
+		work = append(work, in)
+	}
+	if len(work) == 0 {
+		return events.DynamoDBEventResponse{}, nil
+	}
+	now := h.clock().Now()
+	pages := make([][]core.HistoryPage, len(work))
+	for i, in := range work {
+		if in.History != nil && in.History.Pages > 0 {
+			ps, err := h.Store.HistoryPages(ctx, in.ID, 1, in.History.Pages)
+			if err != nil {
+				return events.DynamoDBEventResponse{}, err
+			}
+			pages[i] = ps
+		}
+	}
+	locations := make([]string, len(work))
+	if h.Archive != nil {
+		recs := make([]archive.Record, len(work))
+		for i, in := range work {
+			recs[i] = Record(in, pages[i], now)
+		}
+		// The partition is the first intent's expiry day: the same batch
+		// retried lands on the same object.
+		key := archive.BatchKey(work[0].ExpiresAt, first.EventSourceArn, first.Change.SequenceNumber)
+		if err := h.Archive.PutBatch(ctx, key, recs); err != nil {
+			return events.DynamoDBEventResponse{}, err
+		}
+		for i := range work {
+			locations[i] = archive.Location(key, i+1)
+		}
+	}
+	tombExpiry := core.ExpiryAt(now, h.TombstoneRetention)
+	written := 0
+	for i, in := range work {
+		item, err := dynamo.MarshalTombstone(in, locations[i], tombExpiry)
+		if err != nil {
+			return events.DynamoDBEventResponse{}, err
+		}
+		ok, raced, err := h.Store.PutTombstone(ctx, item)
+		if err != nil {
+			return events.DynamoDBEventResponse{}, err
+		}
+		if ok {
+			written++
+		} else if raced {
+			h.log().WarnContext(ctx, "pruned intent's key already holds an item; tombstone not written", "intent", in.ID, "bot", in.Bot)
+		}
+		if in.History != nil && in.History.Pages > 0 {
+			if err := h.Store.ExpireHistoryPages(ctx, in.ID, in.History.Pages, now); err != nil {
+				return events.DynamoDBEventResponse{}, err
+			}
+		}
+	}
+	h.log().InfoContext(ctx, "pruned intents", "count", len(work), "tombstones", written, "archived", h.Archive != nil)
+	return events.DynamoDBEventResponse{}, nil
+}
+
+// Record is the archived record of in with its history pages merged back.
+// The payload body is not archived (its hash and reference are).
+func Record(in *core.Intent, pages []core.HistoryPage, now time.Time) archive.Record {
+	full := *in
+	full.Attempts, full.Resolutions = core.FullHistory(in, pages)
+	full.Payload = nil
+	r := archive.Record{Intent: &full, WebhookBindings: []core.Attempt{}, PrunedAt: now}
+	if in.EndedAt != nil {
+		r.EndedAt = *in.EndedAt
+	}
+	for _, a := range full.Attempts {
+		if a.Trigger == core.TriggerWebhook {
+			r.WebhookBindings = append(r.WebhookBindings, a)
+		}
+	}
+	return r
+}
+
+func (h *Handler) clock() core.Clock {
+	if h.Clock == nil {
+		return core.SystemClock
+	}
+	return h.Clock
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.Default()
+	}
+	return h.Log
+}
+
+func intentOf(img map[string]events.DynamoDBAttributeValue) (*core.Intent, error) {
+	item := make(map[string]types.AttributeValue, len(img))
+	for k, v := range img {
+		av, err := toSDK(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", k, err)
+		}
+		item[k] = av
+	}
+	return dynamo.UnmarshalIntent(item)
+}
+
+// toSDK converts a Lambda event attribute value to the SDK's type.
+func toSDK(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}, nil
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}, nil
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
+	case events.DataTypeNull:
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
+	case events.DataTypeList:
+		l := v.List()
+		out := make([]types.AttributeValue, 0, len(l))
+		for _, e := range l {
+			av, err := toSDK(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, av)
+		}
+		return &types.AttributeValueMemberL{Value: out}, nil
+	case events.DataTypeMap:
+		m := v.Map()
+		out := make(map[string]types.AttributeValue, len(m))
+		for k, e := range m {
+			av, err := toSDK(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = av
+		}
+		return &types.AttributeValueMemberM{Value: out}, nil
+	}
+	return nil, fmt.Errorf("unsupported attribute type %v", v.DataType())
+}

@@ -1,0 +1,210 @@
+package lambdahost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// TTL deletes, locally (issue 27; docs/decisions.md "Retention locally").
+//
+// AWS's TTL service deletes an expired item some time after its expiry and
+// writes a stream record with eventName REMOVE and userIdentity {type:
+// Service, principalId: dynamodb.amazonaws.com}. The pinned DynamoDB Local
+// (3.3.1) did not delete expired items within five minutes when we checked
+// (TTL is ENABLED; nothing goes), and its own TTL record — should one come —
+// names the event "UNKNOWN_TO_SDK_VERSION" without a userIdentity. So the
+// local host runs a TTLReaper: every interval it scans for items whose TTL
+// attribute has passed and deletes each one conditionally on that same
+// expiry (a rewritten item is left alone). The delete's stream record is an
+// ordinary REMOVE; the stream pollers ask the reaper (StreamPollerConfig.
+// TTLDeletes) and present the records it caused exactly as AWS presents a
+// TTL delete, so the pruner's filter and handler see what AWS sends.
+
+// TTLPrincipal is the userIdentity.principalId AWS puts on TTL deletes.
+const TTLPrincipal = "dynamodb.amazonaws.com"
+
+// TTLReaperAPI is the part of the DynamoDB client the reaper uses.
+type TTLReaperAPI interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// TTLReaperConfig configures a TTLReaper.
+type TTLReaperConfig struct {
+	DynamoDB  TTLReaperAPI
+	TableName string
+	// Attribute is the table's TTL attribute (epoch seconds).
+	Attribute string
+	// Interval between sweeps (OUTBOX_TTL_REAPER_INTERVAL; default 15s).
+	Interval time.Duration
+	// Now is the wall clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// TTLReaper plays DynamoDB's TTL service for the local host.
+type TTLReaper struct {
+	cfg TTLReaperConfig
+	log *slog.Logger
+
+	mu     sync.Mutex
+	reaped map[string]time.Time // pk, sk, expiry -> when reaped
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewTTLReaper returns a stopped reaper.
+func NewTTLReaper(cfg TTLReaperConfig) (*TTLReaper, error) {
+	if cfg.DynamoDB == nil || cfg.TableName == "" || cfg.Attribute == "" {
+		return nil, errors.New("host: TTLReaperConfig needs DynamoDB, TableName and Attribute")
+	}
+	cfg.Interval = orDefault(cfg.Interval, 15*time.Second)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &TTLReaper{cfg: cfg, log: loggerOr(cfg.Logger).With("component", "ttl-reaper", "table", cfg.TableName), reaped: map[string]time.Time{}}, nil
+}
+
+// Start sweeps every interval until Stop.
+func (r *TTLReaper) Start(ctx context.Context) {
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if n, err := r.ReapOnce(ctx); err != nil && ctx.Err() == nil {
+					r.log.Warn("ttl sweep failed", "error", err)
+				} else if n > 0 {
+					r.log.Debug("ttl sweep", "deleted", n)
+				}
+			}
+		}
+	}()
+}
+
+// Stop ends the sweeps and waits for the current one.
+func (r *TTLReaper) Stop() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.wg.Wait()
+}
+
+func reapKey(pk, sk, exp string) string { return pk + "\x00" + sk + "\x00" + exp }
+
+// ReapOnce deletes every item whose TTL attribute is at or before now and
+// returns how many it deleted.
+func (r *TTLReaper) ReapOnce(ctx context.Context) (int, error) {
+	now := r.cfg.Now()
+	r.gc(now)
+	names := map[string]string{"#t": r.cfg.Attribute}
+	vals := map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}}
+	var start map[string]types.AttributeValue
+	n := 0
+	for {
+		out, err := r.cfg.DynamoDB.Scan(ctx, &dynamodb.ScanInput{
+			TableName: aws.String(r.cfg.TableName), FilterExpression: aws.String("#t <= :now"),
+			ProjectionExpression: aws.String("pk, sk, #t"), ExpressionAttributeNames: names,
+			ExpressionAttributeValues: vals, ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return n, fmt.Errorf("ttl scan: %w", err)
+		}
+		for _, item := range out.Items {
+			pk, _ := item["pk"].(*types.AttributeValueMemberS)
+			sk, _ := item["sk"].(*types.AttributeValueMemberS)
+			exp, _ := item[r.cfg.Attribute].(*types.AttributeValueMemberN)
+			if pk == nil || sk == nil || exp == nil {
+				continue
+			}
+			k := reapKey(pk.Value, sk.Value, exp.Value)
+			r.mu.Lock()
+			r.reaped[k] = now // before the delete: its stream record may be read at once
+			r.mu.Unlock()
+			_, err := r.cfg.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName: aws.String(r.cfg.TableName),
+				Key:       map[string]types.AttributeValue{"pk": pk, "sk": sk},
+				// Only the expiry we saw: an item rewritten since is not expired.
+				ConditionExpression:       aws.String("#t = :t"),
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: map[string]types.AttributeValue{":t": exp},
+			})
+			var ccf *types.ConditionalCheckFailedException
+			if err != nil {
+				r.mu.Lock()
+				delete(r.reaped, k)
+				r.mu.Unlock()
+				if errors.As(err, &ccf) {
+					continue
+				}
+				return n, fmt.Errorf("ttl delete: %w", err)
+			}
+			n++
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return n, nil
+		}
+		start = out.LastEvaluatedKey
+	}
+}
+
+// gc forgets deletes every poller has long since read.
+func (r *TTLReaper) gc(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, at := range r.reaped {
+		if now.Sub(at) > 10*time.Minute {
+			delete(r.reaped, k)
+		}
+	}
+}
+
+// IsTTLDelete reports whether rec is the stream record of a delete this
+// reaper made (a StreamPollerConfig.TTLDeletes).
+func (r *TTLReaper) IsTTLDelete(rec events.DynamoDBEventRecord) bool {
+	if rec.EventName != "REMOVE" {
+		return false
+	}
+	pk, ok1 := rec.Change.Keys["pk"]
+	sk, ok2 := rec.Change.Keys["sk"]
+	exp, ok3 := rec.Change.OldImage[r.cfg.Attribute]
+	if !ok1 || !ok2 || !ok3 || pk.DataType() != events.DataTypeString || sk.DataType() != events.DataTypeString || exp.DataType() != events.DataTypeNumber {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.reaped[reapKey(pk.String(), sk.String(), exp.Number())]
+	return ok
+}
+
+// AWSShape presents a TTL delete's record as AWS writes it: eventName REMOVE
+// and userIdentity Service/dynamodb.amazonaws.com. It rewrites DynamoDB
+// Local's own TTL record (eventName "UNKNOWN_TO_SDK_VERSION", an old image
+// and no new one) and, with ttl set, the records of the reaper's deletes.
+func AWSShape(ev events.DynamoDBEventRecord, ttl func(events.DynamoDBEventRecord) bool) events.DynamoDBEventRecord {
+	switch {
+	case ev.EventName == "UNKNOWN_TO_SDK_VERSION" && len(ev.Change.NewImage) == 0 && len(ev.Change.OldImage) > 0:
+	case ev.EventName == "REMOVE" && ev.UserIdentity == nil && ttl != nil && ttl(ev):
+	default:
+		return ev
+	}
+	ev.EventName = "REMOVE"
+	ev.UserIdentity = &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: TTLPrincipal}
+	return ev
+}
