@@ -177,9 +177,9 @@ type App struct {
 	// it only when a bot has a limit) and reads the counters for operators.
 	BotLimiter *dynamo.BotLimiter
 	// Archive keeps pruned intents' records (nil: archive off).
-	Archive    *archive.Store
-	Metrics    *emf.Writer
-	Log        *slog.Logger
+	Archive *archive.Store
+	Metrics *emf.Writer
+	Log     *slog.Logger
 
 	// Tracer continues one trace per intent (adapters/tracing; no-op
 	// without OTEL_EXPORTER_OTLP_ENDPOINT).

@@ -219,7 +219,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		RequestCacheTTL: o.RequestCacheTTL, InlineMaxWait: o.InlineMaxWait, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
-		BotLimits: o.BotLimits,
+		BotLimits:       o.BotLimits,
 		IntentRetention: o.IntentRetention, TombstoneRetention: o.TombstoneRetention, ArchiveBucket: o.ArchiveBucket,
 	})
 	if err != nil {
