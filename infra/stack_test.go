@@ -1107,7 +1107,7 @@ func TestAlarms(t *testing.T) {
 		operatorTopic := "<" + c.tm.one(t, "AWS::SNS::Topic", "TopicName", c.prefix+"-operator-events").ID + ">"
 		// Alarms that page on-call also publish to the operator-events topic.
 		pages := map[string]bool{"retry-dlq-depth": true, "inbox-dlq-depth": true, "dispatch-failures-depth": true,
-			"dispatcher-iterator-age": true, "notifier-iterator-age": true}
+			"dispatcher-iterator-age": true, "notifier-iterator-age": true, "pruner-iterator-age": true}
 		expect := func(name, ns, metric string, dims map[string]string, threshold float64) {
 			t.Helper()
 			a, ok := alarms[c.prefix+"-"+name]
