@@ -76,10 +76,13 @@ func (b blindRetry) Send(ctx context.Context, r core.SendRequest) (core.SendResu
 }
 
 // The suite must notice a blind retry after an unknown outcome: a second
-// provider effect nobody authorised.
+// provider effect nobody authorised. The seed is one whose six schedules
+// put an ambiguous failure on an account that cannot deduplicate (the
+// inline steps of issue 26 changed every seed's plan: 7100-7103 no longer
+// do; 7104 caught it 3 of 3 times).
 func TestChaosCatchesRetryOnUnknownOutcome(t *testing.T) {
 	sum := run(t, chaos.Config{
-		Seed: 7100, N: 6, Parallel: 3,
+		Seed: 7104, N: 6, Parallel: 3,
 		Only: []string{"provider/drop_after_commit", "provider/error_after_commit", "provider/hang"},
 		BreakWorker: func(wk *chaos.Worker) {
 			p := wk.St.App.Providers[sandboxprovider.Name]
