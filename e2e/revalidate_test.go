@@ -291,7 +291,9 @@ func TestRevalidateSourceRevisedBetweenFailedAttemptAndRetry(t *testing.T) {
 func TestRevalidateHumanRetryRefusedAfterGrantExpired(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
-	expiresAt := time.Now().Add(3 * time.Second)
+	// Long enough for the first attempt to reach needs-human before the
+	// grant expires on a loaded machine (3 s was seen to be too short).
+	expiresAt := time.Now().Add(8 * time.Second)
 	g := rvGrant(testBot, "acct-nh", "*")
 	g["expiresAt"] = expiresAt.UTC().Format(time.RFC3339Nano)
 	e.rvPutGrant("g-short", g, http.StatusCreated)
