@@ -174,44 +174,15 @@ func (s *Store) AdvanceRepairs(ctx context.Context, shard int, pos string) error
 // COUNT queries, every shard in parallel), reading at most about bound
 // entries: a bounded gauge, not a full count of an unbounded backlog.
 func (s *Store) CountNeedsHuman(ctx context.Context, bound int) (int, bool, error) {
-	n := s.RepairShards()
-	per := max(bound/n, 1)
-	var (
-		mu    sync.Mutex
-		total int
-		exact = true
-		errs  []error
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, 16)
-	)
-	for shard := 0; shard < n; shard++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(shard int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:                 aws.String(s.table),
-				IndexName:                 aws.String(gsiName),
-				KeyConditionExpression:    aws.String("gsi1pk = :p"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: shardKey(humanPfx, shard)}},
-				Select:                    types.SelectCount,
-				Limit:                     aws.Int32(int32(per)),
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			total += int(res.Count)
-			if len(res.LastEvaluatedKey) > 0 {
-				exact = false
-			}
-		}(shard)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	per := max(bound/s.RepairShards(), 1)
+	total, exact := 0, true
+	err := s.queryHumanShards(ctx, types.SelectCount, per, func(res *dynamodb.QueryOutput) {
+		total += int(res.Count)
+		if len(res.LastEvaluatedKey) > 0 {
+			exact = false
+		}
+	})
+	if err != nil {
 		return 0, false, fmt.Errorf("count needs-human intents: %w", err)
 	}
 	return total, exact, nil
@@ -221,16 +192,32 @@ func (s *Store) CountNeedsHuman(ctx context.Context, bound int) (int, bool, erro
 // needs-human (its HUMAN# entry's sort key starts with that moment), ok
 // false when none waits: one keys-only Query of one entry per shard.
 func (s *Store) OldestNeedsHuman(ctx context.Context) (time.Time, bool, error) {
-	n := s.RepairShards()
+	var oldest time.Time
+	found := false
+	err := s.queryHumanShards(ctx, "", 1, func(res *dynamodb.QueryOutput) {
+		for _, it := range res.Items {
+			if t := repairAtOf(it); !t.IsZero() && (!found || t.Before(oldest)) {
+				oldest, found = t, true
+			}
+		}
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("oldest needs-human intent: %w", err)
+	}
+	return oldest, found, nil
+}
+
+// queryHumanShards queries every shard's HUMAN# entries in gsi1 (at most
+// limit each, 16 shards at once) and hands each answer to fold, one at a
+// time; select "" reads the index's keys.
+func (s *Store) queryHumanShards(ctx context.Context, sel types.Select, limit int, fold func(*dynamodb.QueryOutput)) error {
 	var (
-		mu     sync.Mutex
-		oldest time.Time
-		found  bool
-		errs   []error
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, 16)
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 16)
 	)
-	for shard := 0; shard < n; shard++ {
+	for shard := 0; shard < s.RepairShards(); shard++ {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(shard int) {
@@ -241,7 +228,8 @@ func (s *Store) OldestNeedsHuman(ctx context.Context) (time.Time, bool, error) {
 				IndexName:                 aws.String(gsiName),
 				KeyConditionExpression:    aws.String("gsi1pk = :p"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: shardKey(humanPfx, shard)}},
-				Limit:                     aws.Int32(1),
+				Select:                    sel,
+				Limit:                     aws.Int32(int32(limit)),
 			})
 			mu.Lock()
 			defer mu.Unlock()
@@ -249,16 +237,9 @@ func (s *Store) OldestNeedsHuman(ctx context.Context) (time.Time, bool, error) {
 				errs = append(errs, err)
 				return
 			}
-			for _, it := range res.Items {
-				if t := repairAtOf(it); !t.IsZero() && (!found || t.Before(oldest)) {
-					oldest, found = t, true
-				}
-			}
+			fold(res)
 		}(shard)
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return time.Time{}, false, fmt.Errorf("oldest needs-human intent: %w", err)
-	}
-	return oldest, found, nil
+	return errors.Join(errs...)
 }

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,22 +33,14 @@ import (
 // about lease + grace + one sweep interval of the crash, not the 60 s
 // default lease.
 func TestCrashedLocalHostIsSweptWithinLease(t *testing.T) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
-		}
-		t.Skip("no emulators (AWS_ENDPOINT_URL_DYNAMODB unset)")
-	}
+	requireEmulators(t)
 	const (
 		lease    = 5 * time.Second
 		grace    = 2 * time.Second
 		interval = 2 * time.Second
 	)
 	ctx := context.Background()
-	bin := filepath.Join(t.TempDir(), "outbox-local")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build outbox-local: %v\n%s", err, out)
-	}
+	bin := hostBinary(t)
 	// The provider runs outside the host, so it survives the crash; its
 	// account hangs every send, so the attempt is in flight when we kill.
 	_, sbURL := sandbox.StartTest(t, time.Now)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,22 +32,14 @@ import (
 // human, and the provider performed the effect exactly once (its held
 // request commits after the kill; nothing sends it again).
 func TestHostKilledDuringAnInlineSend(t *testing.T) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
-		}
-		t.Skip("no emulators (AWS_ENDPOINT_URL_DYNAMODB unset)")
-	}
+	requireEmulators(t)
 	const (
 		lease    = 5 * time.Second
 		grace    = 2 * time.Second
 		interval = 2 * time.Second
 	)
 	ctx := context.Background()
-	bin := filepath.Join(t.TempDir(), "outbox-local")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build outbox-local: %v\n%s", err, out)
-	}
+	bin := hostBinary(t)
 	// The provider outlives the host. Its account holds the request 3 s,
 	// then commits: the send is in flight when the host dies, and the
 	// effect lands after.

@@ -24,12 +24,7 @@ import (
 // the needs-human walk-through (fault, submit, outboxctl list/show/resolve).
 // The banner's "try" commands must be the README's.
 func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
-		}
-		t.Skip("no emulators (AWS_ENDPOINT_URL_DYNAMODB unset): make test provides the toolchain")
-	}
+	requireEmulators(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

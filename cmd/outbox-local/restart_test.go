@@ -35,17 +35,9 @@ import (
 // share a sandbox external id, and the effects from before the restart are
 // still listed.
 func TestRestartMidConversationKeepsSandboxState(t *testing.T) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
-		}
-		t.Skip("no emulators (AWS_ENDPOINT_URL_DYNAMODB unset)")
-	}
+	requireEmulators(t)
 	ctx := context.Background()
-	bin := filepath.Join(t.TempDir(), "outbox-local")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build outbox-local: %v\n%s", err, out)
-	}
+	bin := hostBinary(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	table := "restart_" + hex.EncodeToString(b[:])

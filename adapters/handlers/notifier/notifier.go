@@ -9,11 +9,9 @@ package notifier
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
@@ -65,75 +63,18 @@ func EventOf(rec events.DynamoDBEventRecord) (core.OperatorNotice, bool, error) 
 	if sk, ok := newImg["sk"]; !ok || sk.DataType() != events.DataTypeString || sk.String() != "INTENT" {
 		return core.OperatorNotice{}, false, nil
 	}
-	cur, err := intentOf(newImg)
+	cur, err := dynamo.IntentFromImage(newImg)
 	if err != nil {
 		return core.OperatorNotice{}, false, err
 	}
 	var old *core.Intent
 	if len(rec.Change.OldImage) > 0 {
-		if old, err = intentOf(rec.Change.OldImage); err != nil {
+		if old, err = dynamo.IntentFromImage(rec.Change.OldImage); err != nil {
 			return core.OperatorNotice{}, false, err
 		}
 	}
 	oe, ok := core.OperatorEventFor(old, cur)
 	return oe, ok, nil
-}
-
-func intentOf(img map[string]events.DynamoDBAttributeValue) (*core.Intent, error) {
-	item := make(map[string]types.AttributeValue, len(img))
-	for k, v := range img {
-		av, err := toSDK(v)
-		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", k, err)
-		}
-		item[k] = av
-	}
-	return dynamo.UnmarshalIntent(item)
-}
-
-// toSDK converts a Lambda event attribute value to the SDK's type.
-func toSDK(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
-	switch v.DataType() {
-	case events.DataTypeString:
-		return &types.AttributeValueMemberS{Value: v.String()}, nil
-	case events.DataTypeNumber:
-		return &types.AttributeValueMemberN{Value: v.Number()}, nil
-	case events.DataTypeBinary:
-		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
-	case events.DataTypeBoolean:
-		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
-	case events.DataTypeNull:
-		return &types.AttributeValueMemberNULL{Value: true}, nil
-	case events.DataTypeStringSet:
-		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
-	case events.DataTypeNumberSet:
-		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
-	case events.DataTypeBinarySet:
-		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
-	case events.DataTypeList:
-		l := v.List()
-		out := make([]types.AttributeValue, 0, len(l))
-		for _, e := range l {
-			av, err := toSDK(e)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, av)
-		}
-		return &types.AttributeValueMemberL{Value: out}, nil
-	case events.DataTypeMap:
-		m := v.Map()
-		out := make(map[string]types.AttributeValue, len(m))
-		for k, e := range m {
-			av, err := toSDK(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = av
-		}
-		return &types.AttributeValueMemberM{Value: out}, nil
-	}
-	return nil, fmt.Errorf("unsupported attribute type %v", v.DataType())
 }
 
 func (h *Handler) log() *slog.Logger {

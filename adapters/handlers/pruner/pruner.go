@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/adapters/archive"
 	"github.com/botharness/outbox/adapters/dynamo"
@@ -56,7 +55,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		if !IsTTLDelete(rec) {
 			continue
 		}
-		in, err := intentOf(rec.Change.OldImage)
+		in, err := dynamo.IntentFromImage(rec.Change.OldImage)
 		if err != nil {
 			return events.DynamoDBEventResponse{}, fmt.Errorf("pruner: record %s: %w", rec.EventID, err)
 		}
@@ -154,61 +153,4 @@ func (h *Handler) log() *slog.Logger {
 		return slog.Default()
 	}
 	return h.Log
-}
-
-func intentOf(img map[string]events.DynamoDBAttributeValue) (*core.Intent, error) {
-	item := make(map[string]types.AttributeValue, len(img))
-	for k, v := range img {
-		av, err := toSDK(v)
-		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", k, err)
-		}
-		item[k] = av
-	}
-	return dynamo.UnmarshalIntent(item)
-}
-
-// toSDK converts a Lambda event attribute value to the SDK's type.
-func toSDK(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
-	switch v.DataType() {
-	case events.DataTypeString:
-		return &types.AttributeValueMemberS{Value: v.String()}, nil
-	case events.DataTypeNumber:
-		return &types.AttributeValueMemberN{Value: v.Number()}, nil
-	case events.DataTypeBinary:
-		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
-	case events.DataTypeBoolean:
-		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
-	case events.DataTypeNull:
-		return &types.AttributeValueMemberNULL{Value: true}, nil
-	case events.DataTypeStringSet:
-		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
-	case events.DataTypeNumberSet:
-		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
-	case events.DataTypeBinarySet:
-		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
-	case events.DataTypeList:
-		l := v.List()
-		out := make([]types.AttributeValue, 0, len(l))
-		for _, e := range l {
-			av, err := toSDK(e)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, av)
-		}
-		return &types.AttributeValueMemberL{Value: out}, nil
-	case events.DataTypeMap:
-		m := v.Map()
-		out := make(map[string]types.AttributeValue, len(m))
-		for k, e := range m {
-			av, err := toSDK(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = av
-		}
-		return &types.AttributeValueMemberM{Value: out}, nil
-	}
-	return nil, fmt.Errorf("unsupported attribute type %v", v.DataType())
 }
