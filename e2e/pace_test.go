@@ -374,16 +374,19 @@ func TestUnpacedAccountSendsNothingButProbesWhileTheBreakerIsOpen(t *testing.T) 
 	})
 	openSeen := time.Now()
 	ids = append(ids, submitMany(t, workers, acct, 12)...)
-	// Two failed probes after the open (each re-opens the breaker): the
-	// intents submitted meanwhile had the open spell to send in.
-	waitFor(t, 60*time.Second, "two failed probes", func() bool {
-		n := 0
+	// The breaker stays open through its first two cooldowns (a probe
+	// after each, each failing and re-opening it), as in the 10 s outage
+	// this test once used: the intents submitted meanwhile had the whole
+	// open spell to send in. A slow machine waits longer, it does not skip.
+	spell := policy.CooldownAfter(1) + policy.CooldownAfter(2) + 500*time.Millisecond
+	waitFor(t, 60*time.Second, "the open spell and a failed probe", func() bool {
+		probed := false
 		for _, r := range e.requests(acct) {
 			if r.At.After(openSeen) {
-				n++
+				probed = true
 			}
 		}
-		return n >= 2
+		return probed && time.Since(*open.Breaker.OpenedAt) >= spell
 	})
 	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":0}}`, acct))
 	outageEnd := time.Now()
