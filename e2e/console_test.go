@@ -172,7 +172,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Before sign-in there is no navigation; a token the API does not know
 	// is "not recognised".
 	step(t, ctx, "open the console", 20*time.Second,
-		chromedp.Navigate(console),
+		chromedp.Navigate(console+"/"), // as most people type it: redirected
+		chromedp.WaitVisible(chromedp.CSS(`#token`)))
+	if p := eval[string](t, ctx, `location.pathname`); p != "/console" {
+		t.Fatalf("/console/ landed on %q, want /console", p)
+	}
+	step(t, ctx, "sign in with an unknown token", 20*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
 		chromedp.SendKeys(chromedp.CSS(`#token`), "no-such-token"),
 		chromedp.Click(chromedp.CSS(`#signin`)),
@@ -426,6 +431,26 @@ func TestConsoleHeaders(t *testing.T) {
 	}
 	if r := e.do("GET", "/console/nope.html", "", nil, ""); r.status != http.StatusNotFound {
 		t.Fatalf("unknown file: %d", r.status)
+	}
+	// "/console/", the address most people type, redirects to the console
+	// (the catch-all route; "/console/{proxy+}" needs a segment).
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(e.api.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != "/console" {
+		t.Fatalf("GET /console/: %d Location %q, want 308 to /console", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if r := e.do("GET", "/console/", "", nil, ""); r.status != http.StatusOK || !strings.Contains(string(r.body), "<title>") {
+		t.Fatalf("GET /console/ followed: %d %.80q", r.status, r.body)
+	}
+	// Every other unmatched request is answered as before the catch-all.
+	for _, c := range []struct{ method, path string }{{"GET", "/nope"}, {"POST", "/console/"}, {"DELETE", "/console"}} {
+		if r := e.do(c.method, c.path, "", nil, ""); r.status != http.StatusNotFound || string(r.body) != `{"message":"Not Found"}` {
+			t.Fatalf("%s %s: %d %s, want 404 {\"message\":\"Not Found\"}", c.method, c.path, r.status, r.body)
+		}
 	}
 }
 

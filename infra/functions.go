@@ -110,11 +110,26 @@ type Route struct {
 	Path   string
 }
 
+// DefaultRoute is API Gateway's catch-all route ("$default"), as a Route.
+var DefaultRoute = Route{Path: routes.Default}
+
+// Key is the route's API Gateway route key: "METHOD /path" or "$default".
+func (r Route) Key() string {
+	if r == DefaultRoute {
+		return routes.Default
+	}
+	return r.Method + " " + r.Path
+}
+
 // routesOf turns route keys ("METHOD /path") from adapters/routes, the list
 // the local host serves too, into Routes.
 func routesOf(keys ...string) []Route {
 	out := make([]Route, 0, len(keys))
 	for _, k := range keys {
+		if k == routes.Default {
+			out = append(out, DefaultRoute)
+			continue
+		}
 		method, path, _ := strings.Cut(k, " ")
 		out = append(out, Route{Method: method, Path: path})
 	}
@@ -297,7 +312,7 @@ func (f FunctionSpec) validate() error {
 		return fmt.Errorf("function %s: the authorizer serves no routes", f.Name)
 	}
 	for _, r := range append(append([]Route(nil), f.Routes...), f.PublicRoutes...) {
-		if !methodRE.MatchString(r.Method) || len(r.Path) == 0 || r.Path[0] != '/' {
+		if r != DefaultRoute && (!methodRE.MatchString(r.Method) || len(r.Path) == 0 || r.Path[0] != '/') {
 			return fmt.Errorf("function %s: bad route %s %s", f.Name, r.Method, r.Path)
 		}
 	}

@@ -99,17 +99,17 @@ func TestRouteGroupThrottles(t *testing.T) {
 	groupOf := map[string]string{}
 	for _, s := range DefaultFunctions() {
 		for _, r := range s.Routes {
-			groupOf[r.Method+" "+r.Path] = s.RouteGroup
+			groupOf[r.Key()] = s.RouteGroup
 		}
 		for _, r := range s.PublicRoutes {
-			groupOf[r.Method+" "+r.Path] = RouteGroupPublic
+			groupOf[r.Key()] = RouteGroupPublic
 		}
 	}
 	for k, g := range map[string]string{
 		"POST /v1/intents": RouteGroupBots, "PUT /v1/sources/{sourceId}": RouteGroupBots, "ANY /mcp": RouteGroupBots,
 		"GET /v1/admin/intents": RouteGroupOperators, "POST /v1/admin/backups": RouteGroupOperators,
 		"POST /v1/webhooks/{provider}/{account}": RouteGroupWebhooks,
-		"GET /v1/openapi.json":                   RouteGroupPublic, "GET /console/{proxy+}": RouteGroupPublic,
+		"GET /v1/openapi.json":                   RouteGroupPublic, "GET /console/{proxy+}": RouteGroupPublic, "$default": RouteGroupPublic,
 	} {
 		if groupOf[k] != g {
 			t.Errorf("route %s in group %q, want %q", k, groupOf[k], g)

@@ -638,7 +638,7 @@ func (o *outbox) httpAPI() {
 				Authorizer:  auth,
 			})
 			for _, route := range *routes {
-				grouped = append(grouped, groupedRoute{key: rt.Method + " " + rt.Path, group: s.RouteGroup, route: route})
+				grouped = append(grouped, groupedRoute{key: rt.Key(), group: s.RouteGroup, route: route})
 			}
 			if s.Public {
 				for _, route := range *routes {
@@ -648,17 +648,27 @@ func (o *outbox) httpAPI() {
 			}
 		}
 		for _, rt := range s.PublicRoutes {
-			routes := o.api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-				Path:        jsii.String(rt.Path),
-				Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(rt.Method)},
-				Integration: integ,
-				Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
-			})
+			var routes *[]awsapigatewayv2.HttpRoute
+			if rt == DefaultRoute {
+				routes = &[]awsapigatewayv2.HttpRoute{awsapigatewayv2.NewHttpRoute(stack, jsii.String("DefaultRoute"), &awsapigatewayv2.HttpRouteProps{
+					HttpApi:     o.api,
+					RouteKey:    awsapigatewayv2.HttpRouteKey_DEFAULT(),
+					Integration: integ,
+					Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
+				})}
+			} else {
+				routes = o.api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+					Path:        jsii.String(rt.Path),
+					Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(rt.Method)},
+					Integration: integ,
+					Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
+				})
+			}
 			for _, route := range *routes {
-				grouped = append(grouped, groupedRoute{key: rt.Method + " " + rt.Path, group: RouteGroupPublic, route: route})
+				grouped = append(grouped, groupedRoute{key: rt.Key(), group: RouteGroupPublic, route: route})
 			}
 			reason := "The OpenAPI document is public by design (integrators read it before they hold a token); it carries no data."
-			if strings.HasPrefix(rt.Path, "/console") {
+			if strings.HasPrefix(rt.Path, "/console") || rt == DefaultRoute {
 				reason = "The operators' console: static HTML/CSS/JS embedded in the admin function, holding no data and no secret. Every API call the page makes carries the operator's bearer token and goes through the Lambda authorizer."
 			}
 			for _, route := range *routes {

@@ -995,13 +995,13 @@ func TestRoutes(t *testing.T) {
 	}{}
 	for _, s := range DefaultFunctions() {
 		for _, r := range s.Routes {
-			want[r.Method+" "+r.Path] = struct {
+			want[r.Key()] = struct {
 				fn   string
 				auth bool
 			}{s.Name, !s.Public}
 		}
 		for _, r := range s.PublicRoutes {
-			want[r.Method+" "+r.Path] = struct {
+			want[r.Key()] = struct {
 				fn   string
 				auth bool
 			}{s.Name, false}
@@ -1012,7 +1012,7 @@ func TestRoutes(t *testing.T) {
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "ANY /mcp",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "$default", "ANY /mcp",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)

@@ -45,7 +45,15 @@ var Admin = []string{
 var Console = []string{
 	"GET /console",
 	"GET /console/{proxy+}",
+	Default,
 }
+
+// Default is API Gateway's catch-all route, served by the console handler:
+// "/console/" (with the slash most people type, which "/console/{proxy+}"
+// does not match: a greedy variable needs one segment) redirects to
+// "/console"; every other unmatched request gets API Gateway's own
+// unmatched-route answer (404 {"message":"Not Found"}).
+const Default = "$default"
 
 // Webhook is the providers' callback route; it has no authorizer because
 // providers sign their requests.

@@ -28,6 +28,8 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 const (
 	RouteRoot  = "GET /console"
 	RouteFiles = "GET /console/{proxy+}"
+	// RouteDefault is the catch-all (adapters/routes.Default).
+	RouteDefault = "$default"
 )
 
 // HandlerFunc is an HTTP API Lambda handler.
@@ -40,6 +42,8 @@ func Wrap(next HandlerFunc) HandlerFunc {
 		switch req.RouteKey {
 		case RouteRoot, RouteFiles:
 			return Serve(req), nil
+		case RouteDefault:
+			return Unmatched(req), nil
 		}
 		return next(ctx, req)
 	}
@@ -62,6 +66,21 @@ func headers(contentType string) map[string]string {
 		"Cache-Control":              "no-cache",
 		"Cross-Origin-Opener-Policy": "same-origin",
 	}
+}
+
+// Unmatched answers a request no other route matched: GET or HEAD
+// "/console/" is redirected to the console's page; anything else gets what
+// API Gateway answers for an unmatched route, so adding the catch-all
+// changes no other path's answer.
+func Unmatched(req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	m := req.RequestContext.HTTP.Method
+	if req.RawPath == "/console/" && (m == http.MethodGet || m == http.MethodHead) {
+		h := headers("text/plain; charset=utf-8")
+		h["Location"] = "/console"
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusPermanentRedirect, Headers: h, Body: "see /console\n"}
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNotFound,
+		Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"message":"Not Found"}`}
 }
 
 // Serve answers one console request.
