@@ -103,6 +103,7 @@ func (r *runner) goals() {
 		g[name] = map[string]any{"value": v, "target": cmp + " " + strconv.FormatFloat(target, 'f', -1, 64), "met": met}
 	}
 	add("intake_vs_raw_c8", "intake_vs_raw_c8", ">=", 0.8)
+	add("intake_traced_vs_raw_c8", "intake_traced_vs_raw_c8", ">=", 0.8)
 	add("writes_per_delivered_intent", "writes_per_delivered_intent", "<=", 3)
 	// Issue 27 (retention).
 	add("bytes_at_rest_per_intent_after_window", "bytes_at_rest_per_intent_after_window", "<=", 300)
@@ -200,6 +201,7 @@ func (r *runner) printTable(w io.Writer) {
 		{"intake_per_s_c8", v("intake_per_s_c8"), ""},
 		{"intake_vs_raw_c8", v("intake_vs_raw_c8"), goal("intake_vs_raw_c8")},
 		{"  per round", v("intake_vs_raw_c8_by_round"), ""},
+		{"intake_traced_vs_raw_c8 (spans by OTLP)", v("intake_traced_vs_raw_c8") + " (" + v("intake_traced_spans_exported") + " spans)", goal("intake_traced_vs_raw_c8")},
 		{"  raw_calls/raw, intake/raw_calls (c8)", v("raw_calls_vs_raw_c8") + " / " + v("intake_vs_raw_calls_c8"), "3 DynamoDB requests vs 1 / Go code"},
 		{"  CPU-per-op model raw/intake (c8)", v("cpu_model_intake_vs_raw_c8"), "(runner+emulator CPU per op)"},
 		{"  what-if intake_cached/raw (c8)", v("whatif_intake_cached_vs_raw_c8"), "authorizer + grant cached"},

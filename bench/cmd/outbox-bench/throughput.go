@@ -130,6 +130,22 @@ func (r *runner) throughput() error {
 		"sk": &types.AttributeValueMemberS{Value: "GRANT"},
 	}
 	runID := randName("")
+	// The same intake with tracing on (issue 30): a second stack whose
+	// tracer exports every span by OTLP/HTTP to an in-process receiver. The
+	// exporter is chosen from the environment at assembly, as deployed.
+	sink := &spanSink{}
+	sinkURL, closeSink, err := serve(sink)
+	if err != nil {
+		return err
+	}
+	defer closeSink()
+	os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sinkURL)
+	tst, tracedAPI, stopTraced, err := r.startStack(system.Options{DisableStream: true, DisableQueue: true, RequestCacheTTL: 5 * time.Second})
+	os.Unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	if err != nil {
+		return err
+	}
+	defer stopTraced()
 	cachedAPI, closeCached, err := serve(labelled(r.cachedIntakeGateway(st), "intake_cached-server"))
 	if err != nil {
 		return err
@@ -176,6 +192,16 @@ func (r *runner) throughput() error {
 			}
 			return nil
 		}},
+		{"intake_traced", "POST /v1/intents as intake, with every span exported by OTLP/HTTP", func(ctx context.Context, n int64) error {
+			status, b, _, err := post(ctx, client, tracedAPI, "t-"+runID+"-"+strconv.FormatInt(n, 10), body)
+			if err != nil {
+				return err
+			}
+			if status != http.StatusCreated {
+				return fmt.Errorf("intake_traced: %d %s", status, bytes.TrimSpace(b))
+			}
+			return nil
+		}},
 		{"intake_cached", "what-if: intake with the authorizer answer and the grant cached (see whatif.go)", func(ctx context.Context, n int64) error {
 			status, b, _, err := post(ctx, client, cachedAPI, "c-"+runID+"-"+strconv.FormatInt(n, 10), body)
 			if err != nil {
@@ -218,6 +244,9 @@ func (r *runner) throughput() error {
 		}
 	}
 	r.set("ddb_requests_per_call", calls)
+	if !maps.Equal(calls["intake_traced"], calls["intake"]) {
+		r.note("tracing changed intake's DynamoDB calls: traced %v, intake %v", calls["intake_traced"], calls["intake"])
+	}
 	if !maps.Equal(calls["raw_calls"], calls["intake"]) {
 		r.note("raw_calls no longer mirrors intake's DynamoDB calls: raw_calls %v, intake %v", calls["raw_calls"], calls["intake"])
 	}
@@ -290,6 +319,19 @@ func (r *runner) throughput() error {
 		r.set("intake_vs_raw_calls_"+c, ratio("intake", "raw_calls", c))
 		r.set("handler_vs_raw_"+c, ratio("handler", "raw", c))
 		r.set("whatif_intake_cached_vs_raw_"+c, ratio("intake_cached", "raw", c))
+		r.set("intake_traced_vs_raw_"+c, ratio("intake_traced", "raw", c))
+		r.set("intake_traced_vs_intake_"+c, ratio("intake_traced", "intake", c))
+	}
+	// Tracing on means spans really left: flush the batcher and count what
+	// the receiver decoded (at least one span per traced request).
+	if err := tst.App.Tracer.Flush(r.ctx); err != nil {
+		return fmt.Errorf("flush traced intake spans: %w", err)
+	}
+	tracedOps := results["intake_traced_c1"].Ops + results["intake_traced_c8"].Ops
+	r.set("intake_traced_spans_exported", sink.spans.Load())
+	r.set("intake_traced_otlp_exports", sink.exports.Load())
+	if sink.spans.Load() < int64(tracedOps) {
+		return fmt.Errorf("intake_traced: %d spans exported for %d measured requests: tracing was not on", sink.spans.Load(), tracedOps)
 	}
 	// Headline latencies are at concurrency 1 (what a caller waits); the c8
 	// figures are mostly queueing for the two cores.
