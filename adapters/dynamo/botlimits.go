@@ -19,7 +19,10 @@ import (
 // Bot-limit counters (issue 24 finding 6, core/botlimits.go):
 //
 //	BOTLIMIT#<bot>#<shard>, BOTLIMIT   win (rate window index), wn (intents
-//	                                   counted in it), open (open intents)
+//	                                   counted in it), open (open intents),
+//	                                   lw (last write, epoch ms: every count,
+//	                                   release and give-back sets it), rc
+//	                                   (last recount, epoch ms)
 //
 // One conditional UpdateItem per new intent of a limited bot counts it on
 // its shard, or fails with the shard's state (ALL_OLD), from which
@@ -113,9 +116,10 @@ var errCounterRefused = errors.New("counter condition failed")
 // and open count if both are under their quotas. A shard still counting an
 // older window starts the plan's window at 1.
 func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (core.LimitCounter, error) {
-	names := map[string]string{}
-	vals := map[string]types.AttributeValue{":one": num(1)}
-	var set, add, cond []string
+	names := map[string]string{"#lw": "lw"}
+	vals := map[string]types.AttributeValue{":one": num(1), ":lw": num(time.Now().UnixMilli())}
+	set := []string{"#lw = :lw"} // the recount's "nothing under way" (core.OpenRecountSettle)
+	var add, cond []string
 	if p.RateQuota > 0 {
 		names["#w"], names["#n"] = "win", "wn"
 		vals[":w"] = num(p.Window)
@@ -137,15 +141,9 @@ func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (c
 			cond = append(cond, "(attribute_not_exists(#w) OR #w < :w)")
 		}
 	}
-	expr := ""
-	if len(set) > 0 {
-		expr += "SET " + strings.Join(set, ", ")
-	}
+	expr := "SET " + strings.Join(set, ", ")
 	if len(add) > 0 {
-		if expr != "" {
-			expr += " "
-		}
-		expr += "ADD " + strings.Join(add, ", ")
+		expr += " ADD " + strings.Join(add, ", ")
 	}
 	_, err := b.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(b.table), Key: botLimitKey(bot, p.Shard),
@@ -201,10 +199,10 @@ func (b *BotLimiter) release(ctx context.Context, bot string, p core.LimitPlan) 
 	if p.RateQuota > 0 {
 		_, _ = b.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(b.table), Key: botLimitKey(bot, p.Shard),
-			UpdateExpression:          aws.String("ADD #n :m"),
+			UpdateExpression:          aws.String("SET #lw = :lw ADD #n :m"),
 			ConditionExpression:       aws.String("#w = :w AND #n > :z"),
-			ExpressionAttributeNames:  map[string]string{"#w": "win", "#n": "wn"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":w": num(p.Window), ":z": num(0)},
+			ExpressionAttributeNames:  map[string]string{"#w": "win", "#n": "wn", "#lw": "lw"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":w": num(p.Window), ":z": num(0), ":lw": num(time.Now().UnixMilli())},
 		})
 	}
 	if p.OpenQuota > 0 {
@@ -216,10 +214,10 @@ func (b *BotLimiter) release(ctx context.Context, bot string, p core.LimitPlan) 
 func closeOpen(ctx context.Context, db API, table, bot string, shard int) {
 	_, _ = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: botLimitKey(bot, shard),
-		UpdateExpression:          aws.String("ADD #o :m"),
+		UpdateExpression:          aws.String("SET #lw = :lw ADD #o :m"),
 		ConditionExpression:       aws.String("#o > :z"),
-		ExpressionAttributeNames:  map[string]string{"#o": "open"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":z": num(0)},
+		ExpressionAttributeNames:  map[string]string{"#o": "open", "#lw": "lw"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":z": num(0), ":lw": num(time.Now().UnixMilli())},
 	})
 }
 
