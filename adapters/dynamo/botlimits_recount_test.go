@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
 )
@@ -139,5 +140,93 @@ func TestOpenRecountRepairsALostGiveBack(t *testing.T) {
 	rc.ScanEvery = time.Nanosecond
 	if n, err := rc.RecountOpen(ctx, later.Add(core.OpenRecountSettle)); err != nil || n != 0 {
 		t.Fatalf("second recount corrected %d (%v)", n, err)
+	}
+}
+
+// countGiveBacks counts the give-back writes that reach the table.
+type countGiveBacks struct {
+	API
+	n atomic.Int64
+}
+
+func (c *countGiveBacks) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if aws.ToString(in.UpdateExpression) == "SET #lw = :lw ADD #o :m" {
+		c.n.Add(1)
+	}
+	return c.API.UpdateItem(ctx, in, opt...)
+}
+
+// TestCoalescedGiveBacksOneWritePerShard: intents ended in one batch give
+// their open counts back in one write per counter shard at the flush (not
+// before: the count stays high, refusing early, never late), and a shard
+// counting fewer than the batch owes is taken to zero, never below.
+func TestCoalescedGiveBacksOneWritePerShard(t *testing.T) {
+	db, table := testTable(t, "botcoalesce")
+	counting := &countGiveBacks{API: db}
+	cfg := core.BotLimitConfig{Default: core.BotLimits{Rate: core.BotRate{N: 50, Per: time.Second}, MaxOpen: 10}} // one shard
+	lim := NewBotLimiter(counting, table, cfg)
+	store := New(counting, table)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	admit := func(from, n int) []*core.Intent {
+		var out []*core.Intent
+		for i := from; i < from+n; i++ {
+			in := limitedIntent("bot-co", i, now)
+			if _, err := lim.Admit(ctx, in, now); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := store.Create(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, in)
+		}
+		return out
+	}
+	endAll := func(ctx context.Context, ins []*core.Intent) {
+		for _, in := range ins {
+			if _, err := store.Update(ctx, in.ID, func(c *core.Intent) error {
+				c.Status, c.UpdatedAt = core.StatusSucceeded, now
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	open := func() int {
+		cs, err := lim.Counters(ctx, "bot-co")
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("counters %v %v", cs, err)
+		}
+		return cs[0].Open
+	}
+	batch := admit(0, 5)
+	bctx, flush := store.CoalesceGiveBacks(ctx)
+	endAll(bctx, batch)
+	if counting.n.Load() != 0 || open() != 5 {
+		t.Fatalf("before the flush: %d give-back writes, open %d; want 0 and 5", counting.n.Load(), open())
+	}
+	flush(bctx)
+	if counting.n.Load() != 1 || open() != 0 {
+		t.Fatalf("after the flush: %d give-back writes, open %d; want 1 and 0", counting.n.Load(), open())
+	}
+	// A short count (e.g. restored intents) is taken to zero, never below.
+	short := admit(10, 3)
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: botLimitKey("bot-co", 0),
+		UpdateExpression: aws.String("SET #o = :one"), ExpressionAttributeNames: map[string]string{"#o": "open"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	bctx, flush = store.CoalesceGiveBacks(ctx)
+	endAll(bctx, short)
+	flush(bctx)
+	if got := open(); got != 0 {
+		t.Fatalf("a short count ends at %d, want 0", got)
+	}
+	// Outside a batch, each end gives back at once.
+	single := admit(20, 1)
+	counting.n.Store(0)
+	endAll(ctx, single)
+	if counting.n.Load() != 1 || open() != 0 {
+		t.Fatalf("unbatched end: %d writes, open %d", counting.n.Load(), open())
 	}
 }
