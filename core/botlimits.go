@@ -234,3 +234,88 @@ func limitShardOf(id string, n int) int {
 func ClosesOpenSlot(before Status, after *Intent) bool {
 	return after.OpenSlot > 0 && !before.Terminal() && after.Status.Terminal() && before != ""
 }
+
+// The open-count recount (issue 24): a give-back lost after the write that
+// ended its intent (a crash between the two) leaves a counter shard counting
+// one intent too many for good, so the cap refuses early. The sweeper
+// recounts a shard from the store's truth (the bot's intents, read through
+// its profile listing) and lowers the counter to what the intents hold. A
+// recount must never lower it below what is really held, or the cap would
+// admit late: admissions whose put is still under way and give-backs still
+// to come are invisible in the store. So a shard is only recounted when
+// nothing has written it for OpenRecountSettle (every admission's put and
+// every release is then over: no function runs that long), intents that
+// ended within OpenRecountSettle still count as held (their give-back may
+// be on its way), and the correcting write is conditional on the shard not
+// having been written since it was read.
+
+// OpenRecountSettle is how long a counter shard must be unwritten before it
+// is recounted, and how recently an ended intent may still be giving its
+// count back: Lambda's longest invocation (15 minutes) bounds the time from
+// an admission to its put or release, and from an ending write to its
+// give-back.
+const OpenRecountSettle = 15 * time.Minute
+
+// OpenRecountEvery is how often one shard is recounted at most (a bot that
+// legitimately holds open intents, e.g. in needs-human, would otherwise be
+// recounted on every sweep).
+const OpenRecountEvery = 30 * time.Minute
+
+// OpenShard is what the recount reads of one counter shard.
+type OpenShard struct {
+	Bot       string
+	Shard     int
+	Open      int
+	LastWrite time.Time // the shard's last admission, release or give-back
+	Recounted time.Time // the last recount (zero: never)
+}
+
+// OpenRecounter is the sweeper's port to the recount: it checks the
+// deployment's counter shards and corrects those that count more open
+// intents than their bot holds. corrected is how many shards it lowered.
+type OpenRecounter interface {
+	RecountOpen(ctx context.Context, now time.Time) (corrected int, err error)
+}
+
+// DueForOpenRecount is the rule that picks a shard to recount: it counts
+// something, nothing has written it for settle, and it was not recounted
+// within every. Pure.
+func DueForOpenRecount(s OpenShard, now time.Time, settle, every time.Duration) bool {
+	return s.Open > 0 && !s.LastWrite.IsZero() && now.Sub(s.LastWrite) >= settle &&
+		(s.Recounted.IsZero() || now.Sub(s.Recounted) >= every)
+}
+
+// HeldOpen counts the intents of intents (one bot's) that hold an open
+// count on shard at now: counted there (OpenSlot) and still open, or ended
+// within settle (a give-back may still come). Pure.
+func HeldOpen(intents []*Intent, shard int, now time.Time, settle time.Duration) int {
+	n := 0
+	for _, in := range intents {
+		if in == nil || in.Pruned != nil || in.OpenSlot != shard+1 {
+			continue
+		}
+		if !in.Status.Terminal() {
+			n++
+			continue
+		}
+		end := in.UpdatedAt
+		if in.EndedAt != nil {
+			end = *in.EndedAt
+		}
+		if now.Sub(end) < settle {
+			n++
+		}
+	}
+	return n
+}
+
+// OpenRecountTo is the correction: a shard counting more than its bot's
+// intents hold is lowered to what they hold; never raised (an uncounted
+// open intent, e.g. one open before the cap was configured, is left
+// uncounted as before). Pure.
+func OpenRecountTo(s OpenShard, held int) (int, bool) {
+	if held < s.Open {
+		return max(held, 0), true
+	}
+	return s.Open, false
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -147,5 +148,83 @@ func TestClosesOpenSlot(t *testing.T) {
 		if got := ClosesOpenSlot(c.before, c.after); got != c.want {
 			t.Errorf("%s -> %s (slot %d): %v, want %v", c.before, c.after.Status, c.after.OpenSlot, got, c.want)
 		}
+	}
+}
+
+// TestOpenRecountRules: which shards are recounted, what holds a count, and
+// the correction (only ever down).
+func TestOpenRecountRules(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	settle, every := OpenRecountSettle, OpenRecountEvery
+	for _, c := range []struct {
+		name string
+		s    OpenShard
+		due  bool
+	}{
+		{"quiet, counting, never recounted", OpenShard{Open: 2, LastWrite: now.Add(-settle)}, true},
+		{"written within the settle time", OpenShard{Open: 2, LastWrite: now.Add(-settle + time.Second)}, false},
+		{"counts nothing", OpenShard{Open: 0, LastWrite: now.Add(-time.Hour)}, false},
+		{"no last write known", OpenShard{Open: 3}, false},
+		{"recounted lately", OpenShard{Open: 2, LastWrite: now.Add(-time.Hour), Recounted: now.Add(-every + time.Second)}, false},
+		{"recounted long ago", OpenShard{Open: 2, LastWrite: now.Add(-2 * every), Recounted: now.Add(-every)}, true},
+	} {
+		if got := DueForOpenRecount(c.s, now, settle, every); got != c.due {
+			t.Errorf("%s: due %v, want %v", c.name, got, c.due)
+		}
+	}
+	ended := func(slot int, st Status, at time.Time) *Intent {
+		return &Intent{OpenSlot: slot, Status: st, UpdatedAt: at, EndedAt: &at}
+	}
+	intents := []*Intent{
+		{OpenSlot: 3, Status: StatusPending},                    // open on shard 2
+		{OpenSlot: 3, Status: StatusNeedsHuman},                 // open on shard 2
+		ended(3, StatusSucceeded, now.Add(-settle+time.Second)), // ended lately: its give-back may come
+		ended(3, StatusFailed, now.Add(-settle)),                // ended long ago: given back or lost
+		{OpenSlot: 1, Status: StatusPending},                    // another shard
+		{OpenSlot: 0, Status: StatusPending},                    // not counted at all
+		{OpenSlot: 3, Status: StatusSucceeded, Pruned: &Pruned{}},
+		nil,
+	}
+	if got := HeldOpen(intents, 2, now, settle); got != 3 {
+		t.Fatalf("HeldOpen = %d, want 3 (two open, one ended within the settle time)", got)
+	}
+	if got := HeldOpen(intents, 0, now, settle); got != 1 {
+		t.Fatalf("HeldOpen shard 0 = %d, want 1", got)
+	}
+	if to, ok := OpenRecountTo(OpenShard{Open: 5}, 3); !ok || to != 3 {
+		t.Fatalf("5 counted, 3 held: %d %v, want lowered to 3", to, ok)
+	}
+	if to, ok := OpenRecountTo(OpenShard{Open: 3}, 5); ok || to != 3 {
+		t.Fatalf("3 counted, 5 held: %d %v, want left alone (never raised)", to, ok)
+	}
+	if _, ok := OpenRecountTo(OpenShard{Open: 3}, 3); ok {
+		t.Fatal("a right count is not rewritten")
+	}
+}
+
+type fakeRecounter struct {
+	at  []time.Time
+	n   int
+	err error
+}
+
+func (f *fakeRecounter) RecountOpen(_ context.Context, now time.Time) (int, error) {
+	f.at = append(f.at, now)
+	return f.n, f.err
+}
+
+// TestSweeperRecountsOpenCounts: every sweep asks the recount (at the
+// sweeper's clock), reports what it corrected and fails on its error.
+func TestSweeperRecountsOpenCounts(t *testing.T) {
+	r := newRig(Capabilities{})
+	f := &fakeRecounter{n: 2}
+	s := &Sweeper{D: r.d, Index: r.store, OpenCounts: f}
+	rep, err := s.Run(context.Background())
+	if err != nil || rep.OpenRecounted != 2 || len(f.at) != 1 || !f.at[0].Equal(r.d.Clock.Now()) {
+		t.Fatalf("sweep: %+v %v, recount asked at %v", rep, err, f.at)
+	}
+	f.err = errors.New("table unavailable")
+	if _, err := s.Run(context.Background()); !errors.Is(err, f.err) {
+		t.Fatalf("a failed recount must fail the sweep: %v", err)
 	}
 }

@@ -2,12 +2,9 @@ package core
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -28,28 +25,14 @@ import (
 // (ExactDouble), a duplicate member name, or a string that is not valid
 // Unicode (invalid UTF-8, an unpaired surrogate escape). The error is a
 // *ValidationError (invalid_field) whose Field is the RFC 6901 pointer of
-// the value, e.g. "/payload/orderId". Pure.
+// the value, e.g. "/payload/orderId". It is the check Canonicalize makes
+// in its one pass (core/hash.go); intake calls Canonicalize alone. Pure.
 func CheckIJSON(doc []byte) error {
-	if !json.Valid(doc) {
-		return &ValidationError{Code: CodeMalformedJSON, Message: "the request body is not valid JSON"}
-	}
-	dec := jsontext.NewDecoder(bytes.NewReader(doc))
-	for {
-		tok, err := dec.ReadToken()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return ijsonError(err)
-		}
-		if tok.Kind() == '0' {
-			if lit := tok.String(); !ExactDouble(lit) {
-				ptr := string(dec.StackPointer())
-				return &ValidationError{Code: CodeInvalidField, Field: ptr,
-					Message: fmt.Sprintf("the number at %s (%s) cannot be held exactly by an IEEE-754 double; send it as a string", pointerOrRoot(ptr), clip(lit, 40))}
-			}
-		}
-	}
+	c := canonPool.Get().(*canonicaliser)
+	defer c.release()
+	out, err := c.run(c.outBuf[:0], doc)
+	c.outBuf = out[:0]
+	return err
 }
 
 func ijsonError(err error) error {
@@ -93,69 +76,124 @@ func clip(s string, n int) string {
 // back as 18446744073709552000) does not either: the canonical form would
 // send the provider other digits than the bot wrote. Pure.
 func ExactDouble(lit string) bool {
-	f, err := strconv.ParseFloat(lit, 64)
-	if err != nil {
-		// Out of range (±Inf), or not a number literal at all.
-		return false
-	}
-	a, ok := normDecimal(lit)
-	if !ok {
-		return false
-	}
-	b, ok := normDecimal(strconv.FormatFloat(f, 'e', -1, 64))
-	return ok && a == b
+	_, ok := exactDouble([]byte(lit))
+	return ok
 }
 
-// normDecimal renders a decimal literal as "<sign><digits>e<exp>" with no
+// exactDouble is ExactDouble of a literal in place, and the double it is;
+// it allocates nothing for literals of ordinary length.
+func exactDouble(lit []byte) (float64, bool) {
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		// Out of range (±Inf), or not a number literal at all.
+		return 0, false
+	}
+	var ab, bb, sb [48]byte
+	a, ok := normDecimal(ab[:0], lit)
+	if !ok {
+		return 0, false
+	}
+	b, ok := normDecimal(bb[:0], strconv.AppendFloat(sb[:0], f, 'e', -1, 64))
+	return f, ok && bytes.Equal(a, b)
+}
+
+// normDecimal appends a decimal literal as "<sign><digits>e<exp>" with no
 // leading or trailing zeros in digits, so two literals of the same value
-// give the same string ("0" for every zero, whatever its sign: -0 and 0 are
+// give the same text ("0" for every zero, whatever its sign: -0 and 0 are
 // the same value, RFC 8785 writes both as 0). ok is false for a literal
 // that is not a number or whose exponent is far outside any double's.
-func normDecimal(lit string) (string, bool) {
+func normDecimal(dst, lit []byte) ([]byte, bool) {
 	s := lit
 	neg := false
-	if strings.HasPrefix(s, "-") {
-		neg, s = true, s[1:]
-	} else if strings.HasPrefix(s, "+") {
-		s = s[1:]
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		neg, s = s[0] == '-', s[1:]
 	}
-	mant, expPart := s, ""
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		mant, expPart = s[:i], s[i+1:]
+	mant, expPart := s, []byte(nil)
+	hasExp := false
+	if i := bytes.IndexAny(s, "eE"); i >= 0 {
+		mant, expPart, hasExp = s[:i], s[i+1:], true
 	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	digits := intPart + frac
-	if digits == "" {
-		return "", false
+	intPart, frac := mant, []byte(nil)
+	if i := bytes.IndexByte(mant, '.'); i >= 0 {
+		intPart, frac = mant[:i], mant[i+1:]
 	}
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
-			return "", false
+	if len(intPart)+len(frac) == 0 {
+		return dst, false
+	}
+	for _, part := range [2][]byte{intPart, frac} {
+		for _, c := range part {
+			if c < '0' || c > '9' {
+				return dst, false
+			}
 		}
 	}
-	digits = strings.TrimLeft(digits, "0")
-	if digits == "" {
-		return "0", true
-	}
+	// digits = intPart + frac without leading and trailing zeros; exp
+	// places the decimal point after the last kept digit.
 	exp := 0
-	if expPart != "" {
+	if hasExp {
+		e := expPart
+		eneg := false
+		if len(e) > 0 && (e[0] == '-' || e[0] == '+') {
+			eneg, e = e[0] == '-', e[1:]
+		}
+		if len(e) == 0 {
+			return dst, false
+		}
+		e = bytes.TrimLeft(e, "0")
 		// A double's decimal exponent is within about ±350; anything with
 		// ten exponent digits and a non-zero mantissa is no double.
-		if len(strings.TrimLeft(strings.TrimLeft(expPart, "+-"), "0")) > 9 {
-			return "", false
+		if len(e) > 9 {
+			if allZero(intPart) && allZero(frac) {
+				return append(dst, '0'), true
+			}
+			return dst, false
 		}
-		e, err := strconv.Atoi(expPart)
-		if err != nil {
-			return "", false
+		for _, c := range e {
+			if c < '0' || c > '9' {
+				return dst, false
+			}
+			exp = exp*10 + int(c-'0')
 		}
-		exp = e
+		if eneg {
+			exp = -exp
+		}
 	}
 	exp -= len(frac)
-	trimmed := strings.TrimRight(digits, "0")
-	exp += len(digits) - len(trimmed)
-	sign := ""
-	if neg {
-		sign = "-"
+	// Walk the digits of intPart then frac as one sequence.
+	n := len(intPart) + len(frac)
+	at := func(i int) byte {
+		if i < len(intPart) {
+			return intPart[i]
+		}
+		return frac[i-len(intPart)]
 	}
-	return sign + trimmed + "e" + strconv.Itoa(exp), true
+	first := 0
+	for first < n && at(first) == '0' {
+		first++
+	}
+	if first == n {
+		return append(dst, '0'), true
+	}
+	last := n
+	for at(last-1) == '0' {
+		last--
+	}
+	exp += n - last
+	if neg {
+		dst = append(dst, '-')
+	}
+	for i := first; i < last; i++ {
+		dst = append(dst, at(i))
+	}
+	dst = append(dst, 'e')
+	return strconv.AppendInt(dst, int64(exp), 10), true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != '0' {
+			return false
+		}
+	}
+	return true
 }

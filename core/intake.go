@@ -273,19 +273,13 @@ func answer(a SubmitAnswer, id string, stored *Intent, refusal error) (SubmitRes
 
 // decodeSubmit canonicalises the whole body once (RFC 8785 is applied
 // recursively, so the payload and metadata inside the canonical body are
-// already canonical) and decodes the request from it.
+// already canonical) and decodes the request from it. The same pass
+// refuses a body that is not I-JSON (core/ijson.go), so what is
+// canonicalised is exactly what the bot sent, value for value.
 func decodeSubmit(body []byte) ([]byte, *SubmitRequest, error) {
-	if !json.Valid(body) {
-		return nil, nil, &ValidationError{Code: CodeMalformedJSON, Message: "the request body is not valid JSON"}
-	}
-	// I-JSON only: what is canonicalised below is then exactly what the bot
-	// sent, value for value (core/ijson.go).
-	if err := CheckIJSON(body); err != nil {
-		return nil, nil, err
-	}
 	canonical, err := Canonicalize(body)
 	if err != nil {
-		return nil, nil, &ValidationError{Code: CodeMalformedJSON, Message: err.Error()}
+		return nil, nil, err
 	}
 	req, err := decodeStrict(canonical)
 	return canonical, req, err

@@ -77,6 +77,9 @@ type Sweeper struct {
 	// OperatorEvents, when set, is asked to publish operator events a crash
 	// left claimed but unpublished.
 	OperatorEvents *OperatorNotifier
+	// OpenCounts, when set, recounts bot-limit open counters that a lost
+	// give-back left too high (botlimits.go, "The open-count recount").
+	OpenCounts OpenRecounter
 }
 
 // SweepReport counts what one run did.
@@ -90,6 +93,7 @@ type SweepReport struct {
 	NeedingHuman  int  `json:"needingHuman"`
 	HumanExact    bool `json:"needingHumanExact"`
 	EventsRedrive int  `json:"operatorEventsRedriven"`
+	OpenRecounted int  `json:"openCountsCorrected"`
 	Errors        int  `json:"errors"`
 	Raced         int  `json:"raced"`      // entries whose write lost a race: read again next run
 	Incomplete    bool `json:"incomplete"` // the budget ran out before every shard was read
@@ -191,6 +195,11 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	if s.OperatorEvents != nil {
 		var err error
 		rep.EventsRedrive, err = s.OperatorEvents.Redrive(ctx, orInt(s.PageSize, 100))
+		errs = append(errs, err)
+	}
+	if s.OpenCounts != nil {
+		var err error
+		rep.OpenRecounted, err = s.OpenCounts.RecountOpen(ctx, now)
 		errs = append(errs, err)
 	}
 	return rep, errors.Join(errs...)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/botharness/outbox/core"
 )
 
@@ -60,6 +62,48 @@ func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
 	}
 	if r := e.do("GET", "/v1/admin/bots/"+testBot+"/limits", orchToken, nil, ""); r.status != http.StatusForbidden {
 		t.Fatalf("orchestrator reads limits: %d %s", r.status, r.body)
+	}
+
+	// The console shows them where an operator looks: the bot on an
+	// intent's page leads to its limits, the same figures as the API's.
+	e.eventually(20*time.Second, "the five intents are delivered and their open counts given back", func() bool {
+		e.do("GET", "/v1/admin/bots/"+testBot+"/limits", opToken, nil, "").json(t, &lim)
+		return lim.Open == 0
+	})
+	ctx, problems := browser(t)
+	step(t, ctx, "sign in and open the first intent", 30*time.Second,
+		chromedp.Navigate(e.api.URL+"/console"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), opToken),
+		chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)),
+		chromedp.Navigate(e.api.URL+"/console#/intents/"+first),
+		chromedp.WaitVisible(chromedp.CSS(`#intent-id`)))
+	step(t, ctx, "follow the bot to its limits", 20*time.Second,
+		chromedp.Click(chromedp.CSS(`#intent a.bot-link`)),
+		chromedp.WaitVisible(chromedp.CSS(`#bot-limits-table tr[data-bot="`+testBot+`"][data-rate]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#bot-limits-table tr[data-bot="`+testBot2+`"][data-rate]`)))
+	row := func(bot, key string) string {
+		return eval[string](t, ctx, `document.querySelector('#bot-limits-table tr[data-bot="`+bot+`"]').dataset.`+key)
+	}
+	page := fmt.Sprintf("rate=%s maxOpen=%s inWindow=%s open=%s shards=%s", row(testBot, "rate"), row(testBot, "maxOpen"), row(testBot, "inWindow"), row(testBot, "open"), row(testBot, "shards"))
+	api := fmt.Sprintf("rate=%s maxOpen=%d inWindow=%d open=%d shards=%d", lim.Rate, lim.MaxOpen, lim.InWindow, lim.Open, lim.Shards)
+	if page != api || lim.InWindow != 5 {
+		t.Fatalf("the console shows %s, the API %s", page, api)
+	}
+	if got := textOf(t, ctx, `#bot-limits-table tr[data-bot="`+testBot+`"] .bl-rate`); got != "5 per 1h0m0s" {
+		t.Fatalf("rate cell %q", got)
+	}
+	if got := textOf(t, ctx, `#bot-limits-table tr[data-bot="`+testBot+`"] .bl-in-window`); got != "5 (admits up to 5)" {
+		t.Fatalf("window cell %q", got)
+	}
+	// The other bot (listed from its token) has no limit.
+	if row(testBot2, "rate") != "" || row(testBot2, "maxOpen") != "0" || textOf(t, ctx, `#bot-limits-table tr[data-bot="`+testBot2+`"] .bl-rate`) != "no limit" {
+		t.Fatalf("bot-2 row: %q", textOf(t, ctx, `#bot-limits-table tr[data-bot="`+testBot2+`"]`))
+	}
+	screenshot(t, ctx, "bot-limits.png")
+	if p := problems(); len(p) > 0 {
+		t.Fatalf("the page reported errors (CSP violations or script errors): %v", p)
 	}
 }
 

@@ -238,7 +238,9 @@ func DefaultFunctions() []FunctionSpec {
 			Trigger:  TriggerSchedule,
 			// Operator events: it publishes claims a crash left unpublished.
 			// Payload read: it attempts pending intents the stream missed.
-			Needs: tableRW | NeedIndexQuery | NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedOperatorEvents | NeedPayloadRead,
+			// Profile index: it recounts a bot's open intents when a lost
+			// give-back left its limit counter too high (dynamo.OpenRecount).
+			Needs: tableRW | NeedIndexQuery | NeedBackupProfile | NeedRetryQueueSend | NeedProviderConfig | NeedSendSecrets | NeedOperatorEvents | NeedPayloadRead,
 		},
 		{
 			Name:        "admin",

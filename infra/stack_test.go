@@ -905,7 +905,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"s3:GetObject":                {"payloads"},
 		}),
 		"sweeper": with(rw, map[string][]string{
-			"dynamodb:Query":  {"index"},
+			"dynamodb:Query":  {"index", "profileIndex"},
 			"sqs:SendMessage": {"retry"},
 			"sns:Publish":     {"topic"},
 			"s3:GetObject":    {"payloads"},

@@ -19,7 +19,10 @@ import (
 // Bot-limit counters (issue 24 finding 6, core/botlimits.go):
 //
 //	BOTLIMIT#<bot>#<shard>, BOTLIMIT   win (rate window index), wn (intents
-//	                                   counted in it), open (open intents)
+//	                                   counted in it), open (open intents),
+//	                                   lw (last write, epoch ms: every count,
+//	                                   release and give-back sets it), rc
+//	                                   (last recount, epoch ms)
 //
 // One conditional UpdateItem per new intent of a limited bot counts it on
 // its shard, or fails with the shard's state (ALL_OLD), from which
@@ -113,9 +116,10 @@ var errCounterRefused = errors.New("counter condition failed")
 // and open count if both are under their quotas. A shard still counting an
 // older window starts the plan's window at 1.
 func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (core.LimitCounter, error) {
-	names := map[string]string{}
-	vals := map[string]types.AttributeValue{":one": num(1)}
-	var set, add, cond []string
+	names := map[string]string{"#lw": "lw"}
+	vals := map[string]types.AttributeValue{":one": num(1), ":lw": num(time.Now().UnixMilli())}
+	set := []string{"#lw = :lw"} // the recount's "nothing under way" (core.OpenRecountSettle)
+	var add, cond []string
 	if p.RateQuota > 0 {
 		names["#w"], names["#n"] = "win", "wn"
 		vals[":w"] = num(p.Window)
@@ -137,15 +141,9 @@ func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (c
 			cond = append(cond, "(attribute_not_exists(#w) OR #w < :w)")
 		}
 	}
-	expr := ""
-	if len(set) > 0 {
-		expr += "SET " + strings.Join(set, ", ")
-	}
+	expr := "SET " + strings.Join(set, ", ")
 	if len(add) > 0 {
-		if expr != "" {
-			expr += " "
-		}
-		expr += "ADD " + strings.Join(add, ", ")
+		expr += " ADD " + strings.Join(add, ", ")
 	}
 	_, err := b.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(b.table), Key: botLimitKey(bot, p.Shard),
@@ -201,10 +199,10 @@ func (b *BotLimiter) release(ctx context.Context, bot string, p core.LimitPlan) 
 	if p.RateQuota > 0 {
 		_, _ = b.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(b.table), Key: botLimitKey(bot, p.Shard),
-			UpdateExpression:          aws.String("ADD #n :m"),
+			UpdateExpression:          aws.String("SET #lw = :lw ADD #n :m"),
 			ConditionExpression:       aws.String("#w = :w AND #n > :z"),
-			ExpressionAttributeNames:  map[string]string{"#w": "win", "#n": "wn"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":w": num(p.Window), ":z": num(0)},
+			ExpressionAttributeNames:  map[string]string{"#w": "win", "#n": "wn", "#lw": "lw"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":w": num(p.Window), ":z": num(0), ":lw": num(time.Now().UnixMilli())},
 		})
 	}
 	if p.OpenQuota > 0 {
@@ -214,22 +212,98 @@ func (b *BotLimiter) release(ctx context.Context, bot string, p core.LimitPlan) 
 
 // closeOpen takes one from a shard's open count, never below zero.
 func closeOpen(ctx context.Context, db API, table, bot string, shard int) {
+	closeOpenN(ctx, db, table, bot, shard, 1)
+}
+
+// closeOpenN takes n from a shard's open count in one write when it counts
+// at least n; otherwise one at a time, each never below zero (a count that
+// is short, e.g. of restored intents, is taken to zero, never under).
+func closeOpenN(ctx context.Context, db API, table, bot string, shard, n int) {
+	if n > 1 {
+		_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(table), Key: botLimitKey(bot, shard),
+			UpdateExpression:          aws.String("SET #lw = :lw ADD #o :m"),
+			ConditionExpression:       aws.String("#o >= :n"),
+			ExpressionAttributeNames:  map[string]string{"#o": "open", "#lw": "lw"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(int64(-n)), ":n": num(int64(n)), ":lw": num(time.Now().UnixMilli())},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if err == nil || !errors.As(err, &ccf) {
+			return
+		}
+		for i := 0; i < n; i++ {
+			closeOpen(ctx, db, table, bot, shard)
+		}
+		return
+	}
 	_, _ = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: botLimitKey(bot, shard),
-		UpdateExpression:          aws.String("ADD #o :m"),
+		UpdateExpression:          aws.String("SET #lw = :lw ADD #o :m"),
 		ConditionExpression:       aws.String("#o > :z"),
-		ExpressionAttributeNames:  map[string]string{"#o": "open"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":z": num(0)},
+		ExpressionAttributeNames:  map[string]string{"#o": "open", "#lw": "lw"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":z": num(0), ":lw": num(time.Now().UnixMilli())},
 	})
 }
 
 // closeOpenSlot gives the open count of an intent back when the write that
 // stored it ended it (core.ClosesOpenSlot). A lost give-back overcounts:
-// the cap may refuse early, never late.
+// the cap may refuse early, never late. Under CoalesceGiveBacks the give-
+// back waits for the batch's flush.
 func (s *Store) closeOpenSlot(ctx context.Context, before core.Status, in *core.Intent) {
-	if core.ClosesOpenSlot(before, in) {
-		closeOpen(ctx, s.db, s.table, in.Bot, in.OpenSlot-1)
+	if !core.ClosesOpenSlot(before, in) {
+		return
 	}
+	if g, ok := ctx.Value(giveBacksKey{}).(*giveBacks); ok && g != nil {
+		g.add(in.Bot, in.OpenSlot-1)
+		return
+	}
+	closeOpen(ctx, s.db, s.table, in.Bot, in.OpenSlot-1)
+}
+
+// giveBacks are the give-backs a batch owes, per counter shard.
+type giveBacks struct {
+	mu sync.Mutex
+	n  map[giveBackShard]int
+}
+
+type giveBackShard struct {
+	bot   string
+	shard int
+}
+
+type giveBacksKey struct{}
+
+func (g *giveBacks) add(bot string, shard int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n[giveBackShard{bot, shard}]++
+}
+
+// CoalesceGiveBacks is for a worker invocation that ends several intents
+// (the retrier's batch): the open-count give-backs of intents ended under
+// the returned context are collected and made by flush, one write per
+// counter shard (ADD open -n) instead of one per intent. Until the flush
+// the counts stay high, so the cap may refuse early for the rest of the
+// batch, never late; a crash before the flush loses them like any lost
+// give-back, and the sweeper's recount repairs them (OpenRecount).
+func (s *Store) CoalesceGiveBacks(ctx context.Context) (context.Context, func(context.Context)) {
+	g := &giveBacks{n: map[giveBackShard]int{}}
+	flush := func(ctx context.Context) {
+		g.mu.Lock()
+		owed := g.n
+		g.n = map[giveBackShard]int{}
+		g.mu.Unlock()
+		var wg sync.WaitGroup
+		for k, n := range owed {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				closeOpenN(ctx, s.db, s.table, k.bot, k.shard, n)
+			}()
+		}
+		wg.Wait()
+	}
+	return context.WithValue(ctx, giveBacksKey{}, g), flush
 }
 
 func counterOf(item map[string]types.AttributeValue) core.LimitCounter {

@@ -37,7 +37,8 @@ func (a *App) DispatcherHandler() *dispatcher.Handler {
 
 // RetrierHandler consumes the retry queue.
 func (a *App) RetrierHandler() *retrier.Handler {
-	return &retrier.Handler{D: a.Dispatcher, Log: a.Log}
+	// A batch's bot-limit give-backs are one write per counter shard.
+	return &retrier.Handler{D: a.Dispatcher, Coalesce: a.Store.CoalesceGiveBacks, Log: a.Log}
 }
 
 // SweeperHandler is the scheduled sweeper.

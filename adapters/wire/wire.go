@@ -265,6 +265,9 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		AdminExtra: map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{},
 	}
 	app.Authn = app.Tokens
+	// The sweeper recounts bot-limit open counters a lost give-back left
+	// too high (issue 24; dynamo.OpenRecount).
+	app.Sweeper.OpenCounts = dynamo.NewOpenRecount(store, app.Tokens)
 	// Inline delivery (issue 26): the intake makes a first attempt that asks
 	// to wait through this same dispatcher (its lease owner is this process).
 	app.Intake.Inline = &core.Inline{D: d, MaxWait: cfg.InlineMaxWait}

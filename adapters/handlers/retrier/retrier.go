@@ -20,7 +20,12 @@ type Handler struct {
 	// 10): a paced attempt may wait for its slot in-process, and its
 	// neighbours in the batch must not wait behind it.
 	Concurrency int
-	Log         *slog.Logger
+	// Coalesce, when set, scopes one batch: what it collects under the
+	// context it returns (the bot-limit give-backs of the intents the batch
+	// ends, dynamo.Store.CoalesceGiveBacks) is written by flush once every
+	// message is done, one write per counter shard instead of one per intent.
+	Coalesce func(ctx context.Context) (context.Context, func(context.Context))
+	Log      *slog.Logger
 }
 
 // Handle processes the messages (concurrently); failed ones are returned for redelivery.
@@ -35,6 +40,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, conc)
 	)
+	if h.Coalesce != nil {
+		var flush func(context.Context)
+		ctx, flush = h.Coalesce(ctx)
+		defer flush(ctx)
+	}
 	for _, m := range ev.Records {
 		var msg core.RetryMessage
 		if err := json.Unmarshal([]byte(m.Body), &msg); err != nil || msg.IntentID == "" {

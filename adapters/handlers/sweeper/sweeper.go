@@ -24,6 +24,6 @@ func (h *Handler) Handle(ctx context.Context, _ events.EventBridgeEvent) error {
 		log = slog.Default()
 	}
 	log.InfoContext(ctx, "sweep", "leasesExpired", rep.LeasesExpired, "retriesQueued", rep.RetriesQueued,
-		"reconcilesQueued", rep.Reconciles, "pendingKicked", rep.PendingKicked, "needingHuman", rep.NeedingHuman, "errors", rep.Errors)
+		"reconcilesQueued", rep.Reconciles, "pendingKicked", rep.PendingKicked, "needingHuman", rep.NeedingHuman, "openCountsCorrected", rep.OpenRecounted, "errors", rep.Errors)
 	return err
 }

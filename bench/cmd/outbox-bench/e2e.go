@@ -93,7 +93,13 @@ func (r *runner) e2e(poll time.Duration, n int) (*e2eRun, error) {
 
 // e2eWith is e2e with the intent bodies body(account, target, i) builds.
 func (r *runner) e2eWith(poll time.Duration, n int, body func(acct, target string, i int) string) (*e2eRun, error) {
-	st, api, stop, err := r.startStack(system.Options{PollInterval: poll})
+	return r.e2eOpts(system.Options{PollInterval: poll}, n, body)
+}
+
+// e2eOpts is e2eWith on a stack started with o (o.PollInterval is the poll).
+func (r *runner) e2eOpts(o system.Options, n int, body func(acct, target string, i int) string) (*e2eRun, error) {
+	poll := o.PollInterval
+	st, api, stop, err := r.startStack(o)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +225,33 @@ func (r *runner) delivery() error {
 		r.set("e2e_poll_effect_mean_ms", round(sm["mean_ms"].(float64)-sa["mean_ms"].(float64), 2))
 	}
 	r.set("e2e_runs", runs)
+	return r.deliveryWithBotLimits()
+}
+
+// deliveryWithBotLimits is the write cost of a delivered intent when its bot
+// has limits (issue 24; docs/decisions.md "Per-bot limits"): a rate only
+// (the count at intake: one more write), and a rate plus an open cap (the
+// same count, and the give-back when the intent ends: two more). The limits
+// are far above what the run sends, so nothing is refused.
+func (r *runner) deliveryWithBotLimits() error {
+	n := min(r.f.e2eN, 40)
+	for _, v := range []struct {
+		key    string
+		limits core.BotLimits
+	}{
+		{"writes_per_delivered_intent_with_bot_rate", core.BotLimits{Rate: core.BotRate{N: 100000, Per: time.Hour}}},
+		{"writes_per_delivered_intent_with_bot_limits", core.BotLimits{Rate: core.BotRate{N: 100000, Per: time.Hour}, MaxOpen: 1000}},
+	} {
+		run, err := r.e2eOpts(system.Options{PollInterval: r.f.e2ePoll, BotLimits: core.BotLimitConfig{Default: v.limits}}, n,
+			func(acct, target string, _ int) string { return intakeBody(acct, target) })
+		if err != nil {
+			return fmt.Errorf("e2e with bot limits (%s): %w", v.key, err)
+		}
+		nf := float64(run.n)
+		r.set(v.key, round(float64(run.counts.writes())/nf, 3))
+		r.set(strings.Replace(v.key, "writes_", "wcu_", 1), round(run.counts.WCU/nf, 3))
+		fmt.Fprintf(os.Stderr, "bench:   %s: %.3f (%d intents)\n", v.key, float64(run.counts.writes())/nf, run.n)
+	}
 	return nil
 }
 

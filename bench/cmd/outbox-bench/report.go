@@ -215,6 +215,8 @@ func (r *runner) printTable(w io.Writer) {
 		{"e2e_p50 / p99 (poll " + v("e2e_alt_poll_interval_ms") + "ms)", v("e2e_alt_p50_ms") + " / " + v("e2e_alt_p99_ms"), ""},
 		{"  poll interval effect on p50 / mean ms", v("e2e_poll_effect_p50_ms") + " / " + v("e2e_poll_effect_mean_ms"), ""},
 		{"writes_per_delivered_intent", v("writes_per_delivered_intent"), goal("writes_per_delivered_intent")},
+		{"  with bot rate / rate + open cap", v("writes_per_delivered_intent_with_bot_rate") + " / " + v("writes_per_delivered_intent_with_bot_limits"), "+1 count at intake, +1 give-back at the end (decisions: Per-bot limits)"},
+		{"  wcu with bot rate / rate + open cap", v("wcu_per_delivered_intent_with_bot_rate") + " / " + v("wcu_per_delivered_intent_with_bot_limits"), ""},
 		{"inline_writes / wcu per delivered intent", v("inline_writes_per_delivered_intent") + " / " + v("inline_wcu_per_delivered_intent"), goal("inline_writes_per_delivered_intent") + " " + goal("inline_wcu_per_delivered_intent")},
 		{"inline_e2e_p50_ms / p99 (floor p99)", v("inline_e2e_p50_ms") + " / " + v("inline_e2e_p99_ms") + " (" + v("inline_floor_p99_ms") + ")", "POST with Prefer: wait -> 201 succeeded"},
 		{"inline_vs_floor_p99", v("inline_vs_floor_p99"), goal("inline_vs_floor_p99")},

@@ -324,7 +324,7 @@ async function renderIntent(id) {
     h('p', { id: 'intent-status' }, badge(inn.status), ' ', inn.statusReason || ''),
     h('div', { class: 'cols' },
       h('section', { 'aria-labelledby': 'h-identity' }, h('h2', { id: 'h-identity' }, 'Identity'),
-        dlOf([['Bot', inn.bot], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Trace id', inn.traceParent ? h('span', { id: 'trace-id' }, inn.traceParent.split('-')[1] || '') : ''], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
+        dlOf([['Bot', botLink(inn.bot)], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Trace id', inn.traceParent ? h('span', { id: 'trace-id' }, inn.traceParent.split('-')[1] || '') : ''], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
       h('section', { 'aria-labelledby': 'h-delivery' }, h('h2', { id: 'h-delivery' }, 'Delivery'),
         dlOf([['Provider', inn.provider], ['Account', inn.account], ['Action', inn.action], ['Target', inn.target],
           ['Payload hash', inn.payloadHash], ['Grant', inn.grant ? inn.grant.id + ' v' + inn.grant.version : ''],
@@ -635,6 +635,66 @@ async function showCapability(box, provider, account, first) {
     msg);
 }
 
+// ---------- bot limits (issue 24) ----------
+
+// renderBots shows each bot's limits as GET /v1/admin/bots/{bot}/limits
+// answers them: its rate of new intents and its cap on open intents, how
+// many it has used of each now. The bots listed are the owners of bot
+// tokens (every principal that can submit); any other name can be looked up.
+async function renderBots(params) {
+  stopRefresh();
+  const out = h('div', { id: 'bots-message' });
+  const box = h('div', { id: 'bot-limits' });
+  const name = h('input', { type: 'text', id: 'bot-name', name: 'bot', required: true, value: params.get('bot') || '' });
+  const lookup = h('form', { class: 'filters', id: 'bot-lookup', onsubmit: ev => {
+    ev.preventDefault();
+    const b = name.value.trim();
+    if (b) location.hash = '#/bots?' + new URLSearchParams({ bot: b }).toString();
+  } }, field('Bot', name), h('button', { type: 'submit', id: 'bot-show' }, 'Show limits'));
+  setView('Bot limits', h('h1', {}, 'Bot limits'),
+    h('p', { class: 'muted' }, 'A bot over its rate of new intents, or with its maximum of open (not yet ended) intents, is answered 429 rate_limited / too_many_open_intents with Retry-After; a replay of a key it already used is never refused. Counts are per counter shard: the open count can run a little high after a lost give-back until the sweeper recounts it, never low.'),
+    out, lookup, box);
+  if (!state.me || !state.me.canDecide) { out.append(notice('warn', 'Only operators read bot limits.')); return; }
+  const bots = [];
+  if (params.get('bot')) bots.push(params.get('bot'));
+  try {
+    let cursor = '';
+    for (let i = 0; i < 10; i++) {
+      const page = await api('GET', '/v1/admin/tokens?limit=100' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+      for (const t of page.items || []) if (t.kind === 'bot' && t.status === 'active' && !bots.includes(t.owner)) bots.push(t.owner);
+      if (!page.nextCursor) break;
+      cursor = page.nextCursor;
+    }
+  } catch (e) {
+    out.append(notice('error', 'Bot tokens could not be listed: ' + (e.describe ? e.describe() : String(e))));
+  }
+  if (!bots.length) { box.replaceChildren(h('p', { class: 'muted' }, 'No bot token is active: look a bot up by name.')); return; }
+  const body = h('tbody', {});
+  box.replaceChildren(h('table', { id: 'bot-limits-table' },
+    h('thead', {}, h('tr', {}, ['Bot', 'Rate of new intents', 'New intents this window', 'Open intents cap', 'Open intents counted', 'Counter shards'].map(c => h('th', { scope: 'col' }, c)))),
+    body));
+  for (const bot of bots) {
+    const row = h('tr', { 'data-bot': bot }, h('td', { class: 'mono' }, bot), h('td', { colspan: 5, class: 'muted' }, 'loading…'));
+    body.append(row);
+    let l;
+    try { l = await api('GET', '/v1/admin/bots/' + encodeURIComponent(bot) + '/limits'); } catch (e) {
+      row.replaceChildren(h('td', { class: 'mono' }, bot), h('td', { colspan: 5 }, notice('error', e.describe ? e.describe() : String(e))));
+      continue;
+    }
+    const limited = l.rate || l.maxOpen;
+    row.dataset.rate = l.rate; row.dataset.maxOpen = l.maxOpen; row.dataset.inWindow = l.inWindow;
+    row.dataset.open = l.open; row.dataset.shards = l.shards;
+    row.replaceChildren(h('td', { class: 'mono' }, bot),
+      h('td', { class: 'bl-rate' }, l.rate ? l.rate.replace('/', ' per ') : 'no limit'),
+      h('td', { class: 'bl-in-window' }, l.rate ? String(l.inWindow) + ' (admits up to ' + (l.rateQuotaPerShard * l.shards) + ')' : '—'),
+      h('td', { class: 'bl-max-open' }, l.maxOpen ? String(l.maxOpen) : 'no cap'),
+      h('td', { class: 'bl-open' }, l.maxOpen ? String(l.open) + ' (admits up to ' + (l.openQuotaPerShard * l.shards) + ')' : '—'),
+      h('td', { class: 'bl-shards' }, limited ? String(l.shards) + ' (rate ' + l.rateQuotaPerShard + ', open ' + l.openQuotaPerShard + ' each)' : '—'));
+  }
+}
+
+function botLink(bot) { return h('a', { href: '#/bots?' + new URLSearchParams({ bot }).toString(), class: 'bot-link' }, bot); }
+
 // ---------- router ----------
 
 async function route() {
@@ -647,6 +707,7 @@ async function route() {
   if (path === '/overview') return renderOverview(); // overview.js
   if (path === '/bulk') return renderBulk(params);
   if (path === '/grants') return renderGrants();
+  if (path === '/bots') return renderBots(params);
   return renderQueue(params);
 }
 
