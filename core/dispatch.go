@@ -163,8 +163,18 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 		return nil
 	}
 	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
-	_, err = d.afterClaim(ctx, in, att, gate, nil, log)
+	_, err = d.afterClaim(ctx, in, att, gate, preClaim{}, log)
 	return err
+}
+
+// preClaim is what the inline intake read right before its put for the
+// attempt it made (inline.go); the dispatcher's claims carry none.
+type preClaim struct {
+	// checks is the attempt's revalidation (nil: revalidate after the claim).
+	checks *Checks
+	// barrierRead: the barrier read before the put stands for the read after
+	// the claim (InlineBarrierFresh).
+	barrierRead bool
 }
 
 // startAttempt is the claim's change to the intent: in flight under this
@@ -190,16 +200,18 @@ func (d *Dispatcher) startAttempt(in *Intent, now time.Time) error {
 	return nil
 }
 
-// afterClaim is the attempt after its claim: the barrier, the revalidation
+// afterClaim is the attempt after its claim: the barrier (unless the inline
+// intake's read before its put stands for it, preClaim), the revalidation
 // (unless checked carries one made for this attempt right before its claim:
 // the inline intake's, inline.go), the checks before the send, the gate's
 // hold, the send and its outcome. Every attempt goes through it, the inline
 // one included: one path. It returns the intent as its last write stored it
 // (nil when that write was the gate's release after a hold).
-func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, gate ticket, checked *Checks, log *slog.Logger) (*Intent, error) {
+func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, gate ticket, pre preClaim, log *slog.Logger) (*Intent, error) {
 	ctx, span := startSpan(ctx, d.Tracer, "outbox.attempt", in.TraceParent, attemptAttrs(in, att.Trigger))
 	defer span.End()
-	if d.Barrier != nil {
+	checked := pre.checks
+	if d.Barrier != nil && !pre.barrierRead {
 		until, up, err := d.Barrier.BarrierUp(ctx, in)
 		if err != nil || up {
 			// Fail closed: an unreadable barrier holds the attempt too.
