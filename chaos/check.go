@@ -178,6 +178,18 @@ func (w *World) check(ctx context.Context) {
 			}
 			continue
 		}
+		if in.Pruned != nil {
+			// A tombstone answers for the whole intent its prune removed
+			// (prune.go checked that they agree): check that one.
+			w.mu.Lock()
+			was := w.pruned[s.ID]
+			w.mu.Unlock()
+			if was == nil {
+				w.problem("prune", s.ID, "intent %d is a tombstone, but no step pruned it", s.N)
+				continue
+			}
+			in = was
+		}
 		// (b) none stuck.
 		if !in.Status.Terminal() && in.Status != core.StatusNeedsHuman {
 			w.problem("stuck", s.ID, "intent %d is still %s after drain (%s) %s", s.N, in.Status, in.StatusReason, w.repairState(ctx, in))
