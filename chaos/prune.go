@@ -32,10 +32,18 @@ import (
 // prune removed (World.pruned) and counts provider effects against it as
 // for every other intent.
 const (
-	chaosRetention = 30 * time.Second
-	// Longer than any schedule's steps advance the clock: a tombstone is
-	// never reaped inside a schedule (its key would be free again).
-	chaosTombstoneRetention = 2 * time.Hour
+	// An hour, not seconds: the TTL is stamped from the schedule's fake
+	// clock, which runs behind real time while a schedule runs (steps move
+	// it less than the wall clock moves), and DynamoDB Local's own TTL does
+	// delete expired items by real time — a 30 s window let it delete ended
+	// intents mid-schedule, outside any step (a key freed with no tombstone:
+	// the known delete-to-tombstone gap, found by this suite). An hour is
+	// more than any schedule's lag, so only the reaper of a prune step
+	// (fake clock advanced past the window) removes an intent.
+	chaosRetention = time.Hour
+	// Longer than any schedule's steps advance the clock (two prunes and
+	// the clock steps): a tombstone is never reaped inside a schedule.
+	chaosTombstoneRetention = 24 * time.Hour
 )
 
 // pruneSteps draws the schedule's retention steps from a stream of their
