@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/chaos"
 	"github.com/botharness/outbox/core"
@@ -150,4 +151,27 @@ func TestChaosCatchesUnconditionalClaim(t *testing.T) {
 		lines = append(lines, sum.Line())
 	}
 	t.Fatalf("unconditional claims went unnoticed in every batch:\n%s", strings.Join(lines, "\n"))
+}
+
+// dropTombstones is a broken pruner's store: its tombstone puts never
+// reach the table (the bug "prune without keeping the key").
+func dropTombstones(cfg *aws.Config) {
+	cfg.APIOptions = append(cfg.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("chaos.dropTombstones",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if p, ok := in.Parameters.(*dynamodb.PutItemInput); ok && dynamo.IsTombstone(p.Item) {
+					return middleware.InitializeOutput{Result: &dynamodb.PutItemOutput{}}, middleware.Metadata{}, nil
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
+}
+
+// The suite must notice a prune that loses the key: the pruned intent's key
+// holds nothing, and a replay of it starts a new intent.
+func TestChaosCatchesPruneWithoutTombstone(t *testing.T) {
+	sum := run(t, chaos.Config{Seed: 7700, N: 6, Parallel: 3, Only: []string{"retention/"}, BreakConfig: dropTombstones})
+	if sum.OK() || sum.Outcomes["pruned"] == 0 {
+		t.Fatalf("prunes without tombstones went unnoticed: %s, outcomes %v", sum.Line(), sum.Outcomes)
+	}
 }

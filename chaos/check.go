@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -172,11 +173,33 @@ func (w *World) check(ctx context.Context) {
 		hist := append([]*core.Intent(nil), w.history[s.ID]...)
 		w.mu.Unlock()
 		// (b) none lost.
-		if !ok {
-			if accepted {
+		if !ok && accepted {
+			// Read again, telling a missing item from a failed read (a read
+			// that failed under load is the harness's problem, not a loss).
+			got, err := w.env.get(ctx, w.slot.table, s.ID)
+			switch {
+			case err == nil:
+				in, ok = got, true
+			case errors.Is(err, core.ErrNotFound):
 				w.problem("lost", s.ID, "intake accepted intent %d but the store does not have it", s.N)
+			default:
+				w.problem("harness", s.ID, "read intent %d: %v", s.N, err)
 			}
+		}
+		if !ok {
 			continue
+		}
+		if in.Pruned != nil {
+			// A tombstone answers for the whole intent its prune removed
+			// (prune.go checked that they agree): check that one.
+			w.mu.Lock()
+			was := w.pruned[s.ID]
+			w.mu.Unlock()
+			if was == nil {
+				w.problem("prune", s.ID, "intent %d is a tombstone, but no step pruned it", s.N)
+				continue
+			}
+			in = was
 		}
 		// (b) none stuck.
 		if !in.Status.Terminal() && in.Status != core.StatusNeedsHuman {

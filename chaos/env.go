@@ -145,7 +145,11 @@ func (e *Env) observe(_ context.Context, ev events.DynamoDBEvent) (events.Dynamo
 			fmt.Fprintf(os.Stderr, "observe %s %s keys=%v\n", r.EventName, r.Change.SequenceNumber, r.Change.Keys["pk"].String())
 		}
 		id := ""
-		if img := r.Change.NewImage; img != nil {
+		img := r.Change.NewImage
+		if img == nil {
+			img = r.Change.OldImage // a delete (the TTL reaper's, prune.go)
+		}
+		if img != nil {
 			if v, ok := img["id"]; ok && v.DataType() == events.DataTypeString {
 				id = v.String()
 			}

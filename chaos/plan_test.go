@@ -58,3 +58,46 @@ func TestPlanBackupsRaceClaimsOnSeveralBarrierShards(t *testing.T) {
 	}
 	t.Logf("%d of 500 plans take a backup; %d span >= 2 barrier shards; widest %d", backups, spanning, maxSpan)
 }
+
+// Pruning is in the mix (issue 27): many plans prune, many of those replay
+// a pruned key, and the retention steps are drawn apart, so every other
+// step of a seed's plan is the one it had without them.
+func TestPlanPrunesAndReplaysPrunedKeysLeavingTheRestUnchanged(t *testing.T) {
+	prunes, replays := 0, 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		cfg := Config{}
+		cfg.defaults()
+		_, _, base := basePlan(seed, cfg)
+		_, _, names := Plan(seed, Config{})
+		var rest []string
+		p, r := false, false
+		for _, n := range names {
+			switch n {
+			case "retention/prune":
+				p = true
+			case "retention/replay-pruned":
+				r = true
+			default:
+				rest = append(rest, n)
+			}
+		}
+		if len(rest) != len(base) {
+			t.Fatalf("seed %d: %d other steps with retention, %d without", seed, len(rest), len(base))
+		}
+		for i := range rest {
+			if rest[i] != base[i] {
+				t.Fatalf("seed %d: step %d is %s with retention, %s without", seed, i, rest[i], base[i])
+			}
+		}
+		if p {
+			prunes++
+		}
+		if r {
+			replays++
+		}
+	}
+	if prunes < 150 || replays < 100 {
+		t.Fatalf("%d of 300 plans prune, %d replay a pruned key: want >= 150 and >= 100", prunes, replays)
+	}
+	t.Logf("%d of 300 plans prune, %d replay a pruned key", prunes, replays)
+}

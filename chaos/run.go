@@ -88,6 +88,13 @@ func (s Summary) OK() bool {
 // Plan draws a schedule's intents and steps from its seed.
 func Plan(seed uint64, cfg Config) ([]*IntentSpec, []Step, []string) {
 	cfg.defaults()
+	specs, plan, names := basePlan(seed, cfg)
+	plan, names = pruneSteps(seed, cfg, specs, plan, names)
+	return specs, plan, names
+}
+
+// basePlan is Plan without the retention steps (prune.go).
+func basePlan(seed uint64, cfg Config) ([]*IntentSpec, []Step, []string) {
 	r := rand.New(rand.NewPCG(seed, 0xc4a05))
 	n := 2 + r.IntN(cfg.Intents-1)
 	var specs []*IntentSpec

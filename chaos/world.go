@@ -128,7 +128,9 @@ type World struct {
 	outcomes   map[string]int // final statuses, effects, attempts
 	setupTook  time.Duration
 	backups    []backupTaken
-	cuts       map[string][]int // intent id -> history indexes where it was lost and restored
+	cuts       map[string][]int             // intent id -> history indexes where it was lost and restored
+	removes    []events.DynamoDBEventRecord // deletes the observer saw, for the pruner (prune.go)
+	pruned     map[string]*core.Intent      // intent id -> the whole intent its prune removed
 }
 
 // backupTaken is a profile backup a step took, and the intents it can hold.
@@ -139,7 +141,7 @@ type backupTaken struct {
 
 // Problem is one invariant violation.
 type Problem struct {
-	Kind   string // effects_over_limit | lost | stuck | evidence | history | send_after_stop | failed_with_effect | intake | harness
+	Kind   string // effects_over_limit | lost | stuck | evidence | history | send_after_stop | failed_with_effect | intake | prune | harness
 	Intent string
 	Detail string
 }
@@ -176,7 +178,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 		bot:       BotOf(seed),
 		Intents:   specs,
 		submitted: map[string]bool{}, accepted: map[string]bool{},
-		history: map[string][]*core.Intent{}, outcomes: map[string]int{}, cuts: map[string][]int{},
+		history: map[string][]*core.Intent{}, outcomes: map[string]int{}, cuts: map[string][]int{}, pruned: map[string]*core.Intent{},
 	}
 	w.mail = newMailbox(w.clock)
 	start := time.Now()
@@ -233,7 +235,8 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 			ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
 			Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
 			Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,
-			BackupKey: chaosBackupKey,
+			BackupKey:       chaosBackupKey,
+			IntentRetention: chaosRetention, TombstoneRetention: chaosTombstoneRetention, ArchiveBucket: e.bucket,
 		})
 		if err == nil && i == 0 {
 			err = app.SeedGrants(ctx, grants)
@@ -410,8 +413,11 @@ func (w *World) onRecord(r events.DynamoDBEventRecord, matches bool) {
 		w.problems = append(w.problems, Problem{Kind: "harness", Detail: fmt.Sprintf("cannot decode a stream image (%s %s): %v: attempts=%s", r.EventName, r.Change.SequenceNumber, err, raw)})
 		return
 	}
-	if in != nil {
+	if in != nil && in.Pruned == nil { // a tombstone is not a version of the intent (prune.go)
 		w.history[in.ID] = append(w.history[in.ID], in)
+	}
+	if r.EventName == "REMOVE" {
+		w.removes = append(w.removes, r)
 	}
 	if matches {
 		w.streamQ = append(w.streamQ, r)

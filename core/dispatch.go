@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -163,8 +164,18 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots
 		return nil
 	}
 	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
-	_, err = d.afterClaim(ctx, in, att, gate, nil, log)
+	_, err = d.afterClaim(ctx, in, att, gate, preClaim{}, log)
 	return err
+}
+
+// preClaim is what the inline intake read right before its put for the
+// attempt it made (inline.go); the dispatcher's claims carry none.
+type preClaim struct {
+	// checks is the attempt's revalidation (nil: revalidate after the claim).
+	checks *Checks
+	// barrierRead: the barrier read before the put stands for the read after
+	// the claim (InlineBarrierFresh).
+	barrierRead bool
 }
 
 // startAttempt is the claim's change to the intent: in flight under this
@@ -190,16 +201,18 @@ func (d *Dispatcher) startAttempt(in *Intent, now time.Time) error {
 	return nil
 }
 
-// afterClaim is the attempt after its claim: the barrier, the revalidation
+// afterClaim is the attempt after its claim: the barrier (unless the inline
+// intake's read before its put stands for it, preClaim), the revalidation
 // (unless checked carries one made for this attempt right before its claim:
 // the inline intake's, inline.go), the checks before the send, the gate's
 // hold, the send and its outcome. Every attempt goes through it, the inline
 // one included: one path. It returns the intent as its last write stored it
 // (nil when that write was the gate's release after a hold).
-func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, gate ticket, checked *Checks, log *slog.Logger) (*Intent, error) {
+func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, gate ticket, pre preClaim, log *slog.Logger) (*Intent, error) {
 	ctx, span := startSpan(ctx, d.Tracer, "outbox.attempt", in.TraceParent, attemptAttrs(in, att.Trigger))
 	defer span.End()
-	if d.Barrier != nil {
+	checked := pre.checks
+	if d.Barrier != nil && !pre.barrierRead {
 		until, up, err := d.Barrier.BarrierUp(ctx, in)
 		if err != nil || up {
 			// Fail closed: an unreadable barrier holds the attempt too.
@@ -232,15 +245,28 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 	if !ok {
 		return d.record(ctx, in, att, nil, &PermanentError{Class: ClassRejectedInput, Err: fmt.Errorf("%w: %s", ErrUnknownProvider, in.Provider)}, Capabilities{}, log)
 	}
-	caps := d.Capabilities(ctx, in)
-	// Sends after uncertainty (docs/decisions.md): decided right before the
-	// send, not only when the retry was scheduled (a queue, a sweep or a slow
-	// retrier can deliver it late). The request must also finish inside the
-	// key's retention: allow it the lease.
-	if v := DecideResend(resendCase(in, caps, d.Clock.Now().Add(d.Lease))); !v.Allowed() {
-		// An earlier attempt may have taken effect and nothing would stop the
-		// provider from doing it again: stop before sending, not after.
-		return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: v.Reason()}, log)
+	var caps Capabilities
+	capsOf := func() Capabilities { return caps }
+	if MayHaveTakenEffect(in) {
+		caps = d.Capabilities(ctx, in)
+		// Sends after uncertainty (docs/decisions.md): decided right before the
+		// send, not only when the retry was scheduled (a queue, a sweep or a slow
+		// retrier can deliver it late). The request must also finish inside the
+		// key's retention: allow it the lease.
+		if v := DecideResend(resendCase(in, caps, d.Clock.Now().Add(d.Lease))); !v.Allowed() {
+			// An earlier attempt may have taken effect and nothing would stop the
+			// provider from doing it again: stop before sending, not after.
+			return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: v.Reason()}, log)
+		}
+	} else {
+		// Nothing can have taken effect yet, so the send is safe whatever the
+		// provider declares (DecideResend: ResendSafe); the declaration only
+		// decides the outcome, and is read side by side with the payload and
+		// the send instead of one round trip before them (issue 26).
+		ch := make(chan Capabilities, 1)
+		go func() { ch <- d.Capabilities(ctx, in) }()
+		var once sync.Once
+		capsOf = func() Capabilities { once.Do(func() { caps = <-ch }); return caps }
 	}
 	payload, err := d.loadPayload(ctx, in)
 	switch {
@@ -253,7 +279,7 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 			Reason: fmt.Sprintf("payload %s not sent: %v", in.PayloadRef, err)}, log)
 	case err != nil:
 		// Nothing was sent: proof of no effect; try again later.
-		return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: fmt.Errorf("read payload %s: %w", in.PayloadRef, err)}, caps, log)
+		return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: fmt.Errorf("read payload %s: %w", in.PayloadRef, err)}, capsOf(), log)
 	}
 	if deferred, err := d.hold(ctx, in, &gate, att.N); deferred || err != nil {
 		return nil, err // the account gate said wait after all: released, nothing sent
@@ -262,7 +288,7 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 	req.Payload = payload
 	res, sendErr := prov.Send(ctx, req)
 	d.sent(ctx, in, gate, sendErr)
-	return d.record(ctx, in, att, &res, sendErr, caps, log)
+	return d.record(ctx, in, att, &res, sendErr, capsOf(), log)
 }
 
 // Capabilities asks the intent's provider what it declares for the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -358,5 +359,76 @@ func TestLateSuccessWhileRetryScheduledKeepsExternalID(t *testing.T) {
 	}
 	if got := r.get(t, in.ID); got.ExternalID != "late-1" {
 		t.Fatalf("external id %q after a late success, want late-1 (status %s)", got.ExternalID, got.Status)
+	}
+}
+
+// capsOrder is the fake provider with its declaration and sends logged in
+// order; with overlap set, the declaration is answered only once a send has
+// started (or after a second): a first attempt must not wait for it.
+type capsOrder struct {
+	*fakeProvider
+	overlap bool
+	mu      sync.Mutex
+	log     []string
+	sending chan struct{}
+	once    sync.Once
+}
+
+func (p *capsOrder) note(s string) { p.mu.Lock(); p.log = append(p.log, s); p.mu.Unlock() }
+
+func (p *capsOrder) Capabilities(ctx context.Context, account, action string) (Capabilities, error) {
+	if p.overlap {
+		select {
+		case <-p.sending:
+		case <-time.After(time.Second):
+		}
+	}
+	p.note("caps")
+	return p.fakeProvider.Capabilities(ctx, account, action)
+}
+
+func (p *capsOrder) Send(ctx context.Context, r SendRequest) (SendResult, error) {
+	p.note("send")
+	p.once.Do(func() { close(p.sending) })
+	return p.fakeProvider.Send(ctx, r)
+}
+
+// A first attempt reads the provider's declaration side by side with its
+// send (nothing can have taken effect, so the send is safe whatever it
+// declares; the declaration only decides the outcome): not one round trip
+// before it. A retry after an uncertain attempt reads it first, since
+// whether it may be sent at all depends on it (DecideResend).
+func TestCapabilitiesBesideAFirstSendBeforeAnUncertainRetry(t *testing.T) {
+	r := newRig(Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour}, &UnknownOutcomeError{Err: errors.New("timeout")})
+	p := &capsOrder{fakeProvider: r.prov, overlap: true, sending: make(chan struct{})}
+	r.d.Providers = ProviderMap{"fake": p}
+	in := r.submit(t)
+	mustAttempt(t, r.d, in.ID)
+	p.mu.Lock()
+	first := append([]string(nil), p.log...)
+	p.log, p.overlap = nil, false
+	p.mu.Unlock()
+	if len(first) != 2 || first[0] != "send" || first[1] != "caps" {
+		t.Fatalf("first attempt: %v, want the send under way before the declaration answered", first)
+	}
+	if got := r.get(t, in.ID); got.Status != StatusUnknownOutcome && got.Status != StatusRetryableFailure {
+		t.Fatalf("after an unknown outcome with keys: %s", got.Status)
+	}
+	r.drain(t)
+	p.mu.Lock()
+	retry := append([]string(nil), p.log...)
+	p.mu.Unlock()
+	sendAt := -1
+	for i, s := range retry {
+		if s == "send" {
+			sendAt = i
+			break
+		}
+	}
+	if sendAt < 1 || retry[sendAt-1] != "caps" {
+		t.Fatalf("retry after an uncertain attempt: %v, want the declaration read before the send", retry)
+	}
+	if got := r.get(t, in.ID); got.Status != StatusSucceeded || r.prov.sends != 2 {
+		t.Fatalf("got %s after %d sends", got.Status, r.prov.sends)
 	}
 }

@@ -27,6 +27,9 @@ type memStore struct {
 	repairDelay time.Duration
 	wmAt        time.Time
 	wmID        string
+	// onCreate, when set, runs inside every Create (a put's latency, a
+	// race at the put).
+	onCreate func()
 }
 
 func newMemStore() *memStore {
@@ -34,6 +37,9 @@ func newMemStore() *memStore {
 }
 
 func (m *memStore) Create(_ context.Context, in *Intent) (*Intent, bool, error) {
+	if m.onCreate != nil {
+		m.onCreate()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ex, ok := m.items[in.ID]; ok {

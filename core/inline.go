@@ -24,9 +24,14 @@ import (
 // asynchronous road takes it: a bot never gets a weaker guarantee by asking
 // to wait. The three reads run side by side (one round trip).
 //
-// The put still obeys "claim, then check the barrier": afterClaim reads the
-// barrier after it, as after every claim; the read before the put only
-// decides whether to claim at all. The revalidation read before the put is
+// The barrier read before the put also stands for the read after the claim
+// ("claim, then check the barrier", BarrierCheck) when the put returned
+// within InlineBarrierFresh of the moment that read was issued: a backup
+// waits BarrierSettle after its raise before it reads any intent, so such a
+// put is linearised before the backup's first read, and the backup reads
+// the intent in flight (recorded in flight at the cutoff), exactly as for a
+// claim whose barrier read preceded the raise. A slower put reads the
+// barrier again after it, as every claim does. The revalidation read before the put is
 // the attempt's revalidation (recorded on the attempt): it happens before
 // the send, as the dispatcher's does, so a revocation acknowledged before it
 // is seen.
@@ -40,6 +45,16 @@ import (
 
 // TriggerInline is the attempt trigger of an inline intake attempt.
 const TriggerInline = "inline"
+
+// BarrierSettle is how long a backup waits after its barrier raise
+// committed before it reads any intent of the profile. InlineBarrierFresh is
+// how long an inline put may take, counted from the moment its barrier read
+// was issued, for that read to stand for the read after the claim (half the
+// settle: a margin for the two clocks' rates and the backup's own timer).
+const (
+	BarrierSettle      = time.Second
+	InlineBarrierFresh = BarrierSettle / 2
+)
 
 // DefaultInlineMaxWait caps Prefer: wait (below the API's and the intake
 // function's timeouts).
@@ -59,6 +74,17 @@ type Inline struct {
 	MaxWait time.Duration
 	// Sleep waits between a replay's polls (tests inject it); nil: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Monotonic times the barrier read before the put against
+	// InlineBarrierFresh (tests inject it); nil: time.Now, whose monotonic
+	// reading measures real latency whatever the Dispatcher's Clock says.
+	Monotonic func() time.Time
+}
+
+func (l *Inline) mono() time.Time {
+	if l.Monotonic != nil {
+		return l.Monotonic()
+	}
+	return time.Now()
 }
 
 // SubmitOptions are the caller's preferences for one submission.
@@ -82,6 +108,9 @@ type inlinePlan struct {
 	checks  *Checks
 	now     time.Time
 	why     string // why not claimed ("" when claimed)
+	// barrierAsked is when the barrier read before the put was issued
+	// (monotonic; zero without a barrier check).
+	barrierAsked time.Time
 }
 
 // plan decides, before the put, whether in can be attempted now, and if so
@@ -101,6 +130,7 @@ func (l *Inline) plan(ctx context.Context, in *Intent) (*inlinePlan, error) {
 		go func() { defer wg.Done(); checks, blocked, rvErr = d.Revalidator.Revalidate(ctx, in) }()
 	}
 	if d.Barrier != nil {
+		p.barrierAsked = l.mono() // real latency, not d.Clock
 		wg.Add(1)
 		go func() { defer wg.Done(); _, up, bErr = d.Barrier.BarrierUp(ctx, in) }()
 	}
@@ -148,7 +178,13 @@ func (l *Inline) attempt(ctx context.Context, in *Intent, p *inlinePlan) (*Inten
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount)
 	att := Attempt{N: in.AttemptCount, Trigger: TriggerInline, StartedAt: p.now}
 	d.metrics().Count("InlineAttempt", 1)
-	return d.afterClaim(ctx, in, att, p.ticket, p.checks, log)
+	pre := preClaim{checks: p.checks}
+	if !p.barrierAsked.IsZero() && l.mono().Sub(p.barrierAsked) < InlineBarrierFresh {
+		pre.barrierRead = true
+	} else if !p.barrierAsked.IsZero() {
+		d.metrics().Count("InlineBarrierReread", 1)
+	}
+	return d.afterClaim(ctx, in, att, p.ticket, pre, log)
 }
 
 // handOn passes on what the gate gave an intent that was not attempted

@@ -243,3 +243,53 @@ func TestInlineReplayWaitsForTheOutcome(t *testing.T) {
 		t.Fatalf("bounded replay: waited=%v %s after %v", res.Waited, res.Intent.Status, r.clock.Now().Sub(start))
 	}
 }
+
+// barrierSeq answers the barrier reads in turn (the last answer repeats).
+type barrierSeq struct {
+	up    []bool
+	calls int
+}
+
+func (b *barrierSeq) BarrierUp(context.Context, *Intent) (time.Time, bool, error) {
+	up := b.up[min(b.calls, len(b.up)-1)]
+	b.calls++
+	return time.Time{}, up, nil
+}
+
+// The barrier read before the put stands for the read after the claim only
+// while the put came back within InlineBarrierFresh of that read (a backup
+// waits BarrierSettle after its raise before it reads an intent). A backup
+// raising between the read and a slow put: the put is not known to precede
+// the backup's reads, so the barrier is read again after it, and the claim
+// is given back unsent, as every claim behind a raised barrier is.
+func TestInlineBarrierReadStandsForTheReadAfterTheClaimOnlyWhileFresh(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		putTakes  time.Duration
+		wantReads int
+		wantSends int
+	}{
+		{"fast put: one read, sent", InlineBarrierFresh / 10, 1, 1},
+		{"slow put: read again, held", InlineBarrierFresh, 2, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := inlineRig(newRig(Capabilities{}))
+			b := &barrierSeq{up: []bool{false, true}} // raised right after the first read
+			r.d.Barrier = b
+			mono := time.Unix(1000, 0)
+			r.in.Inline.Monotonic = func() time.Time { return mono }
+			r.store.onCreate = func() { mono = mono.Add(c.putTakes) }
+			res := r.submitWait(t, "k1", 5*time.Second)
+			if b.calls != c.wantReads || r.prov.sends != c.wantSends {
+				t.Fatalf("barrier reads %d sends %d, want %d and %d", b.calls, r.prov.sends, c.wantReads, c.wantSends)
+			}
+			got := r.get(t, res.Intent.ID)
+			if c.wantSends == 0 && (len(got.Attempts) != 1 || got.Attempts[0].Result != ResultHeldByBarrier) {
+				t.Fatalf("held claim: %s %+v", got.Status, got.Attempts)
+			}
+			if c.wantSends == 1 && got.Status != StatusSucceeded {
+				t.Fatalf("status %s", got.Status)
+			}
+		})
+	}
+}

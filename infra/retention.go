@@ -10,6 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/botharness/outbox/adapters/archive"
+	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/core"
 )
 
@@ -23,13 +24,12 @@ const (
 	EnvArchiveBucket      = "OUTBOX_ARCHIVE_BUCKET"
 )
 
-// The pruner's stream mapping: batches of up to PrunerBatchSize records,
-// gathered for up to PrunerBatchingWindowSeconds, so 1,000 pruned intents
-// cost a few archive objects (archive_s3_puts_per_1000_pruned <= 10) while
-// a batch of ~2 KB intent images stays well under Lambda's 6 MB payload.
+// The pruner's stream mapping (pruner.MappingBatchSize and
+// MappingBatchingWindow: the same settings the local host and the bench's
+// archive_s3_puts_per_1000_pruned use).
 const (
-	PrunerBatchSize             = 500
-	PrunerBatchingWindowSeconds = 30
+	PrunerBatchSize             = pruner.MappingBatchSize
+	PrunerBatchingWindowSeconds = float64(pruner.MappingBatchingWindow / time.Second)
 )
 
 // ActionsArchiveWrite: the pruner writes batch objects (HeadObject is

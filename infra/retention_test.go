@@ -22,7 +22,8 @@ func TestRetention(t *testing.T) {
 	})
 	fn := prodT.function(t, prodPrefix, "pruner")
 	esm := prodT.one(t, "AWS::Lambda::EventSourceMapping", "FunctionName", map[string]any{"Ref": fn.ID})
-	if esm.Props["BatchSize"] != float64(PrunerBatchSize) || esm.Props["MaximumBatchingWindowInSeconds"] != float64(PrunerBatchingWindowSeconds) {
+	// The settings the local host's poller and the bench use (pruner.Mapping*).
+	if esm.Props["BatchSize"] != float64(pruner.MappingBatchSize) || esm.Props["MaximumBatchingWindowInSeconds"] != pruner.MappingBatchingWindow.Seconds() {
 		t.Errorf("pruner batching %v / %v", esm.Props["BatchSize"], esm.Props["MaximumBatchingWindowInSeconds"])
 	}
 	filters := list(esm.Props["FilterCriteria"].(map[string]any)["Filters"])

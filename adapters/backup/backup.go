@@ -190,6 +190,16 @@ func (s *Service) Backup(ctx context.Context, profile string) (*Manifest, error)
 	if err := s.Store.RaiseBarrier(ctx, profile, id, now, ttl); err != nil {
 		return nil, err
 	}
+	// Let every inline put whose barrier read preceded the raise land before
+	// the first read (core.InlineBarrierFresh): core.BarrierSettle of real
+	// time, not s.Clock (it bounds request latency).
+	t := time.NewTimer(core.BarrierSettle)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return nil, ctx.Err()
+	}
 	m := &Manifest{Format: ManifestFormat, BackupID: id, Profile: profile, Table: s.Store.Table(), BarrierAt: now,
 		ItemsObject: prefix(id) + "items.jsonl.gz", StatusCounts: map[string]int{}, InFlightAtCutoff: []string{}}
 	var buf bytes.Buffer

@@ -24,6 +24,13 @@ import (
 	"github.com/botharness/outbox/sandbox"
 )
 
+// The hosts' lease, sweep grace and sweep interval in the inline crash tests.
+const (
+	inlineCrashLease    = 5 * time.Second
+	inlineCrashGrace    = 2 * time.Second
+	inlineCrashInterval = 2 * time.Second
+)
+
 // TestHostKilledDuringAnInlineSend (issue 26): a host killed (SIGKILL)
 // while the intake's inline attempt is at the provider leaves the intent in
 // flight under the lease its put wrote; the restarted host's sweeper takes
@@ -32,11 +39,44 @@ import (
 // human, and the provider performed the effect exactly once (its held
 // request commits after the kill; nothing sends it again).
 func TestHostKilledDuringAnInlineSend(t *testing.T) {
+	id, inFlight, effects, restart := killDuringInlineSend(t, "acct-inline-crash", `{"idempotencyKeys":false,"lookup":false}`)
+	ctx := context.Background()
+	store := restart()
+	var swept *core.Intent
+	waitFor(t, inlineCrashLease+inlineCrashGrace+inlineCrashInterval+15*time.Second, "the restarted host sweeps the crashed inline attempt", func() bool {
+		in, err := store.Get(ctx, id)
+		if err == nil && in.Status != core.StatusInFlight && in.Status != core.StatusUnknownOutcome {
+			swept = in
+			return true
+		}
+		return false
+	})
+	last := swept.Attempts[len(swept.Attempts)-1]
+	if swept.Status != core.StatusNeedsHuman || last.Result != core.ResultLeaseExpired || !last.StartedAt.Equal(inFlight.Lease.Since) {
+		t.Fatalf("swept to %s (%s), last attempt %s started %v; want needs-human, lease-expired, started at the inline put %v",
+			swept.Status, swept.StatusReason, last.Result, last.StartedAt, inFlight.Lease.Since)
+	}
+	waitFor(t, 10*time.Second, "the held request commits at the provider", func() bool { return effects(id) == 1 })
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if n := effects(id); n != 1 {
+			t.Fatalf("%d effects, want exactly 1", n)
+		}
+	}
+}
+
+// killDuringInlineSend starts a host, submits with Prefer: wait for account
+// (whose sandbox account declares caps and holds each request 3 s, then
+// commits), SIGKILLs the host while the inline attempt is at the provider
+// and returns the intent's id, its in-flight state as the put wrote it, the
+// sandbox's effect count for an id, and a restart of the host on the same
+// table (returning the store).
+func killDuringInlineSend(t *testing.T, account, caps string) (string, *core.Intent, func(string) int, func() *dynamo.Store) {
+	t.Helper()
 	requireEmulators(t)
 	const (
-		lease    = 5 * time.Second
-		grace    = 2 * time.Second
-		interval = 2 * time.Second
+		lease    = inlineCrashLease
+		grace    = inlineCrashGrace
+		interval = inlineCrashInterval
 	)
 	ctx := context.Background()
 	bin := hostBinary(t)
@@ -44,7 +84,7 @@ func TestHostKilledDuringAnInlineSend(t *testing.T) {
 	// then commits: the send is in flight when the host dies, and the
 	// effect lands after.
 	_, sbURL := sandbox.StartTest(t, time.Now)
-	post(t, sbURL+"/_sandbox/faults", "", `{"account":"acct-inline-crash","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"hang","delayMs":3000}]}`, http.StatusOK)
+	post(t, sbURL+"/_sandbox/faults", "", fmt.Sprintf(`{"account":%q,"capabilities":%s,"faults":[{"kind":"hang","delayMs":3000}]}`, account, caps), http.StatusOK)
 
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -106,13 +146,13 @@ func TestHostKilledDuringAnInlineSend(t *testing.T) {
 	}
 
 	host, addr := start()
-	body := `{"kind":"reply","provider":"sandbox","account":"acct-inline-crash","action":"send_message","target":"chan-1","payload":{"text":"inline crash"},"grant":{"id":"dev-grant","version":1}}`
+	body := fmt.Sprintf(`{"kind":"reply","provider":"sandbox","account":%q,"action":"send_message","target":"chan-1","payload":{"text":"inline crash"},"grant":{"id":"dev-grant","version":1}}`, account)
 	answered := make(chan error, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/intents", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer dev-bot-token")
-		req.Header.Set("Idempotency-Key", "inline-crash-1")
+		req.Header.Set("Idempotency-Key", "inline-crash-"+account)
 		req.Header.Set("Prefer", "wait=10")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
@@ -121,7 +161,7 @@ func TestHostKilledDuringAnInlineSend(t *testing.T) {
 		}
 		answered <- err
 	}()
-	id := core.IntentID("dev-bot", "inline-crash-1")
+	id := core.IntentID("dev-bot", "inline-crash-"+account)
 	var inFlight *core.Intent
 	waitFor(t, 30*time.Second, "the inline attempt is in flight", func() bool {
 		in, err := store.Get(ctx, id)
@@ -143,25 +183,53 @@ func TestHostKilledDuringAnInlineSend(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	start()
-	var swept *core.Intent
-	waitFor(t, lease+grace+interval+15*time.Second, "the restarted host sweeps the crashed inline attempt", func() bool {
-		in, err := store.Get(ctx, id)
-		if err == nil && in.Status != core.StatusInFlight && in.Status != core.StatusUnknownOutcome {
-			swept = in
-			return true
-		}
-		return false
-	})
-	last := swept.Attempts[len(swept.Attempts)-1]
-	if swept.Status != core.StatusNeedsHuman || last.Result != core.ResultLeaseExpired || !last.StartedAt.Equal(inFlight.Lease.Since) {
-		t.Fatalf("swept to %s (%s), last attempt %s started %v; want needs-human, lease-expired, started at the inline put %v",
-			swept.Status, swept.StatusReason, last.Result, last.StartedAt, inFlight.Lease.Since)
-	}
-	waitFor(t, 10*time.Second, "the held request commits at the provider", func() bool { return effects(id) == 1 })
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if n := effects(id); n != 1 {
-			t.Fatalf("%d effects, want exactly 1", n)
-		}
+	return id, inFlight, effects, func() *dynamo.Store { start(); return store }
+}
+
+// TestHostKilledDuringAnInlineSendEndsByLookupOrKey (issue 26): the same
+// kill for an account whose provider offers lookup, or idempotency keys:
+// the restarted host's sweeper takes the lost inline attempt to unknown
+// outcome, and the intent ends succeeded, by the lookup finding the
+// committed effect or by a retry under the same key that the provider
+// answers with it, with exactly one provider effect either way.
+func TestHostKilledDuringAnInlineSendEndsByLookupOrKey(t *testing.T) {
+	for _, c := range []struct{ name, account, caps string }{
+		{"lookup", "acct-inline-crash-lookup", `{"idempotencyKeys":false,"lookup":true}`},
+		{"keys", "acct-inline-crash-keys", `{"idempotencyKeys":true,"lookup":false}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id, inFlight, effects, restart := killDuringInlineSend(t, c.account, c.caps)
+			ctx := context.Background()
+			store := restart()
+			var done *core.Intent
+			waitFor(t, inlineCrashLease+inlineCrashGrace+inlineCrashInterval+30*time.Second, "the restarted host ends the crashed inline attempt", func() bool {
+				in, err := store.Get(ctx, id)
+				if err == nil && in.Status.Terminal() || err == nil && in.Status == core.StatusNeedsHuman {
+					done = in
+					return true
+				}
+				return false
+			})
+			if done.Status != core.StatusSucceeded || done.ExternalID == "" {
+				t.Fatalf("ended %s (%s) external %q; want succeeded with the provider's id", done.Status, done.StatusReason, done.ExternalID)
+			}
+			lost := false
+			for _, a := range done.Attempts {
+				if a.N == inFlight.AttemptCount && a.Result == core.ResultLeaseExpired && a.StartedAt.Equal(inFlight.Lease.Since) {
+					lost = true
+				}
+			}
+			if !lost {
+				t.Fatalf("no lease-expired entry for the inline attempt: %+v", done.Attempts)
+			}
+			if n := effects(id); n != 1 {
+				t.Fatalf("%d effects, want exactly 1", n)
+			}
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if n := effects(id); n != 1 {
+					t.Fatalf("%d effects, want exactly 1", n)
+				}
+			}
+		})
 	}
 }

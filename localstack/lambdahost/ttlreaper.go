@@ -33,6 +33,15 @@ import (
 // TTLPrincipal is the userIdentity.principalId AWS puts on TTL deletes.
 const TTLPrincipal = "dynamodb.amazonaws.com"
 
+// DefaultTTLDeleters: a sweep's deletes go out side by side, so a sweep's
+// stream records come as one burst, as AWS's TTL service deletes in
+// background bursts. One by one, a sweep of 1,000 expired items on a loaded
+// machine spread its records over more than the pruner mapping's 30 s
+// batching window, and the pruner archived them in several objects where
+// AWS writes one (archive_s3_puts_per_1000_pruned 15 against a goal of 10;
+// bench/cmd/outbox-bench retention, TestReaperSweepIsOneBurst).
+const DefaultTTLDeleters = 16
+
 // TTLReaperAPI is the part of the DynamoDB client the reaper uses.
 type TTLReaperAPI interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
@@ -47,6 +56,9 @@ type TTLReaperConfig struct {
 	Attribute string
 	// Interval between sweeps (OUTBOX_TTL_REAPER_INTERVAL; default 15s).
 	Interval time.Duration
+	// Deleters is how many deletes of one sweep are in flight at once
+	// (default DefaultTTLDeleters).
+	Deleters int
 	// Now is the wall clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -69,6 +81,7 @@ func NewTTLReaper(cfg TTLReaperConfig) (*TTLReaper, error) {
 		return nil, errors.New("host: TTLReaperConfig needs DynamoDB, TableName and Attribute")
 	}
 	cfg.Interval = orDefault(cfg.Interval, 15*time.Second)
+	cfg.Deleters = orDefault(cfg.Deleters, DefaultTTLDeleters)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -126,42 +139,73 @@ func (r *TTLReaper) ReapOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("ttl scan: %w", err)
 		}
-		for _, item := range out.Items {
-			pk, _ := item["pk"].(*types.AttributeValueMemberS)
-			sk, _ := item["sk"].(*types.AttributeValueMemberS)
-			exp, _ := item[r.cfg.Attribute].(*types.AttributeValueMemberN)
-			if pk == nil || sk == nil || exp == nil {
-				continue
-			}
-			k := reapKey(pk.Value, sk.Value, exp.Value)
-			r.mu.Lock()
-			r.reaped[k] = now // before the delete: its stream record may be read at once
-			r.mu.Unlock()
-			_, err := r.cfg.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-				TableName: aws.String(r.cfg.TableName),
-				Key:       map[string]types.AttributeValue{"pk": pk, "sk": sk},
-				// Only the expiry we saw: an item rewritten since is not expired.
-				ConditionExpression:       aws.String("#t = :t"),
-				ExpressionAttributeNames:  names,
-				ExpressionAttributeValues: map[string]types.AttributeValue{":t": exp},
-			})
-			var ccf *types.ConditionalCheckFailedException
-			if err != nil {
-				r.mu.Lock()
-				delete(r.reaped, k)
-				r.mu.Unlock()
-				if errors.As(err, &ccf) {
-					continue
-				}
-				return n, fmt.Errorf("ttl delete: %w", err)
-			}
-			n++
+		deleted, err := r.deletePage(ctx, out.Items, names, now)
+		n += deleted
+		if err != nil {
+			return n, err
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			return n, nil
 		}
 		start = out.LastEvaluatedKey
 	}
+}
+
+// deletePage deletes one scan page's expired items, Deleters at a time,
+// each conditionally on the expiry the scan saw (an item rewritten since is
+// not expired). It returns how many it deleted and the first error that is
+// not such a lost condition.
+func (r *TTLReaper) deletePage(ctx context.Context, items []map[string]types.AttributeValue, names map[string]string, now time.Time) (int, error) {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		n        int
+		firstErr error
+	)
+	sem := make(chan struct{}, r.cfg.Deleters)
+	for _, item := range items {
+		pk, _ := item["pk"].(*types.AttributeValueMemberS)
+		sk, _ := item["sk"].(*types.AttributeValueMemberS)
+		exp, _ := item[r.cfg.Attribute].(*types.AttributeValueMemberN)
+		if pk == nil || sk == nil || exp == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			k := reapKey(pk.Value, sk.Value, exp.Value)
+			r.mu.Lock()
+			r.reaped[k] = now // before the delete: its stream record may be read at once
+			r.mu.Unlock()
+			_, err := r.cfg.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName:                 aws.String(r.cfg.TableName),
+				Key:                       map[string]types.AttributeValue{"pk": pk, "sk": sk},
+				ConditionExpression:       aws.String("#t = :t"),
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: map[string]types.AttributeValue{":t": exp},
+			})
+			if err != nil {
+				r.mu.Lock()
+				delete(r.reaped, k)
+				r.mu.Unlock()
+				var ccf *types.ConditionalCheckFailedException
+				if !errors.As(err, &ccf) {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("ttl delete: %w", err)
+					}
+					mu.Unlock()
+				}
+				return
+			}
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return n, firstErr
 }
 
 // gc forgets deletes every poller has long since read.

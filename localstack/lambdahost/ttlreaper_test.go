@@ -1,9 +1,17 @@
 package lambdahost
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/localstack/lambdahost/streamfilter"
@@ -54,4 +62,64 @@ func TestAWSShapeAndThePrunerFilter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inFlight counts the reaper's deletes in flight against the real emulator.
+type inFlight struct {
+	*dynamodb.Client
+	mu        sync.Mutex
+	now, peak int
+}
+
+func (c *inFlight) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.mu.Lock()
+	c.now++
+	c.peak = max(c.peak, c.now)
+	c.mu.Unlock()
+	defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
+	return c.Client.DeleteItem(ctx, in, optFns...)
+}
+
+// A sweep's deletes go out side by side (DefaultTTLDeleters), so its stream
+// records come as one burst inside the pruner mapping's batching window, as
+// AWS's TTL service deletes in bursts: one by one, a loaded machine spread
+// a sweep over more than the window and the pruner wrote an archive object
+// per fragment. Only expired items go, and an item rewritten after the scan
+// is left alone.
+func TestReaperSweepIsOneBurst(t *testing.T) {
+	cfg := integrationConfig(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	ddb := dynamodb.NewFromConfig(cfg)
+	table := createStreamTable(t, ddb)
+	ctx := context.Background()
+	now := time.Now()
+	put := func(pk string, exp time.Time) {
+		if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
+			"pk": &ddbtypes.AttributeValueMemberS{Value: pk}, "sk": &ddbtypes.AttributeValueMemberS{Value: "INTENT"},
+			"expiresAt": &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(exp.Unix(), 10)},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const expired = 64
+	for i := 0; i < expired; i++ {
+		put(fmt.Sprintf("INTENT#old-%d", i), now.Add(-time.Minute))
+	}
+	put("INTENT#young", now.Add(time.Hour))
+	c := &inFlight{Client: ddb}
+	r, err := NewTTLReaper(TTLReaperConfig{DynamoDB: c, TableName: table, Attribute: "expiresAt", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.ReapOnce(ctx)
+	if err != nil || n != expired {
+		t.Fatalf("reaped %d (%v), want %d", n, err, expired)
+	}
+	if c.peak < 4 {
+		t.Fatalf("at most %d deletes in flight at once, want the sweep side by side (up to %d)", c.peak, DefaultTTLDeleters)
+	}
+	out, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table)})
+	if err != nil || len(out.Items) != 1 {
+		t.Fatalf("after the sweep %d items (%v), want only the unexpired one", len(out.Items), err)
+	}
+	t.Logf("%d deletes, at most %d in flight", n, c.peak)
 }

@@ -338,7 +338,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if !o.DisableStream && !o.DisablePruner && s.Reaper != nil {
 		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
-			FilterPattern: pruner.StreamFilterPattern, BatchSize: 500, StartingPosition: lambdahost.StartTrimHorizon,
+			FilterPattern: pruner.StreamFilterPattern, BatchSize: pruner.MappingBatchSize, StartingPosition: lambdahost.StartTrimHorizon,
 			PollInterval: o.PollInterval, BatchingWindow: o.PruneBatchingWindow, MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
 			FunctionName: "pruner", FunctionTimeout: 60 * time.Second, Logger: app.Log,
 		})

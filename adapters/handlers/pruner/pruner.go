@@ -25,6 +25,20 @@ import (
 // same way (localstack/lambdahost TTLReaper).
 const StreamFilterPattern = `{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]},"dynamodb":{"OldImage":{"sk":{"S":["INTENT"]},"status":{"S":["succeeded","failed","source-revised","grant-revoked","abandoned","expired"]}}}}`
 
+// The pruner's stream mapping, one setting for the stack's event source
+// mapping (infra PrunerBatchSize / PrunerBatchingWindowSeconds, asserted on
+// the template by infra TestRetention), the local host's poller and the
+// bench that measures archive_s3_puts_per_1000_pruned with them: batches of
+// up to MappingBatchSize records gathered for up to MappingBatchingWindow,
+// so 1,000 pruned intents cost a few archive objects while a batch of ~2 KB
+// intent images stays well under Lambda's 6 MB payload. A longer window
+// (AWS allows 300 s) would write fewer objects at low prune rates, but it is
+// also the time between a TTL delete and its tombstone (docs/decisions.md).
+const (
+	MappingBatchSize      = 500
+	MappingBatchingWindow = 30 * time.Second
+)
+
 // TTLPrincipal is the userIdentity.principalId of a TTL delete.
 const TTLPrincipal = "dynamodb.amazonaws.com"
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/handlers/pruner"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 )
@@ -32,9 +33,9 @@ func (r *runner) retention() error {
 	st, api, stop, err := r.startStack(system.Options{
 		// DynamoDB's TTL deletes in background bursts: the reaper sweeps
 		// once a minute, and the pruner gathers for the deployed mapping's
-		// 30 s window (PrunerBatchingWindowSeconds).
+		// window (pruner.MappingBatchingWindow, the stack's too).
 		IntentRetention: window, TombstoneRetention: time.Hour, TTLReaperInterval: time.Minute,
-		PruneBatchingWindow: 30 * time.Second, WorkerConcurrency: 8,
+		PruneBatchingWindow: pruner.MappingBatchingWindow, WorkerConcurrency: 8,
 	})
 	if err != nil {
 		return err
