@@ -233,7 +233,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 			ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
 			Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
 			Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,
-			BackupKey: chaosBackupKey,
+			BackupKey: chaosBackupKey, WebhookSecrets: fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret),
 		})
 		if err == nil && i == 0 {
 			err = app.SeedGrants(ctx, grants)

@@ -90,6 +90,10 @@ func randName(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// e2eRepairShards is the repair index's shard count in e2e tables (several,
+// so the sweeper's per-shard checkpoints and merged listings are exercised).
+const e2eRepairShards = 4
+
 func fastBackoff() *core.BackoffPolicy {
 	return &core.BackoffPolicy{Base: time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
 }
@@ -141,6 +145,12 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 	}
 	if o.SweepGrace == 0 {
 		o.SweepGrace = time.Second
+	}
+	if o.Sharding.Repair == 0 {
+		// A sweep reads every repair shard (checkpoint, due page, needs-human
+		// count and oldest: 256 requests at the default 64, about 170 ms of
+		// DynamoDB Local's CPU); a test's table holds a few dozen intents.
+		o.Sharding.Repair = e2eRepairShards
 	}
 	if o.Log == nil {
 		level := slog.LevelWarn

@@ -67,8 +67,15 @@ type Config struct {
 	BotLimits core.BotLimitConfig
 	// BackupKey signs and verifies backup manifests (HMAC-SHA256; locally
 	// OUTBOX_BACKUP_KEY). Empty: read the Secrets Manager secret named by
-	// OUTBOX_BACKUP_KEY_SECRET, if any (wireBackups).
-	BackupKey string
+	// BackupKeySecret (OUTBOX_BACKUP_KEY_SECRET), if any (wireBackups).
+	BackupKey       string
+	BackupKeySecret string
+	// WebhookSecrets is the providers' webhook signing secrets document
+	// (OUTBOX_WEBHOOK_SECRETS, see EnvWebhookSecrets); ProviderSecrets names
+	// Secrets Manager secrets holding more in the same format
+	// (OUTBOX_PROVIDER_SECRETS, comma separated).
+	WebhookSecrets  string
+	ProviderSecrets string
 	// Retention (issue 27): an ended intent is kept whole IntentRetention
 	// after it ends (its key is honoured at least that long), then its
 	// tombstone keeps the key TombstoneRetention. Zero here means the
@@ -79,6 +86,11 @@ type Config struct {
 	// ArchiveBucket receives pruned intents' records (OUTBOX_ARCHIVE_BUCKET;
 	// empty: the archive is off, tombstones only).
 	ArchiveBucket string
+	// Sharding overrides dynamo.DefaultSharding where set. Never read from
+	// the environment: stored keys depend on it, so every process on a
+	// table must agree. Tests on small tables lower Repair (a sweep reads
+	// every repair shard, four requests each; see docs/decisions.md).
+	Sharding dynamo.Sharding
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -101,6 +113,9 @@ func FromEnv(required ...string) (Config, error) {
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
 		BackupKey:             os.Getenv(EnvBackupKey),
+		BackupKeySecret:       os.Getenv(EnvBackupKeySecret),
+		WebhookSecrets:        os.Getenv(EnvWebhookSecrets),
+		ProviderSecrets:       os.Getenv(EnvProviderSecrets),
 
 		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", core.DefaultIntentRetention),
 		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", core.DefaultTombstoneRetention),
@@ -238,6 +253,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		reconcile = *cfg.Reconcile
 	}
 	store := dynamo.New(clients.DynamoDB, cfg.Table)
+	store.Shards = cfg.Sharding
 	// A new intent's repair entry is due once its normal path (claim within
 	// the lease) has had its grace: the sweeper never races the stream.
 	store.RepairDelay, store.RepairGrace = cfg.Lease+cfg.SweepGrace, cfg.SweepGrace

@@ -32,6 +32,7 @@ import (
 // human, and the provider performed the effect exactly once (its held
 // request commits after the kill; nothing sends it again).
 func TestHostKilledDuringAnInlineSend(t *testing.T) {
+	t.Parallel()
 	requireEmulators(t)
 	const (
 		lease    = 5 * time.Second

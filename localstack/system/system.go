@@ -120,6 +120,11 @@ type Options struct {
 	// as the deployed mapping's: it gathers the TTL deletes into few
 	// batches (archive objects).
 	PruneBatchingWindow time.Duration
+	// WebhookSecrets: the providers' webhook signing secrets
+	// (wire.Config.WebhookSecrets, OUTBOX_WEBHOOK_SECRETS).
+	WebhookSecrets string
+	// Sharding: see wire.Config.Sharding (zero: dynamo.DefaultSharding).
+	Sharding dynamo.Sharding
 	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
 	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
 	// once a test server's address is known.
@@ -221,6 +226,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
 		BotLimits:       o.BotLimits,
 		IntentRetention: o.IntentRetention, TombstoneRetention: o.TombstoneRetention, ArchiveBucket: o.ArchiveBucket,
+		Sharding: o.Sharding, WebhookSecrets: o.WebhookSecrets,
 	})
 	if err != nil {
 		return nil, err
