@@ -91,6 +91,16 @@ type Config struct {
 	// table must agree. Tests on small tables lower Repair (a sweep reads
 	// every repair shard, four requests each; see docs/decisions.md).
 	Sharding dynamo.Sharding
+
+	// Injection points for harnesses (never read from the environment).
+	// HTTPClient is the providers' HTTP client (nil: a new http.Client).
+	// RetryQueue replaces the SQS retry queue for the dispatcher and the
+	// sweeper (chaos routes every message through its own mailbox).
+	// WrapProvider wraps each configured provider (chaos's deliberately
+	// broken adapters).
+	HTTPClient   *http.Client
+	RetryQueue   core.RetryQueue
+	WrapProvider func(name string, p core.Provider) core.Provider
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -236,9 +246,18 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if clients.Secrets != nil {
 		res.Reader = clients.Secrets
 	}
-	providers, err := ProvidersWith(context.Background(), cfg.ProviderConfig, &http.Client{}, res)
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	providers, err := ProvidersWith(context.Background(), cfg.ProviderConfig, httpClient, res)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.WrapProvider != nil {
+		for name, p := range providers {
+			providers[name] = cfg.WrapProvider(name, p)
+		}
 	}
 	pacing, err := pacingSettings(cfg.ProviderConfig)
 	if err != nil {
@@ -260,8 +279,13 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	store.Retention = cfg.IntentRetention
 	metrics := emf.New(cfg.MetricsOut)
 	queue := sqsqueue.New(clients.SQS, cfg.RetryQueueURL)
+	var retries core.RetryQueue = queue
+	var batch core.BatchQueue = queue
+	if cfg.RetryQueue != nil {
+		retries, batch = cfg.RetryQueue, nil // the sweeper's messages go one by one to it
+	}
 	d := &core.Dispatcher{
-		Store: store, Queue: queue, Providers: providers, Clock: cfg.Clock,
+		Store: store, Queue: retries, Providers: providers, Clock: cfg.Clock,
 		Backoff: backoff, ReconcilePolicy: reconcile, Lease: cfg.Lease, Owner: cfg.Owner,
 		Barrier: store, Metrics: metrics, Log: cfg.Log,
 	}
@@ -273,7 +297,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Providers:  providers,
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
-		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: queue, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
+		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: batch, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
 		Resolver:   &core.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
 		Metrics:    metrics,
 		Log:        cfg.Log,
