@@ -100,7 +100,9 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 		{"lookup", `{"lookup":true}`, core.StatusSucceeded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			src := newEnv(t, options{})
+			// The provider timeout outlasts the held call: the attempt is
+			// still in flight when the backup reads it, however slow the run.
+			src := newEnv(t, options{ProviderConfig: `"sandbox":{"timeoutMs":30000}`})
 			acct := "acct-bk-" + c.name
 			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `,"faults":[{"kind":"hang","delayMs":20000}]}`)
 			id := src.mustSubmit("bk-"+c.name, intentBody(acct, "chan-1", "held open"))

@@ -125,12 +125,25 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 		o.Table = randName("t_")
 		o.QueuePrefix = o.Table
 	}
-	extra := ""
+	// A test's ProviderConfig holds extra top-level members (e.g. "pacing");
+	// a "sandbox" member among them is merged into the harness's own (the
+	// sandbox's address, a 1.5 s timeout unless the test sets one).
+	doc := map[string]json.RawMessage{}
 	if o.ProviderConfig != "" {
-		// A test's ProviderConfig holds extra top-level members (e.g. "pacing").
-		extra = "," + o.ProviderConfig
+		if err := json.Unmarshal([]byte("{"+o.ProviderConfig+"}"), &doc); err != nil {
+			t.Fatalf("options.ProviderConfig: %v", err)
+		}
 	}
-	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":1500}%s}`, sbURL, extra)
+	sbCfg := map[string]any{"timeoutMs": 1500}
+	if raw, ok := doc["sandbox"]; ok {
+		if err := json.Unmarshal(raw, &sbCfg); err != nil {
+			t.Fatalf("options.ProviderConfig sandbox: %v", err)
+		}
+	}
+	sbCfg["baseUrl"] = sbURL
+	doc["sandbox"], _ = json.Marshal(sbCfg)
+	pc, _ := json.Marshal(doc)
+	o.ProviderConfig = string(pc)
 	if o.Backoff == nil {
 		o.Backoff = fastBackoff()
 	}
