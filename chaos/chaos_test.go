@@ -16,7 +16,6 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/botharness/outbox/adapters/dynamo"
-	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/chaos"
 	"github.com/botharness/outbox/core"
 )
@@ -84,11 +83,8 @@ func (b blindRetry) Send(ctx context.Context, r core.SendRequest) (core.SendResu
 func TestChaosCatchesRetryOnUnknownOutcome(t *testing.T) {
 	sum := run(t, chaos.Config{
 		Seed: 7104, N: 6, Parallel: 3,
-		Only: []string{"provider/drop_after_commit", "provider/error_after_commit", "provider/hang"},
-		BreakWorker: func(wk *chaos.Worker) {
-			p := wk.St.App.Providers[sandboxprovider.Name]
-			wk.St.App.Providers[sandboxprovider.Name] = blindRetry{p}
-		},
+		Only:          []string{"provider/drop_after_commit", "provider/error_after_commit", "provider/hang"},
+		BreakProvider: func(p core.Provider) core.Provider { return blindRetry{p} },
 	})
 	if sum.EffectsOverLimit == 0 {
 		t.Fatalf("a blind retry after unknown outcomes went unnoticed: %s", sum.Line())

@@ -25,7 +25,6 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/sqsqueue"
-	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/lambdahost"
 	"github.com/botharness/outbox/localstack/lambdahost/streamfilter"
@@ -58,7 +57,7 @@ type slot struct {
 }
 
 // webhookSecret signs every sandbox account's webhooks; the workers read it
-// from the product's own setting (wire.EnvWebhookSecrets).
+// from the product's own setting (wire.Config.WebhookSecrets).
 var webhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("outbox-chaos-webhook-signing-key"))
 
 // chaosBackupKey signs and verifies the workers' backup manifests.
@@ -66,9 +65,6 @@ const chaosBackupKey = "outbox-chaos-backup-signing-key"
 
 // NewEnv creates `parallel` tables with their stream observers.
 func NewEnv(ctx context.Context, parallel int) (*Env, error) {
-	if err := os.Setenv(wire.EnvWebhookSecrets, fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret)); err != nil {
-		return nil, err
-	}
 	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -30,10 +31,11 @@ type Config struct {
 	Out      io.Writer // progress and failure reports
 
 	// Sabotage, for the suite's own tests (proof that it catches bugs):
-	// BreakConfig changes a worker's AWS configuration before it starts,
-	// BreakWorker the worker after.
-	BreakConfig func(*aws.Config)
-	BreakWorker func(*Worker)
+	// BreakConfig changes a worker's AWS configuration before it starts;
+	// BreakProvider wraps each of its providers (through the assembly's
+	// option, wire.Config.WrapProvider).
+	BreakConfig   func(*aws.Config)
+	BreakProvider func(core.Provider) core.Provider
 }
 
 func (c *Config) defaults() {

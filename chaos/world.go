@@ -23,10 +23,7 @@ import (
 	"github.com/botharness/outbox/adapters/faultdb"
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
-	"github.com/botharness/outbox/adapters/routes"
-	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
-	"github.com/botharness/outbox/localstack/lambdahost"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -228,42 +225,36 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 			rc.BreakConfig(&cfg)
 		}
 		clients := awsconfig.New(cfg)
-		// The assembly of localstack/system.Start, minus the per-start resource
-		// creation (the run's Env made the table, queues and bucket once).
-		app, err := wire.New(clients, wire.Config{
-			Table: sl.table, BackupBucket: e.bucket, PayloadBucket: e.bucket, RetryQueueURL: e.queues.Retry, InboxQueueURL: e.queues.Inbox,
+		// The assembly of localstack/system.Start, on the resources the run's
+		// Env made once; the faults come in through its options: the
+		// providers' transport (crashes around a send), the retry queue (the
+		// schedule's mailbox) and, for the suite's own tests, a broken adapter.
+		tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
+		st, err := system.Assemble(clients, system.Options{
+			Table: sl.table, Bucket: e.bucket, PayloadBucket: e.bucket,
 			ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
 			Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
 			Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,
 			BackupKey:       chaosBackupKey,
 			IntentRetention: chaosRetention, TombstoneRetention: chaosTombstoneRetention, ArchiveBucket: e.bucket,
-		})
+			WebhookSecrets: fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret),
+			HTTPClient:     &http.Client{Transport: &transport{base: tr}},
+			RetryQueue:     workerQueue{m: w.mail, w: i},
+			WrapProvider: func(name string, p core.Provider) core.Provider {
+				if rc.BreakProvider != nil {
+					return rc.BreakProvider(p)
+				}
+				return p
+			},
+		}, e.queues)
 		if err == nil && i == 0 {
-			err = app.SeedGrants(ctx, grants)
+			err = st.App.SeedGrants(ctx, grants)
 		}
 		if err != nil {
 			w.close(ctx)
 			return nil, fmt.Errorf("worker %d: %w", i, err)
 		}
-		st := &system.Stack{
-			App:        app,
-			Queues:     e.queues,
-			Intake:     app.IntakeHandler(),
-			Admin:      app.AdminHandler(),
-			Dispatcher: app.DispatcherHandler(),
-			Retrier:    app.RetrierHandler(),
-			Sweeper:    app.SweeperHandler(),
-		}
-		tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
-		prov := sandboxprovider.New(&http.Client{Transport: &transport{base: tr}}, sandboxprovider.Config{BaseURL: w.sbURL, Timeout: providerTimeout})
-		// One map is shared by intake, dispatcher, sweeper and resolver.
-		st.App.Providers[sandboxprovider.Name] = prov
-		st.App.Dispatcher.Queue = workerQueue{m: w.mail, w: i}
-		st.App.Sweeper.Batch = nil // the sweeper's messages go to the same mail
 		wk := &Worker{N: i, St: st, Inj: inj, tr: tr}
-		if rc.BreakWorker != nil {
-			rc.BreakWorker(wk)
-		}
 		w.Workers = append(w.Workers, wk)
 	}
 	if err := w.startWebhooks(); err != nil {
@@ -274,7 +265,8 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 }
 
 // webhookFront receives the sandbox's webhooks and hands each to one
-// worker's real webhook handler (round robin) behind the local API gateway.
+// worker's local API gateway (round robin), which routes them to its real
+// webhook handler.
 type webhookFront struct {
 	srv    *httptest.Server
 	gws    []http.Handler
@@ -298,9 +290,7 @@ func (w *World) startWebhooks() error {
 	}
 	f := &webhookFront{}
 	for _, wk := range w.Workers {
-		gw := lambdahost.NewGateway(lambdahost.GatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-		gw.Route(routes.Webhook, wk.St.App.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
-		f.gws = append(f.gws, gw)
+		f.gws = append(f.gws, wk.St.Gateway) // the assembly's own gateway and webhook route
 	}
 	f.srv = httptest.NewServer(f)
 	w.hooks = f

@@ -444,6 +444,7 @@ func TestExampleBot(t *testing.T) {
 // The caller's deadline wins over a server's Retry-After: Submit gives up at
 // once instead of sleeping past it, and says which key to submit again with.
 func TestClientRespectsContextDeadline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	p := newFaultProxy(t, e.api.URL, "429", "429")
 	c := client.New(p.srv.URL, botToken, client.WithRetry(fastRetry()))

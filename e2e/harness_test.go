@@ -90,6 +90,10 @@ func randName(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// e2eRepairShards is the repair index's shard count in e2e tables (several,
+// so the sweeper's per-shard checkpoints and merged listings are exercised).
+const e2eRepairShards = 4
+
 func fastBackoff() *core.BackoffPolicy {
 	return &core.BackoffPolicy{Base: time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
 }
@@ -121,12 +125,25 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 		o.Table = randName("t_")
 		o.QueuePrefix = o.Table
 	}
-	extra := ""
+	// A test's ProviderConfig holds extra top-level members (e.g. "pacing");
+	// a "sandbox" member among them is merged into the harness's own (the
+	// sandbox's address, a 1.5 s timeout unless the test sets one).
+	doc := map[string]json.RawMessage{}
 	if o.ProviderConfig != "" {
-		// A test's ProviderConfig holds extra top-level members (e.g. "pacing").
-		extra = "," + o.ProviderConfig
+		if err := json.Unmarshal([]byte("{"+o.ProviderConfig+"}"), &doc); err != nil {
+			t.Fatalf("options.ProviderConfig: %v", err)
+		}
 	}
-	o.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":1500}%s}`, sbURL, extra)
+	sbCfg := map[string]any{"timeoutMs": 1500}
+	if raw, ok := doc["sandbox"]; ok {
+		if err := json.Unmarshal(raw, &sbCfg); err != nil {
+			t.Fatalf("options.ProviderConfig sandbox: %v", err)
+		}
+	}
+	sbCfg["baseUrl"] = sbURL
+	doc["sandbox"], _ = json.Marshal(sbCfg)
+	pc, _ := json.Marshal(doc)
+	o.ProviderConfig = string(pc)
 	if o.Backoff == nil {
 		o.Backoff = fastBackoff()
 	}
@@ -137,10 +154,18 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 		o.Lease = 10 * time.Second
 	}
 	if o.PollInterval == 0 {
-		o.PollInterval = 50 * time.Millisecond
+		// 100 ms, as make run: each stream poller reads its shard this often
+		// (an idle one cost DynamoDB Local about 5% of a core at 50 ms).
+		o.PollInterval = 100 * time.Millisecond
 	}
 	if o.SweepGrace == 0 {
 		o.SweepGrace = time.Second
+	}
+	if o.Sharding.Repair == 0 {
+		// A sweep reads every repair shard (checkpoint, due page, needs-human
+		// count and oldest: 256 requests at the default 64, about 170 ms of
+		// DynamoDB Local's CPU); a test's table holds a few dozen intents.
+		o.Sharding.Repair = e2eRepairShards
 	}
 	if o.Log == nil {
 		level := slog.LevelWarn

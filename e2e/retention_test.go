@@ -74,6 +74,7 @@ func (e *env) archived(loc string) *archive.Record {
 }
 
 func TestPrunedKeyReplaysTheOriginalOutcome(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, retentionOpts(2*time.Second, 12*time.Second))
 	body := intentBody("acct-ret", "chan-1", "hello, once")
 	id := e.mustSubmit("ret-1", body)
@@ -152,6 +153,7 @@ func TestPrunedKeyReplaysTheOriginalOutcome(t *testing.T) {
 }
 
 func TestNeedsHumanOutlivesTheWindowAndItsArchiveHasEverything(t *testing.T) {
+	t.Parallel()
 	// 4 s: the window must outlast the decision and the status binding
 	// after it (it is counted from the decision, the intent's end).
 	e := whEnv(t, retentionOpts(4*time.Second, time.Hour))

@@ -20,7 +20,6 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/webhooksig"
-	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -34,10 +33,11 @@ const (
 )
 
 // whEnv starts a stack whose webhook endpoint accepts whSecret for every
-// sandbox account (OUTBOX_WEBHOOK_SECRETS, read by wire).
+// sandbox account (the OUTBOX_WEBHOOK_SECRETS document, as an option, so
+// webhook tests run in parallel).
 func whEnv(t *testing.T, o options) *env {
 	t.Helper()
-	t.Setenv(wire.EnvWebhookSecrets, fmt.Sprintf(`{"sandbox/*": %q}`, whSecret))
+	o.WebhookSecrets = fmt.Sprintf(`{"sandbox/*": %q}`, whSecret)
 	return newEnv(t, o)
 }
 
@@ -198,6 +198,7 @@ func finalState(in *core.Intent) string {
 }
 
 func TestWebhookDuplicateAckFiveTimesOneEvidence(t *testing.T) {
+	t.Parallel()
 	e := whEnv(t, options{})
 	e.whConfigure("acct-dup", whSecret, `"duplicates":4`)
 	id := e.mustSubmit("wh-dup", intentBody("acct-dup", "chan-1", "hi"))
@@ -231,6 +232,7 @@ func TestWebhookDuplicateAckFiveTimesOneEvidence(t *testing.T) {
 }
 
 func TestWebhookAckBeforeAndAfterOutcomeWriteSameFinalState(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, caps, faults string
 		outcome            core.Status // the dispatcher's own outcome when the ack comes after it
@@ -277,6 +279,7 @@ func TestWebhookAckBeforeAndAfterOutcomeWriteSameFinalState(t *testing.T) {
 }
 
 func TestWebhookBadSignaturesAreRefusedAndStoreNothing(t *testing.T) {
+	t.Parallel()
 	e := whEnv(t, options{DisableStream: true})
 	now := time.Now()
 	body := func(id string) string {
@@ -340,6 +343,7 @@ func TestWebhookBadSignaturesAreRefusedAndStoreNothing(t *testing.T) {
 }
 
 func TestWebhookUnmatchedEchoIsUnresolvedAndWakesNobody(t *testing.T) {
+	t.Parallel()
 	e := whEnv(t, options{})
 	e.whConfigure("acct-echo", whSecret, "")
 	id := e.mustSubmit("wh-echo", intentBody("acct-echo", "chan-1", "hi"))
@@ -390,6 +394,7 @@ func TestWebhookUnmatchedEchoIsUnresolvedAndWakesNobody(t *testing.T) {
 }
 
 func TestWebhookAckResolvesUncertainIntentsWithoutASecondSend(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		caps string
 		want core.Status
@@ -433,6 +438,7 @@ func TestWebhookAckResolvesUncertainIntentsWithoutASecondSend(t *testing.T) {
 }
 
 func TestWebhookUserMessageReachesTheInboxExactlyOnce(t *testing.T) {
+	t.Parallel()
 	e := whEnv(t, options{DisableStream: true})
 	e.whConfigure("acct-in", whSecret, "")
 	w := e.writes.n.Load()
@@ -476,6 +482,7 @@ func lastPerCopy(ds []sandbox.WebhookDelivery) []sandbox.WebhookDelivery {
 }
 
 func TestWebhookStatusesOnlyMoveForward(t *testing.T) {
+	t.Parallel()
 	e := whEnv(t, options{})
 	// Statuses come reordered: read, then delivered, then the acknowledgement.
 	e.whConfigure("acct-st", whSecret, `"statuses":["delivered","read"],"reorder":true`)

@@ -3,7 +3,6 @@ package wire
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,7 +27,7 @@ func wireBackups(a *App) error {
 		return nil
 	}
 	key := a.Config.BackupKey
-	if name := os.Getenv(EnvBackupKeySecret); key == "" && name != "" && a.Clients.Secrets != nil {
+	if name := a.Config.BackupKeySecret; key == "" && name != "" && a.Clients.Secrets != nil {
 		// Read once per cold start, like the webhook secrets.
 		out, err := a.Clients.Secrets.GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
 		if err != nil {

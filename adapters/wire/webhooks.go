@@ -3,7 +3,6 @@ package wire
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,11 +36,11 @@ const UnresolvedRoute = "GET /v1/admin/webhooks/unresolved"
 
 // wireWebhooks installs the provider webhook handler (issue 5).
 func wireWebhooks(a *App) error {
-	secrets, err := webhooksig.ParseSecrets(os.Getenv(EnvWebhookSecrets))
+	secrets, err := webhooksig.ParseSecrets(a.Config.WebhookSecrets)
 	if err != nil {
 		return fmt.Errorf("%s: %w", EnvWebhookSecrets, err)
 	}
-	if names := os.Getenv(EnvProviderSecrets); names != "" && a.Clients.Secrets != nil {
+	if names := a.Config.ProviderSecrets; names != "" && a.Clients.Secrets != nil {
 		// In AWS the secrets live in Secrets Manager, each a document in the
 		// OUTBOX_WEBHOOK_SECRETS format; read once per cold start (a rotation
 		// lists old and new secret until every function has restarted).

@@ -67,8 +67,15 @@ type Config struct {
 	BotLimits core.BotLimitConfig
 	// BackupKey signs and verifies backup manifests (HMAC-SHA256; locally
 	// OUTBOX_BACKUP_KEY). Empty: read the Secrets Manager secret named by
-	// OUTBOX_BACKUP_KEY_SECRET, if any (wireBackups).
-	BackupKey string
+	// BackupKeySecret (OUTBOX_BACKUP_KEY_SECRET), if any (wireBackups).
+	BackupKey       string
+	BackupKeySecret string
+	// WebhookSecrets is the providers' webhook signing secrets document
+	// (OUTBOX_WEBHOOK_SECRETS, see EnvWebhookSecrets); ProviderSecrets names
+	// Secrets Manager secrets holding more in the same format
+	// (OUTBOX_PROVIDER_SECRETS, comma separated).
+	WebhookSecrets  string
+	ProviderSecrets string
 	// Retention (issue 27): an ended intent is kept whole IntentRetention
 	// after it ends (its key is honoured at least that long), then its
 	// tombstone keeps the key TombstoneRetention. Zero here means the
@@ -79,6 +86,21 @@ type Config struct {
 	// ArchiveBucket receives pruned intents' records (OUTBOX_ARCHIVE_BUCKET;
 	// empty: the archive is off, tombstones only).
 	ArchiveBucket string
+	// Sharding overrides dynamo.DefaultSharding where set. Never read from
+	// the environment: stored keys depend on it, so every process on a
+	// table must agree. Tests on small tables lower Repair (a sweep reads
+	// every repair shard, four requests each; see docs/decisions.md).
+	Sharding dynamo.Sharding
+
+	// Injection points for harnesses (never read from the environment).
+	// HTTPClient is the providers' HTTP client (nil: a new http.Client).
+	// RetryQueue replaces the SQS retry queue for the dispatcher and the
+	// sweeper (chaos routes every message through its own mailbox).
+	// WrapProvider wraps each configured provider (chaos's deliberately
+	// broken adapters).
+	HTTPClient   *http.Client
+	RetryQueue   core.RetryQueue
+	WrapProvider func(name string, p core.Provider) core.Provider
 }
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
@@ -101,6 +123,9 @@ func FromEnv(required ...string) (Config, error) {
 		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
 		ConsoleURL:            os.Getenv("OUTBOX_CONSOLE_URL"),
 		BackupKey:             os.Getenv(EnvBackupKey),
+		BackupKeySecret:       os.Getenv(EnvBackupKeySecret),
+		WebhookSecrets:        os.Getenv(EnvWebhookSecrets),
+		ProviderSecrets:       os.Getenv(EnvProviderSecrets),
 
 		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", core.DefaultIntentRetention),
 		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", core.DefaultTombstoneRetention),
@@ -221,9 +246,18 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if clients.Secrets != nil {
 		res.Reader = clients.Secrets
 	}
-	providers, err := ProvidersWith(context.Background(), cfg.ProviderConfig, &http.Client{}, res)
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	providers, err := ProvidersWith(context.Background(), cfg.ProviderConfig, httpClient, res)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.WrapProvider != nil {
+		for name, p := range providers {
+			providers[name] = cfg.WrapProvider(name, p)
+		}
 	}
 	pacing, err := pacingSettings(cfg.ProviderConfig)
 	if err != nil {
@@ -238,14 +272,20 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		reconcile = *cfg.Reconcile
 	}
 	store := dynamo.New(clients.DynamoDB, cfg.Table)
+	store.Shards = cfg.Sharding
 	// A new intent's repair entry is due once its normal path (claim within
 	// the lease) has had its grace: the sweeper never races the stream.
 	store.RepairDelay, store.RepairGrace = cfg.Lease+cfg.SweepGrace, cfg.SweepGrace
 	store.Retention = cfg.IntentRetention
 	metrics := emf.New(cfg.MetricsOut)
 	queue := sqsqueue.New(clients.SQS, cfg.RetryQueueURL)
+	var retries core.RetryQueue = queue
+	var batch core.BatchQueue = queue
+	if cfg.RetryQueue != nil {
+		retries, batch = cfg.RetryQueue, nil // the sweeper's messages go one by one to it
+	}
 	d := &core.Dispatcher{
-		Store: store, Queue: queue, Providers: providers, Clock: cfg.Clock,
+		Store: store, Queue: retries, Providers: providers, Clock: cfg.Clock,
 		Backoff: backoff, ReconcilePolicy: reconcile, Lease: cfg.Lease, Owner: cfg.Owner,
 		Barrier: store, Metrics: metrics, Log: cfg.Log,
 	}
@@ -257,7 +297,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Providers:  providers,
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
-		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: queue, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
+		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: batch, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
 		Resolver:   &core.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
 		Metrics:    metrics,
 		Log:        cfg.Log,

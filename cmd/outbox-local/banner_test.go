@@ -12,6 +12,7 @@ import (
 // with its accounts, prints the export lines with the address it was given,
 // and ends with its last line (nothing after it but what the user types).
 func TestBannerNamesProvidersAndExports(t *testing.T) {
+	t.Parallel()
 	cfg, err := wire.WithSandbox(`{"slack":{"accounts":{"T1":{"token":"x"},"T2":{"token":"y"}}}}`, "http://127.0.0.1:24100", 3000)
 	if err != nil {
 		t.Fatal(err)

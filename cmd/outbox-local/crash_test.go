@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +32,7 @@ import (
 // about lease + grace + one sweep interval of the crash, not the 60 s
 // default lease.
 func TestCrashedLocalHostIsSweptWithinLease(t *testing.T) {
+	t.Parallel()
 	requireEmulators(t)
 	const (
 		lease    = 5 * time.Second
@@ -167,12 +167,7 @@ func post(t *testing.T, url, key, body string, want int) []byte {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return lowFreeAddr(t) // below the ephemeral range: no outgoing connection holds it
 }
 
 // waitFor polls cond until it holds or the deadline passes.

@@ -39,6 +39,7 @@ const (
 // human, and the provider performed the effect exactly once (its held
 // request commits after the kill; nothing sends it again).
 func TestHostKilledDuringAnInlineSend(t *testing.T) {
+	t.Parallel()
 	id, inFlight, effects, restart := killDuringInlineSend(t, "acct-inline-crash", `{"idempotencyKeys":false,"lookup":false}`)
 	ctx := context.Background()
 	store := restart()
@@ -193,6 +194,7 @@ func killDuringInlineSend(t *testing.T, account, caps string) (string, *core.Int
 // committed effect or by a retry under the same key that the provider
 // answers with it, with exactly one provider effect either way.
 func TestHostKilledDuringAnInlineSendEndsByLookupOrKey(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, account, caps string }{
 		{"lookup", "acct-inline-crash-lookup", `{"idempotencyKeys":false,"lookup":true}`},
 		{"keys", "acct-inline-crash-keys", `{"idempotencyKeys":true,"lookup":false}`},

@@ -130,6 +130,8 @@ func run() error {
 		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
 		// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS.
 		BotLimits: cfg.BotLimits,
+		// OUTBOX_WEBHOOK_SECRETS: the providers' webhook signing secrets.
+		WebhookSecrets: cfg.WebhookSecrets,
 		// Retention (issue 27): OUTBOX_INTENT_RETENTION / OUTBOX_TOMBSTONE_RETENTION;
 		// DynamoDB Local does not delete expired items, so the TTL reaper does.
 		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,

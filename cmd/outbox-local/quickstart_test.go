@@ -24,6 +24,7 @@ import (
 // the needs-human walk-through (fault, submit, outboxctl list/show/resolve).
 // The banner's "try" commands must be the README's.
 func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
+	t.Parallel()
 	requireEmulators(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {

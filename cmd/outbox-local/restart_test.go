@@ -35,6 +35,7 @@ import (
 // share a sandbox external id, and the effects from before the restart are
 // still listed.
 func TestRestartMidConversationKeepsSandboxState(t *testing.T) {
+	t.Parallel()
 	requireEmulators(t)
 	ctx := context.Background()
 	bin := hostBinary(t)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,16 @@ type Options struct {
 	// as the deployed mapping's: it gathers the TTL deletes into few
 	// batches (archive objects).
 	PruneBatchingWindow time.Duration
+	// WebhookSecrets: the providers' webhook signing secrets
+	// (wire.Config.WebhookSecrets, OUTBOX_WEBHOOK_SECRETS).
+	WebhookSecrets string
+	// HTTPClient, RetryQueue and WrapProvider are wire.Config's injection
+	// points (the chaos harness's transport, mailbox and broken adapters).
+	HTTPClient   *http.Client
+	RetryQueue   core.RetryQueue
+	WrapProvider func(name string, p core.Provider) core.Provider
+	// Sharding: see wire.Config.Sharding (zero: dynamo.DefaultSharding).
+	Sharding dynamo.Sharding
 	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
 	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
 	// once a test server's address is known.
@@ -165,8 +176,8 @@ func (s *Stack) APIURL() string {
 	return ""
 }
 
-// Start creates resources and starts every component.
-func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, error) {
+// withDefaults fills what a local stack leaves unset.
+func (o Options) withDefaults() Options {
 	if o.Table == "" {
 		o.Table = "outbox"
 	}
@@ -179,34 +190,14 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	if err := dynamo.EnsureTable(ctx, clients.DynamoDB, o.Table); err != nil {
-		return nil, err
-	}
 	if o.Bucket == "" {
 		o.Bucket = "outbox-backups"
-	}
-	if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.Bucket)}); err != nil && !bucketExists(err) {
-		return nil, fmt.Errorf("create bucket %s: %w", o.Bucket, err)
 	}
 	if o.PayloadBucket == "" {
 		o.PayloadBucket = "outbox-payloads"
 	}
-	if o.PayloadBucket == "-" {
-		o.PayloadBucket = ""
-	} else if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.PayloadBucket)}); err != nil && !bucketExists(err) {
-		return nil, fmt.Errorf("create bucket %s: %w", o.PayloadBucket, err)
-	}
 	if o.ArchiveBucket == "" {
 		o.ArchiveBucket = "outbox-archive"
-	}
-	if o.ArchiveBucket == "-" {
-		o.ArchiveBucket = ""
-	} else if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.ArchiveBucket)}); err != nil && !bucketExists(err) {
-		return nil, fmt.Errorf("create bucket %s: %w", o.ArchiveBucket, err)
-	}
-	queues, err := sqsqueue.EnsureQueues(ctx, clients.SQS, o.QueuePrefix, 360, 5)
-	if err != nil {
-		return nil, err
 	}
 	if o.BackupKey == "" {
 		o.BackupKey = os.Getenv(wire.EnvBackupKey)
@@ -214,23 +205,74 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if o.BackupKey == "" {
 		o.BackupKey = processBackupKey()
 	}
-	app, err := wire.New(clients, wire.Config{BackupKey: o.BackupKey,
-		Table: o.Table, BackupBucket: o.Bucket, PayloadBucket: o.PayloadBucket, RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
+	return o
+}
+
+// bucketName is a bucket option's name ("-": none).
+func bucketName(b string) string {
+	if b == "-" {
+		return ""
+	}
+	return b
+}
+
+// wireConfig is the one configuration the app is built from (wire.Config),
+// as the functions read it from their environment.
+func (o Options) wireConfig(queues sqsqueue.QueueURLs) wire.Config {
+	return wire.Config{BackupKey: o.BackupKey,
+		Table: o.Table, BackupBucket: o.Bucket, PayloadBucket: bucketName(o.PayloadBucket), RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
 		RequestCacheTTL: o.RequestCacheTTL, InlineMaxWait: o.InlineMaxWait, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
 		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
 		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
 		BotLimits:       o.BotLimits,
-		IntentRetention: o.IntentRetention, TombstoneRetention: o.TombstoneRetention, ArchiveBucket: o.ArchiveBucket,
-	})
+		IntentRetention: o.IntentRetention, TombstoneRetention: o.TombstoneRetention, ArchiveBucket: bucketName(o.ArchiveBucket),
+		Sharding: o.Sharding, WebhookSecrets: o.WebhookSecrets,
+		HTTPClient: o.HTTPClient, RetryQueue: o.RetryQueue, WrapProvider: o.WrapProvider,
+	}
+}
+
+// Start creates resources and starts every component.
+func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, error) {
+	o = o.withDefaults()
+	if err := dynamo.EnsureTable(ctx, clients.DynamoDB, o.Table); err != nil {
+		return nil, err
+	}
+	for _, b := range []string{o.Bucket, bucketName(o.PayloadBucket), bucketName(o.ArchiveBucket)} {
+		if b == "" {
+			continue
+		}
+		if _, err := clients.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil && !bucketExists(err) {
+			return nil, fmt.Errorf("create bucket %s: %w", b, err)
+		}
+	}
+	queues, err := sqsqueue.EnsureQueues(ctx, clients.SQS, o.QueuePrefix, 360, 5)
 	if err != nil {
 		return nil, err
 	}
+	s, err := Assemble(clients, o, queues)
+	if err != nil {
+		return nil, err
+	}
+	app := s.App
 	for tok, p := range o.Tokens {
 		if err := core.SeedToken(ctx, app.Tokens, tok, p, time.Now()); err != nil {
 			return nil, fmt.Errorf("seed %s token: %w", p.Kind, err)
 		}
 	}
 	if err := app.SeedGrants(ctx, o.Grants); err != nil {
+		return nil, err
+	}
+	return s.start(ctx, clients, o)
+}
+
+// Assemble builds the app from the options and routes its handlers behind
+// the local gateway, as the functions are deployed, on resources that exist
+// (queues: their URLs). It creates, seeds and starts nothing: Start does,
+// and the chaos harness runs the handlers itself.
+func Assemble(clients awsconfig.Clients, o Options, queues sqsqueue.QueueURLs) (*Stack, error) {
+	o = o.withDefaults()
+	app, err := wire.New(clients, o.wireConfig(queues))
+	if err != nil {
 		return nil, err
 	}
 	s := &Stack{
@@ -281,7 +323,14 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 		a.FunctionName = "mcp"
 		s.Gateway.Route(rk, mcpHandler, a)
 	}
+	return s, nil
+}
 
+// start runs the pollers, the reaper and the sweeper's schedule.
+func (s *Stack) start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, error) {
+	app := s.App
+	queues := s.Queues
+	var err error
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	if o.TTLReaperInterval > 0 {
