@@ -85,6 +85,7 @@ func TestChaosCatchesRetryOnUnknownOutcome(t *testing.T) {
 		Seed: 7104, N: 6, Parallel: 3,
 		Only:          []string{"provider/drop_after_commit", "provider/error_after_commit", "provider/hang"},
 		BreakProvider: func(p core.Provider) core.Provider { return blindRetry{p} },
+		StopWhen:      func(s chaos.Summary) bool { return s.EffectsOverLimit > 0 },
 	})
 	if sum.EffectsOverLimit == 0 {
 		t.Fatalf("a blind retry after unknown outcomes went unnoticed: %s", sum.Line())
@@ -140,6 +141,7 @@ func TestChaosCatchesUnconditionalClaim(t *testing.T) {
 			Seed: seed, N: 6, Parallel: 3,
 			Only:        []string{"stream/concurrent-duplicate", "queue/concurrent-duplicate", "storm", "provider/hang-short"},
 			BreakConfig: stripVersionCondition,
+			StopWhen:    func(s chaos.Summary) bool { return !s.OK() },
 		})
 		if !sum.OK() {
 			return
@@ -166,7 +168,8 @@ func dropTombstones(cfg *aws.Config) {
 // The suite must notice a prune that loses the key: the pruned intent's key
 // holds nothing, and a replay of it starts a new intent.
 func TestChaosCatchesPruneWithoutTombstone(t *testing.T) {
-	sum := run(t, chaos.Config{Seed: 7700, N: 6, Parallel: 3, Only: []string{"retention/"}, BreakConfig: dropTombstones})
+	sum := run(t, chaos.Config{Seed: 7700, N: 6, Parallel: 3, Only: []string{"retention/"}, BreakConfig: dropTombstones,
+		StopWhen: func(s chaos.Summary) bool { return !s.OK() && s.Outcomes["pruned"] > 0 }})
 	if sum.OK() || sum.Outcomes["pruned"] == 0 {
 		t.Fatalf("prunes without tombstones went unnoticed: %s, outcomes %v", sum.Line(), sum.Outcomes)
 	}

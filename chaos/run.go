@@ -36,6 +36,10 @@ type Config struct {
 	// option, wire.Config.WrapProvider).
 	BreakConfig   func(*aws.Config)
 	BreakProvider func(core.Provider) core.Provider
+	// StopWhen, when set, is asked after every schedule with the summary so
+	// far; once it says true no further schedule starts (those running
+	// finish). A sabotage test stops at the first catch.
+	StopWhen func(Summary) bool
 }
 
 func (c *Config) defaults() {
@@ -258,6 +262,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			break
 		}
 		sl := <-env.slots
+		mu.Lock()
+		stop := cfg.StopWhen != nil && cfg.StopWhen(sum)
+		mu.Unlock()
+		if stop {
+			env.slots <- sl
+			break
+		}
 		seed := cfg.Seed + uint64(i)
 		wg.Add(1)
 		go func(sl *slot, seed uint64) {

@@ -367,7 +367,10 @@ func TestClientWaitExpiredAndDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	// Long enough for the first poll to be answered on a loaded machine
+	// (300 ms was not, beside chaos): the intent stays pending whatever the
+	// wait, as nothing dispatches it.
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	in, err := c.Wait(short, pending.Intent.ID, client.WaitOptions{Interval: 50 * time.Millisecond})
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || in == nil || in.Status != client.StatusPending {
