@@ -24,20 +24,18 @@ log="$OUTBOX_EMULATOR_RUN_DIR/test-output.txt"
 # slowest first.
 gotest() { local name=$1; shift; go tool gotestsum --format standard-quiet --jsonfile "build/test-$name.jsonl" -- "$@"; }
 rm -f build/test-*.jsonl
-# Everything at once: the emulator suites (e2e, chaos: the critical path)
-# start first, side by side, and the unit tests and quick integration
-# packages run beside them. Each package's tests take their configuration
-# through options, so they run in parallel; nothing waits for a package to
-# finish before the next starts.
-heavy='/(e2e|chaos)$'
+# Two phases. First the unit tests, the quick integration packages and the
+# chaos suite side by side (chaos runs on a fake clock, so load only slows
+# it). Then e2e on its own, its tests in parallel: its pacing and breaker
+# tests observe wall-clock behaviour at the sandbox, and running it beside
+# everything else (tried: 248-300 s on a fresh clone) failed a different
+# one of them in each of three runs.
+heavy='/e2e$'
 set +e
-gotest heavy -count=1 -timeout 20m -p 2 -parallel 4 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") >"$log.heavy" 2>&1 &
-heavy_pid=$!
 gotest quick -count=1 -timeout 20m ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -Ev "$heavy") 2>&1 | tee "$log"
 rc1=${PIPESTATUS[0]}
-wait "$heavy_pid"
-rc2=$?
-cat "$log.heavy" | tee -a "$log"
+gotest heavy -count=1 -timeout 20m -parallel 4 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
+rc2=${PIPESTATUS[0]}
 go run ./localstack/testtimes -o build/test-times.json build/test-*.jsonl
 set -e
 echo "make test: $(( $(date +%s) - start ))s"
