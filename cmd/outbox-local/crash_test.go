@@ -46,52 +46,7 @@ func TestCrashedLocalHostIsSweptWithinLease(t *testing.T) {
 	_, sbURL := sandbox.StartTest(t, time.Now)
 	post(t, sbURL+"/_sandbox/faults", "", `{"account":"acct-crash","faults":[{"kind":"hang","delayMs":30000}]}`, http.StatusOK)
 
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	table := "crash_" + hex.EncodeToString(b[:])
-	clients, err := awsconfig.LoadClients(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-		for _, q := range []string{table + "-retry", table + "-retry-dlq", table + "-inbox", table + "-inbox-dlq"} {
-			if u, err := clients.SQS.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(q)}); err == nil {
-				_, _ = clients.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: u.QueueUrl})
-			}
-		}
-	})
-	start := func() (*exec.Cmd, string) {
-		addr := freeAddr(t)
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(),
-			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_URL="+sbURL, "OUTBOX_TABLE="+table,
-			fmt.Sprintf(`OUTBOX_PROVIDER_CONFIG={"sandbox":{"baseUrl":%q,"timeoutMs":4000}}`, sbURL),
-			"OUTBOX_LEASE="+lease.String(), "OUTBOX_SWEEP_GRACE="+grace.String(), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
-			"LOG_LEVEL=info")
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("host %s output:\n%s", addr, logs.String())
-			}
-		})
-		waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
-		return cmd, addr
-	}
-	store := dynamo.New(clients.DynamoDB, table)
+	start, store := hostLauncher(t, bin, "crash_", sbURL, lease, grace, interval)
 
 	host, addr := start()
 	body := `{"kind":"reply","provider":"sandbox","account":"acct-crash","action":"send_message","target":"chan-1","payload":{"text":"crash"},"grant":{"id":"dev-grant","version":1}}`
@@ -180,4 +135,59 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// hostLauncher makes a fresh table for one process test and returns a start
+// of the host binary on it (a free port below 32768, the sandbox at sbURL,
+// the given lease and sweeper clocks; killed and its output logged on
+// failure at cleanup, answering /healthz when start returns) and the
+// table's store. Tables and queues are deleted at cleanup.
+func hostLauncher(t *testing.T, bin, prefix, sbURL string, lease, grace, interval time.Duration) (func() (*exec.Cmd, string), *dynamo.Store) {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	table := prefix + hex.EncodeToString(b[:])
+	clients, err := awsconfig.LoadClients(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		for _, q := range []string{table + "-retry", table + "-retry-dlq", table + "-inbox", table + "-inbox-dlq"} {
+			if u, err := clients.SQS.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(q)}); err == nil {
+				_, _ = clients.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: u.QueueUrl})
+			}
+		}
+	})
+	start := func() (*exec.Cmd, string) {
+		addr := freeAddr(t)
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(),
+			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_URL="+sbURL, "OUTBOX_TABLE="+table,
+			fmt.Sprintf(`OUTBOX_PROVIDER_CONFIG={"sandbox":{"baseUrl":%q,"timeoutMs":4000}}`, sbURL),
+			"OUTBOX_LEASE="+lease.String(), "OUTBOX_SWEEP_GRACE="+grace.String(), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
+			"LOG_LEVEL=info")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("host %s output:\n%s", addr, logs.String())
+			}
+		})
+		waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		return cmd, addr
+	}
+	return start, dynamo.New(clients.DynamoDB, table)
 }

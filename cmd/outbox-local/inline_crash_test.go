@@ -1,24 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
@@ -87,52 +77,7 @@ func killDuringInlineSend(t *testing.T, account, caps string) (string, *core.Int
 	_, sbURL := sandbox.StartTest(t, time.Now)
 	post(t, sbURL+"/_sandbox/faults", "", fmt.Sprintf(`{"account":%q,"capabilities":%s,"faults":[{"kind":"hang","delayMs":3000}]}`, account, caps), http.StatusOK)
 
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	table := "icrash_" + hex.EncodeToString(b[:])
-	clients, err := awsconfig.LoadClients(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-		for _, q := range []string{table + "-retry", table + "-retry-dlq", table + "-inbox", table + "-inbox-dlq"} {
-			if u, err := clients.SQS.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(q)}); err == nil {
-				_, _ = clients.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: u.QueueUrl})
-			}
-		}
-	})
-	start := func() (*exec.Cmd, string) {
-		addr := freeAddr(t)
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(),
-			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_URL="+sbURL, "OUTBOX_TABLE="+table,
-			fmt.Sprintf(`OUTBOX_PROVIDER_CONFIG={"sandbox":{"baseUrl":%q,"timeoutMs":4000}}`, sbURL),
-			"OUTBOX_LEASE="+lease.String(), "OUTBOX_SWEEP_GRACE="+grace.String(), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
-			"LOG_LEVEL=info")
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("host %s output:\n%s", addr, logs.String())
-			}
-		})
-		waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
-		return cmd, addr
-	}
-	store := dynamo.New(clients.DynamoDB, table)
+	start, store := hostLauncher(t, bin, "icrash_", sbURL, lease, grace, interval)
 	effects := func(id string) int {
 		resp, err := http.Get(sbURL + "/_sandbox/effects?intentId=" + id)
 		if err != nil {
