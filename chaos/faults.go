@@ -617,9 +617,13 @@ func genBackup(g *Gen) Step {
 		if _, ok := w.worker(a).St.App.AdminExtra[backupRoute]; !ok {
 			return
 		}
+		// Tombstones are not backed up (docs/decisions.md, retention): a
+		// loss step loses only what the backup holds.
 		var present []string
-		for id := range w.states(ctx) {
-			present = append(present, id)
+		for id, in := range w.states(ctx) {
+			if in.Pruned == nil {
+				present = append(present, id)
+			}
 		}
 		recs, qs := w.takeStream(), w.mail.take(false)
 		var wg sync.WaitGroup

@@ -100,6 +100,14 @@ func (w *World) prune(ctx context.Context, wk *Worker) {
 	}
 	// The whole intents, before the reaper removes the expired ones.
 	whole := w.states(ctx)
+	// Deletes seen before this reap are the harness's own (a loss step's),
+	// never the TTL service's: on AWS they carry no TTL identity and the
+	// pruner's filter drops them. Left in, one whose expiry matched a reaped
+	// item's (a lost ended intent, restored and ended again in the same
+	// fake second) was shaped as a TTL delete and tombstoned the old state.
+	w.mu.Lock()
+	w.removes = nil
+	w.mu.Unlock()
 	n, err := reaper.ReapOnce(ctx)
 	if err != nil {
 		w.problem("harness", "", "ttl reap: %v", err)
