@@ -161,6 +161,10 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 	if o.SweepGrace == 0 {
 		o.SweepGrace = time.Second
 	}
+	if o.IntentRetention == 0 {
+		// Nothing expires within a test under the 7-day default window.
+		o.DisablePruner = true
+	}
 	if o.Sharding.Repair == 0 {
 		// A sweep reads every repair shard (checkpoint, due page, needs-human
 		// count and oldest: 256 requests at the default 64, about 170 ms of

@@ -111,11 +111,14 @@ type Options struct {
 	// ArchiveBucket for pruned intents' records (created if missing);
 	// default "outbox-archive". "-" turns the archive off.
 	ArchiveBucket string
-	// TTLReaperInterval runs the local TTL reaper (DynamoDB Local does not
-	// delete expired items; see lambdahost.TTLReaper); 0 leaves it off.
+	// TTLReaperInterval runs the local TTL reaper on that cadence (DynamoDB
+	// Local's own TTL deletes within about 10 s of expiry; the reaper is
+	// faster and follows an injected clock; see lambdahost.TTLReaper); 0
+	// leaves it off.
 	TTLReaperInterval time.Duration
-	// DisablePruner leaves the pruner's stream poller off (it runs only
-	// with the reaper: locally nothing else makes TTL deletes).
+	// DisablePruner leaves the pruner's stream poller off: for hosts in
+	// whose life nothing expires (tests and bench phases with the default
+	// 7-day window), one stream reader less.
 	DisablePruner bool
 	// PruneBatchingWindow is the pruner poller's batching window (0: none),
 	// as the deployed mapping's: it gathers the TTL deletes into few
@@ -382,9 +385,10 @@ func (s *Stack) start(ctx context.Context, clients awsconfig.Clients, o Options)
 			return nil, fmt.Errorf("notifier stream poller: %w", err)
 		}
 	}
-	// Without the reaper nothing local deletes expired items (DynamoDB Local
-	// does not), so the pruner's poller would only read the stream for nothing.
-	if !o.DisableStream && !o.DisablePruner && s.Reaper != nil {
+	// DynamoDB Local deletes expired items itself (within about 10 s of
+	// expiry, docs/decisions.md "Retention"), reaper or not: the pruner runs
+	// unless a host that expires nothing in its life turns it off.
+	if !o.DisableStream && !o.DisablePruner {
 		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
 			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
 			FilterPattern: pruner.StreamFilterPattern, BatchSize: pruner.MappingBatchSize, StartingPosition: lambdahost.StartTrimHorizon,

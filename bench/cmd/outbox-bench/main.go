@@ -284,6 +284,9 @@ func (r *runner) startStack(o system.Options) (st *system.Stack, api string, sto
 	o.Grants = append(o.Grants, core.Grant{ID: benchGrant, Version: 1, Bot: benchBot, Provider: "sandbox",
 		Account: "*", Actions: []string{"*"}, Targets: []string{"*"}})
 	o.Owner = randName("bench-worker-")
+	if o.IntentRetention == 0 {
+		o.DisablePruner = true // nothing expires within a phase under the 7-day default
+	}
 	o.Log = r.log
 	o.MetricsOut = io.Discard
 	if o.Lease == 0 {
