@@ -20,10 +20,11 @@ import (
 // AWS's TTL service deletes an expired item some time after its expiry and
 // writes a stream record with eventName REMOVE and userIdentity {type:
 // Service, principalId: dynamodb.amazonaws.com}. The pinned DynamoDB Local
-// (3.3.1) did not delete expired items within five minutes when we checked
-// (TTL is ENABLED; nothing goes), and its own TTL record — should one come —
-// names the event "UNKNOWN_TO_SDK_VERSION" without a userIdentity. So the
-// local host runs a TTLReaper: every interval it scans for items whose TTL
+// deletes expired items too, by real time, in sweeps about 10 s apart, and
+// names its record "UNKNOWN_TO_SDK_VERSION" without a userIdentity
+// (AWSShape presents it as AWS does). The local host also runs a TTLReaper,
+// which is faster (tests sweep every 200 ms) and follows an injected clock
+// (chaos): every interval it scans for items whose TTL
 // attribute has passed and deletes each one conditionally on that same
 // expiry (a rewritten item is left alone). The delete's stream record is an
 // ordinary REMOVE; the stream pollers ask the reaper (StreamPollerConfig.
