@@ -133,7 +133,7 @@ func run() error {
 		// OUTBOX_WEBHOOK_SECRETS: the providers' webhook signing secrets.
 		WebhookSecrets: cfg.WebhookSecrets,
 		// Retention (issue 27): OUTBOX_INTENT_RETENTION / OUTBOX_TOMBSTONE_RETENTION;
-		// DynamoDB Local's own TTL deletes within ~10 s; the reaper is quicker.
+		// DynamoDB Local's own TTL deletes, but not dependably: the reaper does.
 		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
 		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second), PruneBatchingWindow: 5 * time.Second,
 		APIURL: "http://" + httpAddr,

@@ -20,8 +20,8 @@ import (
 // AWS's TTL service deletes an expired item some time after its expiry and
 // writes a stream record with eventName REMOVE and userIdentity {type:
 // Service, principalId: dynamodb.amazonaws.com}. The pinned DynamoDB Local
-// deletes expired items too, by real time, in sweeps about 10 s apart, and
-// names its record "UNKNOWN_TO_SDK_VERSION" without a userIdentity
+// deletes expired items too, but not dependably (within ~10 s when quiet,
+// not within 45 s beside busy tables), and names its record "UNKNOWN_TO_SDK_VERSION" without a userIdentity
 // (AWSShape presents it as AWS does). The local host also runs a TTLReaper,
 // which is faster (tests sweep every 200 ms) and follows an injected clock
 // (chaos): every interval it scans for items whose TTL

@@ -112,8 +112,8 @@ type Options struct {
 	// default "outbox-archive". "-" turns the archive off.
 	ArchiveBucket string
 	// TTLReaperInterval runs the local TTL reaper on that cadence (DynamoDB
-	// Local's own TTL deletes within about 10 s of expiry; the reaper is
-	// faster and follows an injected clock; see lambdahost.TTLReaper); 0
+	// Local's own TTL deletes, but not dependably; the reaper is prompt and
+	// follows an injected clock; see lambdahost.TTLReaper); 0
 	// leaves it off.
 	TTLReaperInterval time.Duration
 	// DisablePruner leaves the pruner's stream poller off: for hosts in
@@ -385,8 +385,8 @@ func (s *Stack) start(ctx context.Context, clients awsconfig.Clients, o Options)
 			return nil, fmt.Errorf("notifier stream poller: %w", err)
 		}
 	}
-	// DynamoDB Local deletes expired items itself (within about 10 s of
-	// expiry, docs/decisions.md "Retention"), reaper or not: the pruner runs
+	// DynamoDB Local deletes expired items itself (though not dependably,
+	// docs/decisions.md "Retention"), reaper or not: the pruner runs
 	// unless a host that expires nothing in its life turns it off.
 	if !o.DisableStream && !o.DisablePruner {
 		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{

@@ -298,6 +298,7 @@ func (r *runner) inline() error {
 	r.set("inline_wcu_per_delivered_intent", round(ic.WCU/nf, 3))
 	r.set("inline_rcu_per_delivered_intent", round(ic.RCU/nf, 3))
 	r.set("inline_ddb_requests_per_delivered_intent", perN(ic.Ops, nf))
+	r.set("inline_ddb_request_mean_ms", ic.meanMS())
 	r.set("inline_e2e_p50_ms", pct(inl, 50))
 	r.set("inline_e2e_p99_ms", pct(inl, 99))
 	r.set("inline_floor_p50_ms", pct(flo, 50))
