@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -43,31 +42,19 @@ type PacingSettings struct {
 	Off           bool `json:"off"`
 }
 
-// pacingSettings reads the "pacing" member of the provider configuration.
-func pacingSettings(settings string) (*PacingSettings, error) {
-	if settings == "" {
-		return &PacingSettings{}, nil
-	}
-	var doc struct {
-		Pacing *PacingSettings `json:"pacing"`
-	}
-	if err := json.Unmarshal([]byte(settings), &doc); err != nil {
-		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing: %w", err)
-	}
-	if doc.Pacing == nil {
-		return &PacingSettings{}, nil
-	}
-	for name, m := range map[string]map[string]core.Pace{"accounts": doc.Pacing.Accounts, "targets": doc.Pacing.Targets} {
+// validate checks the "pacing" member as ParseProviderSettings reads it.
+func (ps *PacingSettings) validate() error {
+	for name, m := range map[string]map[string]core.Pace{"accounts": ps.Accounts, "targets": ps.Targets} {
 		for k, p := range m {
 			if prov, acct, ok := strings.Cut(k, "/"); !ok || prov == "" || acct == "" {
-				return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.%s key %q is not <provider>/<account> or <provider>/*", name, k)
+				return fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.%s key %q is not <provider>/<account> or <provider>/*", name, k)
 			}
 			if err := p.Validate(); err != nil {
-				return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.%s[%q]: %w", name, k, err)
+				return fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.%s[%q]: %w", name, k, err)
 			}
 		}
 	}
-	return doc.Pacing, nil
+	return nil
 }
 
 // declared looks up an account's declared pace.

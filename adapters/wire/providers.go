@@ -63,6 +63,29 @@ type ProviderSettings struct {
 		TimeoutMs int                         `json:"timeoutMs"`
 		Accounts  map[string]telegram.Account `json:"accounts"`
 	} `json:"telegram"`
+	// Pacing is read by the gate (pacing.go), not by a provider.
+	Pacing *PacingSettings `json:"pacing"`
+}
+
+// ParseProviderSettings reads the OUTBOX_PROVIDER_CONFIG document once, for
+// every part of the app that uses it (providers, secrets, pacing, the
+// start-up banner, the CDK stack), and validates its pacing. An empty
+// document is empty settings.
+func ParseProviderSettings(settings string) (*ProviderSettings, error) {
+	ps := &ProviderSettings{}
+	if strings.TrimSpace(settings) != "" {
+		if err := json.Unmarshal([]byte(settings), ps); err != nil {
+			// json errors name fields and types, never values.
+			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+		}
+	}
+	if ps.Pacing == nil {
+		ps.Pacing = &PacingSettings{}
+	}
+	if err := ps.Pacing.validate(); err != nil {
+		return nil, err
+	}
+	return ps, nil
 }
 
 // Providers builds the provider adapters named in the settings, resolving
@@ -76,15 +99,17 @@ func Providers(settings string, client *http.Client) (core.ProviderMap, error) {
 // secret through res (see SecretResolver: a use the function does not hold
 // is withheld, and then its providers cannot send).
 func ProvidersWith(ctx context.Context, settings string, client *http.Client, res *SecretResolver) (core.ProviderMap, error) {
+	ps, err := ParseProviderSettings(settings)
+	if err != nil {
+		return nil, err
+	}
+	return providersFrom(ctx, ps, client, res)
+}
+
+// providersFrom builds the provider adapters of parsed settings, resolving
+// their secrets in place.
+func providersFrom(ctx context.Context, ps *ProviderSettings, client *http.Client, res *SecretResolver) (core.ProviderMap, error) {
 	m := core.ProviderMap{}
-	if settings == "" {
-		return m, nil
-	}
-	var ps ProviderSettings
-	if err := json.Unmarshal([]byte(settings), &ps); err != nil {
-		// json errors name fields and types, never values.
-		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
-	}
 	if err := ps.eachSecret(func(field string, use SecretUse, v *string) error {
 		r, err := res.resolve(ctx, field, use, *v)
 		*v = r
@@ -179,12 +204,9 @@ type ProviderSummary struct {
 
 // DescribeProviders lists the providers the settings configure, sorted by name.
 func DescribeProviders(settings string) ([]ProviderSummary, error) {
-	var ps ProviderSettings
-	if strings.TrimSpace(settings) == "" {
-		return nil, nil
-	}
-	if err := json.Unmarshal([]byte(settings), &ps); err != nil {
-		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+	ps, err := ParseProviderSettings(settings)
+	if err != nil {
+		return nil, err
 	}
 	var out []ProviderSummary
 	if ps.HTTP != nil {

@@ -168,15 +168,12 @@ type SecretField struct {
 // stable order. The CDK stack uses it to refuse literal secrets and to grant
 // each function the secrets of its uses.
 func SecretFields(settings string) ([]SecretField, error) {
-	if strings.TrimSpace(settings) == "" {
-		return nil, nil
-	}
-	var ps ProviderSettings
-	if err := json.Unmarshal([]byte(settings), &ps); err != nil {
-		return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+	ps, err := ParseProviderSettings(settings)
+	if err != nil {
+		return nil, err
 	}
 	var out []SecretField
-	err := ps.eachSecret(func(field string, use SecretUse, v *string) error {
+	err = ps.eachSecret(func(field string, use SecretUse, v *string) error {
 		if *v != "" {
 			out = append(out, SecretField{Field: field, Use: use, Value: *v})
 		}

@@ -250,7 +250,11 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if httpClient == nil {
 		httpClient = &http.Client{}
 	}
-	providers, err := ProvidersWith(context.Background(), cfg.ProviderConfig, httpClient, res)
+	settings, err := ParseProviderSettings(cfg.ProviderConfig) // the one read of the document
+	if err != nil {
+		return nil, err
+	}
+	providers, err := providersFrom(context.Background(), settings, httpClient, res)
 	if err != nil {
 		return nil, err
 	}
@@ -259,10 +263,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 			providers[name] = cfg.WrapProvider(name, p)
 		}
 	}
-	pacing, err := pacingSettings(cfg.ProviderConfig)
-	if err != nil {
-		return nil, err
-	}
+	pacing := settings.Pacing
 	backoff := core.DefaultBackoff(mrand.Float64)
 	if cfg.Backoff != nil {
 		backoff = *cfg.Backoff
