@@ -253,3 +253,31 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// wantCount fails the test unless want effects match query; why, when set,
+// says what a wrong count means.
+func (e *env) wantCount(query string, want int, why string) {
+	e.t.Helper()
+	if n := e.count(query); n != want {
+		if why != "" {
+			e.t.Fatalf("effects %d, want %d: %s", n, want, why)
+		}
+		e.t.Fatalf("effects %d, want %d", n, want)
+	}
+}
+
+// sendAsync sends in the background; the result comes on the channel.
+func (e *env) sendAsync(account, key string) <-chan result {
+	ch := make(chan result, 1)
+	go func() { ch <- e.send(account, key, "t", sendOpts{}) }()
+	return ch
+}
+
+// sendHeld is sendAsync, waiting until the account holds the request (a
+// Hang fault); what names the wait.
+func (e *env) sendHeld(account, key, what string) <-chan result {
+	e.t.Helper()
+	ch := e.sendAsync(account, key)
+	waitFor(e.t, what, func() bool { return e.sb.Held(account) == 1 })
+	return ch
+}
