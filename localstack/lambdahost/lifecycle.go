@@ -81,27 +81,3 @@ func every(ctx context.Context, interval time.Duration, wake <-chan struct{}, f 
 		f()
 	}
 }
-
-// invokeBatch invokes a batch handler as the Lambda service does: the event
-// and the answer pass through JSON, and the handler runs under the
-// function's deadline with a panic turned into an error.
-func invokeBatch[E, R any](ctx context.Context, timeout time.Duration, fnArn string, in E, handler func(context.Context, E) (R, error)) (R, error) {
-	ev, _, err := roundTrip(in)
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	ictx, cancel, _ := invocationContext(ctx, timeout, fnArn)
-	defer cancel()
-	var resp R
-	err = callSafely(func() error {
-		var err error
-		resp, err = handler(ictx, ev)
-		return err
-	})
-	if err != nil {
-		return resp, err
-	}
-	resp, _, err = roundTrip(resp)
-	return resp, err
-}
