@@ -241,20 +241,10 @@ func (o *outbox) data() {
 	o.inboxQueue = queue("InboxQueue", "inbox", nil, o.inboxDLQ)
 	o.dispatchFailures = queue("DispatchFailures", "dispatch-failures", nil, nil)
 
-	bucketProps := func() *awss3.BucketProps {
-		return &awss3.BucketProps{
-			Encryption:        awss3.BucketEncryption_S3_MANAGED,
-			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-			EnforceSSL:        jsii.Bool(true),
-			MinimumTLSVersion: jsii.Number(1.2),
-			ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-			RemovalPolicy:     o.removal,
-		}
-	}
-	lp := bucketProps()
+	lp := o.bucketProps()
 	lp.LifecycleRules = &[]*awss3.LifecycleRule{{Expiration: awscdk.Duration_Days(jsii.Number(365))}}
 	o.accessLogsBucket = awss3.NewBucket(stack, jsii.String("AccessLogsBucket"), lp)
-	bp := bucketProps()
+	bp := o.bucketProps()
 	bp.Versioned = jsii.Bool(true)
 	bp.ServerAccessLogsBucket = o.accessLogsBucket
 	bp.ServerAccessLogsPrefix = jsii.String("backup-bucket/")
@@ -266,7 +256,7 @@ func (o *outbox) data() {
 	// Claim-checked payloads: content-addressed objects under payloads/,
 	// expired PayloadRetentionDays after their last put (intake puts again
 	// for every intent that carries the same bytes, which renews it).
-	pp := bucketProps()
+	pp := o.bucketProps()
 	pp.ServerAccessLogsBucket = o.accessLogsBucket
 	pp.ServerAccessLogsPrefix = jsii.String("payload-bucket/")
 	pp.LifecycleRules = &[]*awss3.LifecycleRule{{
@@ -758,5 +748,18 @@ func (o *outbox) outputs() {
 	out("OperatorEventsTopicArn", o.operatorTopic.TopicArn(), "operator events: one per needs-human episode and per failed/expired end (subscribe email, Slack, a pager)")
 	if o.api != nil {
 		out("ConsoleUrl", jsii.String(*o.api.ApiEndpoint()+"/console"), "the operators' web console")
+	}
+}
+
+// bucketProps is what every bucket of the stack starts from: S3-managed
+// encryption, no public access, TLS 1.2 only, owner-enforced objects.
+func (o *outbox) bucketProps() *awss3.BucketProps {
+	return &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		MinimumTLSVersion: jsii.Number(1.2),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		RemovalPolicy:     o.removal,
 	}
 }
