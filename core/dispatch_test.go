@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 type rig struct {
@@ -21,7 +23,7 @@ type rig struct {
 
 func newRig(caps Capabilities, script ...error) *rig {
 	r := &rig{store: newMemStore(), queue: &memQueue{}, prov: &fakeProvider{caps: caps, script: script},
-		clock: &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}}
+		clock: clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
 	provs := ProviderMap{"fake": r.prov}
 	r.in = &Intake{Store: r.store, Providers: provs, Clock: r.clock}
 	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: provs, Clock: r.clock, Lease: time.Minute, Owner: "w1",

@@ -26,6 +26,8 @@ import (
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // memStore is an IntentStore in memory; every read and write copies through
@@ -130,17 +132,7 @@ func (q *memQueue) len() int {
 	return len(q.msgs)
 }
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+type fakeClock = clocktest.Clock
 
 type world struct {
 	clock *fakeClock
@@ -189,7 +181,7 @@ func (w *world) attempt(t *testing.T, id string) {
 // newSlackFake is the fake Slack with workspace T1's bot token (bot B1) and
 // channel C1, on a fake clock.
 func newSlackFake(t *testing.T) (*fakeClock, *fakes.Slack) {
-	clock := &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	fk := fakes.NewSlack(t, clock.Now)
 	fk.AddToken("xoxb-e2e", "T1", "B1")
 	fk.AddChannel("C1")
@@ -222,7 +214,7 @@ func (w *world) runQueue(t *testing.T, max int) {
 	t.Helper()
 	for i := 0; i < max && w.queue.len() > 0; i++ {
 		m := w.queue.pop(t)
-		w.clock.Add(m.delay)
+		w.clock.Advance(m.delay)
 		if err := w.d.HandleRetry(context.Background(), m.msg); err != nil {
 			t.Fatalf("HandleRetry: %v", err)
 		}
@@ -302,7 +294,7 @@ func TestE2ESlackAmbiguousFailureAbsentThenRetried(t *testing.T) {
 // keys nor lookup, so the core stops: needs-human with the evidence, nothing
 // queued, and Telegram sent exactly one message.
 func TestE2ETelegramLostResponseNeedsHuman(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	fk := fakes.NewTelegram(t, clock.Now)
 	fk.AddBot("123456:e2e", 123456)
 	fk.AddChat(42, "private")
@@ -342,7 +334,7 @@ func TestE2ETelegramLostResponseNeedsHuman(t *testing.T) {
 // response is retried with the same key and replayed by the receiver. One
 // effect.
 func TestE2EHTTPLostResponseRetriedUnderKey(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	sec := newSecret(t)
 	rc := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: sec, HonoursKeys: true, Retention: 24 * time.Hour, Now: clock.Now})
 	p, err := httpsigned.New(nil, httpsigned.Config{Now: clock.Now, Timeout: 2 * time.Second, Accounts: map[string]httpsigned.Account{
