@@ -338,31 +338,32 @@ func TestLookupHistory(t *testing.T) {
 			t.Fatalf("channel_not_found lookup = %+v, want error", lr)
 		}
 	})
-	t.Run("without an attempt time, a post older than the lookback is not seen", func(t *testing.T) {
-		fk, p := setup(t, func(c *slack.Config) { c.Lookback = time.Hour })
-		r := request("it_old", `{"text":"x"}`)
-		if _, err := p.Send(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		clk.Add(2 * time.Hour)
-		defer clk.Add(-2 * time.Hour)
-		lr, err := p.Lookup(ctx, r)
-		if err != nil || lr.State != core.LookupAbsent || fk.Posts() != 1 {
-			t.Fatalf("Lookup = %+v, %v", lr, err)
-		}
-	})
-	t.Run("with the attempt time, a reconciliation days later still finds the post", func(t *testing.T) {
-		fk, p := setup(t, func(c *slack.Config) { c.Lookback = time.Hour })
-		r := request("it_days", `{"text":"x"}`)
-		r.AttemptStartedAt = clk.Now()
-		if _, err := p.Send(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		clk.Add(72 * time.Hour)
-		defer clk.Add(-72 * time.Hour)
-		lr, err := p.Lookup(ctx, r)
-		if err != nil || lr.State != core.LookupFound || fk.Posts() != 1 {
-			t.Fatalf("Lookup = %+v, %v", lr, err)
-		}
-	})
+	// The lookback window (one hour here) against the attempt's own time.
+	for _, c := range []struct {
+		name        string
+		id          string
+		attemptTime bool
+		later       time.Duration
+		want        core.LookupState
+	}{
+		{"without an attempt time, a post older than the lookback is not seen", "it_old", false, 2 * time.Hour, core.LookupAbsent},
+		{"with the attempt time, a reconciliation days later still finds the post", "it_days", true, 72 * time.Hour, core.LookupFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk, p := setup(t, func(c *slack.Config) { c.Lookback = time.Hour })
+			r := request(c.id, `{"text":"x"}`)
+			if c.attemptTime {
+				r.AttemptStartedAt = clk.Now()
+			}
+			if _, err := p.Send(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			clk.Add(c.later)
+			defer clk.Add(-c.later)
+			lr, err := p.Lookup(ctx, r)
+			if err != nil || lr.State != c.want || fk.Posts() != 1 {
+				t.Fatalf("Lookup = %+v, %v", lr, err)
+			}
+		})
+	}
 }
