@@ -244,10 +244,8 @@ func (o *outbox) data() {
 	lp := o.bucketProps()
 	lp.LifecycleRules = &[]*awss3.LifecycleRule{{Expiration: awscdk.Duration_Days(jsii.Number(365))}}
 	o.accessLogsBucket = awss3.NewBucket(stack, jsii.String("AccessLogsBucket"), lp)
-	bp := o.bucketProps()
+	bp := o.loggedBucketProps("backup-bucket/")
 	bp.Versioned = jsii.Bool(true)
-	bp.ServerAccessLogsBucket = o.accessLogsBucket
-	bp.ServerAccessLogsPrefix = jsii.String("backup-bucket/")
 	bp.LifecycleRules = &[]*awss3.LifecycleRule{{
 		NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(90)),
 		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
@@ -256,15 +254,8 @@ func (o *outbox) data() {
 	// Claim-checked payloads: content-addressed objects under payloads/,
 	// expired PayloadRetentionDays after their last put (intake puts again
 	// for every intent that carries the same bytes, which renews it).
-	pp := o.bucketProps()
-	pp.ServerAccessLogsBucket = o.accessLogsBucket
-	pp.ServerAccessLogsPrefix = jsii.String("payload-bucket/")
-	pp.LifecycleRules = &[]*awss3.LifecycleRule{{
-		Id:                                  jsii.String("expire-payloads"),
-		Prefix:                              jsii.String(payloads.Prefix),
-		Expiration:                          awscdk.Duration_Days(jsii.Number(r.PayloadRetentionDays)),
-		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
-	}}
+	pp := o.loggedBucketProps("payload-bucket/")
+	pp.LifecycleRules = expiringUnder("expire-payloads", payloads.Prefix, r.PayloadRetentionDays)
 	o.payloadBucket = awss3.NewBucket(stack, jsii.String("PayloadBucket"), pp)
 
 	// Operator events: one message per needs-human episode (and per failed or
@@ -762,4 +753,24 @@ func (o *outbox) bucketProps() *awss3.BucketProps {
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
 		RemovalPolicy:     o.removal,
 	}
+}
+
+// loggedBucketProps is bucketProps with server access logs to the access
+// logs bucket under logPrefix.
+func (o *outbox) loggedBucketProps(logPrefix string) *awss3.BucketProps {
+	p := o.bucketProps()
+	p.ServerAccessLogsBucket = o.accessLogsBucket
+	p.ServerAccessLogsPrefix = jsii.String(logPrefix)
+	return p
+}
+
+// expiringUnder is the lifecycle rule id expiring the objects under prefix
+// days after their last put (incomplete uploads after a day).
+func expiringUnder(id, prefix string, days float64) *[]*awss3.LifecycleRule {
+	return &[]*awss3.LifecycleRule{{
+		Id:                                  jsii.String(id),
+		Prefix:                              jsii.String(prefix),
+		Expiration:                          awscdk.Duration_Days(jsii.Number(days)),
+		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+	}}
 }
