@@ -299,21 +299,27 @@ func genStream(concurrent, reordered bool) func(g *Gen) Step {
 					recs[i], recs[j] = recs[j], recs[i]
 				}
 			}
-			if !concurrent {
-				w.dispatch(ctx, w.worker(wk), recs, true)
-				return
-			}
-			var wg sync.WaitGroup
-			for i, x := range w.Workers {
-				wg.Add(1)
-				go func(first bool, x *Worker) {
-					defer wg.Done()
-					w.dispatch(ctx, x, recs, first)
-				}(i == 0, x)
-			}
-			wg.Wait()
+			w.toWorkers(concurrent, wk, func(x *Worker, first bool) { w.dispatch(ctx, x, recs, first) })
 		}}
 	}
+}
+
+// toWorkers hands a delivery to worker wk, or (concurrent) to every worker
+// at once, the first of them marked first.
+func (w *World) toWorkers(concurrent bool, wk int, deliver func(x *Worker, first bool)) {
+	if !concurrent {
+		deliver(w.worker(wk), true)
+		return
+	}
+	var wg sync.WaitGroup
+	for i, x := range w.Workers {
+		wg.Add(1)
+		go func(first bool, x *Worker) {
+			defer wg.Done()
+			deliver(x, first)
+		}(i == 0, x)
+	}
+	wg.Wait()
 }
 
 func genStaleStream(g *Gen) Step {
@@ -341,19 +347,7 @@ func genQueue(concurrent bool) func(g *Gen) Step {
 			qs := w.mail.take(false)
 			r := rand.New(rand.NewPCG(shuffle, 2))
 			r.Shuffle(len(qs), func(i, j int) { qs[i], qs[j] = qs[j], qs[i] })
-			if !concurrent {
-				w.retry(ctx, w.worker(wk), qs, true)
-				return
-			}
-			var wg sync.WaitGroup
-			for i, x := range w.Workers {
-				wg.Add(1)
-				go func(first bool, x *Worker) {
-					defer wg.Done()
-					w.retry(ctx, x, qs, first)
-				}(i == 0, x)
-			}
-			wg.Wait()
+			w.toWorkers(concurrent, wk, func(x *Worker, first bool) { w.retry(ctx, x, qs, first) })
 		}}
 	}
 }

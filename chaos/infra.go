@@ -19,33 +19,16 @@ import (
 	"github.com/botharness/outbox/adapters/faultdb"
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // Clock is a schedule's fake clock. It moves forward only when told, and
 // every reading is one nanosecond later than the previous one, so readings
 // order events totally (a transition's time against a provider request's).
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = clocktest.Clock
 
 // NewClock starts a clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t.UTC()} }
-
-// Now implements core.Clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Nanosecond)
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func NewClock(t time.Time) *Clock { return clocktest.Ticking(t.UTC(), time.Nanosecond) }
 
 // --- the sandbox, observed -------------------------------------------------
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -40,20 +39,12 @@ func (a *Admin) List(ctx context.Context, o ListOptions) (*IntentPage, error) {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var page IntentPage
-	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &page); err != nil {
-		return nil, err
-	}
-	return &page, nil
+	return fetch[IntentPage](ctx, a.c, call{method: http.MethodGet, path: path, idempotent: true})
 }
 
 // Show reads an intent with every attempt, recommendation and decision.
 func (a *Admin) Show(ctx context.Context, id string) (*Intent, error) {
-	var in Intent
-	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/intents/" + url.PathEscape(id), idempotent: true}, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return fetch[Intent](ctx, a.c, call{method: http.MethodGet, path: "/v1/admin/intents/" + url.PathEscape(id), idempotent: true})
 }
 
 // History reads one slice of an intent's whole attempt and resolution
@@ -102,77 +93,37 @@ func (a *Admin) Resolve(ctx context.Context, id string, r ResolutionRequest) (*I
 	if err := validKey(key); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	var in Intent
-	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/intents/" + url.PathEscape(id) + "/resolution",
-		body: body, key: key, idempotent: true}, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return send[Intent](ctx, a.c, call{method: http.MethodPost, path: "/v1/admin/intents/" + url.PathEscape(id) + "/resolution",
+		key: key, idempotent: true}, r)
 }
 
 // Recommend attaches a recommendation (orchestrators and operators); it
 // changes no state. The route takes no Idempotency-Key and appends, so it is
 // retried only when the server provably did not act (no connection, 429).
 func (a *Admin) Recommend(ctx context.Context, id, decision, summary string) (*Intent, error) {
-	body, err := json.Marshal(map[string]string{"decision": decision, "summary": summary})
-	if err != nil {
-		return nil, err
-	}
-	var in Intent
-	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/intents/" + url.PathEscape(id) + "/recommendation",
-		body: body}, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return send[Intent](ctx, a.c, call{method: http.MethodPost, path: "/v1/admin/intents/" + url.PathEscape(id) + "/recommendation"},
+		map[string]string{"decision": decision, "summary": summary})
 }
 
 // CreateBackup backs up one bot's outbox (its profile). Each call makes a
 // new backup, so it is retried only when the server provably did not act.
 func (a *Admin) CreateBackup(ctx context.Context, profile string) (*Manifest, error) {
-	body, err := json.Marshal(map[string]string{"profile": profile})
-	if err != nil {
-		return nil, err
-	}
-	var m Manifest
-	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/backups", body: body}, &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	return send[Manifest](ctx, a.c, call{method: http.MethodPost, path: "/v1/admin/backups"}, map[string]string{"profile": profile})
 }
 
 // Backup reads a backup's verified manifest.
 func (a *Admin) Backup(ctx context.Context, backupID string) (*Manifest, error) {
-	var m Manifest
-	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/backups/" + url.PathEscape(backupID), idempotent: true}, &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	return fetch[Manifest](ctx, a.c, call{method: http.MethodGet, path: "/v1/admin/backups/" + url.PathEscape(backupID), idempotent: true})
 }
 
 // Restore verifies a backup and restores it (running it twice gives the same
 // state, so it is retried like a read).
 func (a *Admin) Restore(ctx context.Context, backupID string) (*RestoreReport, error) {
-	body, err := json.Marshal(map[string]string{"backupId": backupID})
-	if err != nil {
-		return nil, err
-	}
-	var r RestoreReport
-	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/restores", body: body, idempotent: true}, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return send[RestoreReport](ctx, a.c, call{method: http.MethodPost, path: "/v1/admin/restores", idempotent: true}, map[string]string{"backupId": backupID})
 }
 
 // WhoAmI reads the calling principal. A bot's token is refused (403,
 // errors.Is(err, ErrForbidden)): the admin API is not a bot's.
 func (a *Admin) WhoAmI(ctx context.Context) (*WhoAmI, error) {
-	var w WhoAmI
-	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/whoami", idempotent: true}, &w); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return fetch[WhoAmI](ctx, a.c, call{method: http.MethodGet, path: "/v1/admin/whoami", idempotent: true})
 }

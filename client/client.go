@@ -146,6 +146,25 @@ type result struct {
 	body   []byte
 }
 
+// fetch makes the call and decodes its answer as a new T.
+func fetch[T any](ctx context.Context, c *Client, cl call) (*T, error) {
+	var v T
+	if _, err := c.do(ctx, cl, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// send is fetch with body, as JSON, as the call's body.
+func send[T any](ctx context.Context, c *Client, cl call, body any) (*T, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	cl.body = b
+	return fetch[T](ctx, c, cl)
+}
+
 // do runs a call with retries and decodes a 2xx answer into out.
 func (c *Client) do(ctx context.Context, cl call, out any) (result, error) {
 	var last error
@@ -371,11 +390,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, req IntentRequest, opts Subm
 
 // Get reads one of this bot's intents.
 func (c *Client) Get(ctx context.Context, id string) (*Intent, error) {
-	var in Intent
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/intents/" + url.PathEscape(id), idempotent: true}, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return fetch[Intent](ctx, c, call{method: http.MethodGet, path: "/v1/intents/" + url.PathEscape(id), idempotent: true})
 }
 
 // History reads one slice of one of this bot's intents' whole attempt and
@@ -390,11 +405,7 @@ func history(ctx context.Context, c *Client, path, cursor string) (*HistorySlice
 	if cursor != "" {
 		path += "?" + url.Values{"cursor": {cursor}}.Encode()
 	}
-	var s HistorySlice
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return fetch[HistorySlice](ctx, c, call{method: http.MethodGet, path: path, idempotent: true})
 }
 
 // WaitOptions are the options of Wait.
@@ -452,13 +463,5 @@ type SourceUpdate struct {
 // PutSource records the current revision of a source the bot answers.
 // Revisions only move forward: an older one answers Applied false.
 func (c *Client) PutSource(ctx context.Context, sourceID string, u SourceUpdate) (*SourceState, error) {
-	body, err := json.Marshal(u)
-	if err != nil {
-		return nil, err
-	}
-	var st SourceState
-	if _, err := c.do(ctx, call{method: http.MethodPut, path: "/v1/sources/" + url.PathEscape(sourceID), body: body, idempotent: true}, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
+	return send[SourceState](ctx, c, call{method: http.MethodPut, path: "/v1/sources/" + url.PathEscape(sourceID), idempotent: true}, u)
 }

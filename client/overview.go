@@ -94,9 +94,5 @@ type GateMove struct {
 
 // Overview reads the operators' overview.
 func (a *Admin) Overview(ctx context.Context) (*Overview, error) {
-	var o Overview
-	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/overview", idempotent: true}, &o); err != nil {
-		return nil, err
-	}
-	return &o, nil
+	return fetch[Overview](ctx, a.c, call{method: http.MethodGet, path: "/v1/admin/overview", idempotent: true})
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"time"
@@ -61,26 +60,14 @@ func pacePath(provider, account string) string {
 
 // Pace reads an account's pacing.
 func (a *Admin) Pace(ctx context.Context, provider, account string) (*AccountPacing, error) {
-	var ap AccountPacing
-	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: pacePath(provider, account), idempotent: true}, &ap); err != nil {
-		return nil, err
-	}
-	return &ap, nil
+	return fetch[AccountPacing](ctx, a.c, call{method: http.MethodGet, path: pacePath(provider, account), idempotent: true})
 }
 
 // SetPace overrides an account's pace (nil: back to the declared pace), with
 // a reason. Setting the same pace again is harmless, so it is retried.
 func (a *Admin) SetPace(ctx context.Context, provider, account string, p *Pace, reason string) (*AccountPacing, error) {
-	body, err := json.Marshal(struct {
+	return send[AccountPacing](ctx, a.c, call{method: http.MethodPut, path: pacePath(provider, account), idempotent: true}, struct {
 		Pace   *Pace  `json:"pace"`
 		Reason string `json:"reason"`
 	}{p, reason})
-	if err != nil {
-		return nil, err
-	}
-	var ap AccountPacing
-	if _, err := a.c.do(ctx, call{method: http.MethodPut, path: pacePath(provider, account), body: body, idempotent: true}, &ap); err != nil {
-		return nil, err
-	}
-	return &ap, nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -42,23 +41,11 @@ func (a *Admin) Tokens(ctx context.Context, limit int, cursor string) (*TokenPag
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var page TokenPage
-	if _, err := a.c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &page); err != nil {
-		return nil, err
-	}
-	return &page, nil
+	return fetch[TokenPage](ctx, a.c, call{method: http.MethodGet, path: path, idempotent: true})
 }
 
 // RevokeToken revokes a token (operators only). Revoking again keeps the
 // first revocation, so it is retried like a read.
 func (a *Admin) RevokeToken(ctx context.Context, id, reason string) (*Token, error) {
-	body, err := json.Marshal(map[string]string{"reason": reason})
-	if err != nil {
-		return nil, err
-	}
-	var t Token
-	if _, err := a.c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/tokens/" + url.PathEscape(id) + "/revoke", body: body, idempotent: true}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return send[Token](ctx, a.c, call{method: http.MethodPost, path: "/v1/admin/tokens/" + url.PathEscape(id) + "/revoke", idempotent: true}, map[string]string{"reason": reason})
 }

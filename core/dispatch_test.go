@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 type rig struct {
@@ -21,7 +23,7 @@ type rig struct {
 
 func newRig(caps Capabilities, script ...error) *rig {
 	r := &rig{store: newMemStore(), queue: &memQueue{}, prov: &fakeProvider{caps: caps, script: script},
-		clock: &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}}
+		clock: clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
 	provs := ProviderMap{"fake": r.prov}
 	r.in = &Intake{Store: r.store, Providers: provs, Clock: r.clock}
 	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: provs, Clock: r.clock, Lease: time.Minute, Owner: "w1",
@@ -204,11 +206,11 @@ func TestUnknownOutcomeRouting(t *testing.T) {
 	}
 }
 
-func TestLateSuccessAfterLeaseExpiryIsKept(t *testing.T) {
-	r := newRig(Capabilities{})
-	in := r.submit(t)
-	// Claim, then let the sweeper expire the lease before the outcome lands.
-	claimed, err := r.store.Update(context.Background(), in.ID, func(i *Intent) error {
+// claimThenExpire claims the intent as worker w1 (attempt 1, a minute's
+// lease), lets the lease run out and sweeps; it returns the claimed intent.
+func (r *rig) claimThenExpire(t *testing.T, id string) *Intent {
+	t.Helper()
+	claimed, err := r.store.Update(context.Background(), id, func(i *Intent) error {
 		i.Status, i.AttemptCount, i.Lease = StatusInFlight, 1, &Lease{Owner: "w1", Until: r.clock.Now().Add(time.Minute)}
 		t := r.clock.Now()
 		i.FirstAttemptAt = &t
@@ -218,16 +220,29 @@ func TestLateSuccessAfterLeaseExpiryIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.clock.Advance(2 * time.Minute)
-	s := &Sweeper{D: r.d, Index: r.store}
-	if _, err := s.Run(context.Background()); err != nil {
+	if _, err := (&Sweeper{D: r.d, Index: r.store}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
-		t.Fatalf("after lease expiry: %s", got.Status)
-	}
+	return claimed
+}
+
+// lateSuccess records attempt 1 of the claimed intent succeeding (late-1).
+func (r *rig) lateSuccess(t *testing.T, claimed *Intent) {
+	t.Helper()
 	if _, err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestLateSuccessAfterLeaseExpiryIsKept(t *testing.T) {
+	r := newRig(Capabilities{})
+	in := r.submit(t)
+	// Claim, then let the sweeper expire the lease before the outcome lands.
+	claimed := r.claimThenExpire(t, in.ID)
+	if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
+		t.Fatalf("after lease expiry: %s", got.Status)
+	}
+	r.lateSuccess(t, claimed)
 	got := r.get(t, in.ID)
 	if got.Status != StatusSucceeded || got.ExternalID != "late-1" || len(got.Attempts) != 2 {
 		t.Fatalf("got %s %q attempts=%d", got.Status, got.ExternalID, len(got.Attempts))
@@ -338,25 +353,11 @@ func TestExpiredRetryAttemptKeepsItsClaimTime(t *testing.T) {
 func TestLateSuccessWhileRetryScheduledKeepsExternalID(t *testing.T) {
 	r := newRig(Capabilities{IdempotencyKeys: true, KeyRetention: time.Hour})
 	in := r.submit(t)
-	claimed, err := r.store.Update(context.Background(), in.ID, func(i *Intent) error {
-		i.Status, i.AttemptCount, i.Lease = StatusInFlight, 1, &Lease{Owner: "w1", Until: r.clock.Now().Add(time.Minute)}
-		t := r.clock.Now()
-		i.FirstAttemptAt = &t
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.clock.Advance(2 * time.Minute)
-	if _, err := (&Sweeper{D: r.d, Index: r.store}).Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	claimed := r.claimThenExpire(t, in.ID)
 	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure {
 		t.Fatalf("after lease expiry under a valid key: %s", got.Status)
 	}
-	if _, err := r.d.record(context.Background(), claimed, Attempt{N: 1, Trigger: "stream"}, &SendResult{ExternalID: "late-1"}, nil, Capabilities{}, r.d.log()); err != nil {
-		t.Fatal(err)
-	}
+	r.lateSuccess(t, claimed)
 	if got := r.get(t, in.ID); got.ExternalID != "late-1" {
 		t.Fatalf("external id %q after a late success, want late-1 (status %s)", got.ExternalID, got.Status)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // memStore is an in-memory IntentStore with the same optimistic semantics
@@ -323,21 +325,7 @@ func (p *fakeProvider) Lookup(context.Context, SendRequest) (LookupResult, error
 	return p.lookup, p.lookErr
 }
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+type fakeClock = clocktest.Clock
 
 // mustAttempt makes one attempt (trigger "stream") and fails the test on an
 // error: an attempt's outcome is recorded on the intent, so an error means

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // Fuzz targets for intake body parsing and canonicalisation. A short run is
@@ -18,7 +20,7 @@ const fuzzBody = `{"kind":"reply","provider":"fake","account":"a1","action":"sen
 
 func fuzzIntake() *Intake {
 	return &Intake{Store: newMemStore(), Providers: ProviderMap{"fake": &fakeProvider{}},
-		Clock: &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}}
+		Clock: clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
 }
 
 // effective is what an accepted request means: two bodies that replay each

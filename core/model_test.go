@@ -24,26 +24,12 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // mdlClock ticks a nanosecond per reading so readings order events.
-type mdlClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *mdlClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Nanosecond)
-	return c.t
-}
-
-func (c *mdlClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type mdlClock = clocktest.Clock
 
 // --- the reference provider ---------------------------------------------------
 
@@ -252,7 +238,7 @@ const (
 )
 
 func newMdlMachine(t *rapid.T) *mdlMachine {
-	clock := &mdlClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.Ticking(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Nanosecond)
 	prov := &mdlProvider{clock: clock, accounts: map[string]*mdlAccount{}, keys: map[string]*mdlKey{},
 		arrivals: map[string][]time.Time{}, parkCh: make(chan *mdlSend)}
 	m := &mdlMachine{t: t, clock: clock, prov: prov, store: mdlStore{newMemStore()}, queue: &mdlQueue{clock: clock}}
@@ -706,7 +692,7 @@ type bugRig struct {
 func newBugRig(t *testing.T, caps Capabilities, script ...error) *bugRig {
 	t.Helper()
 	r := &bugRig{store: newMemStore(), queue: &memQueue{}, prov: &fakeProvider{caps: caps, script: script},
-		clock: &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}}
+		clock: clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
 	providers := ProviderMap{"fake": r.prov}
 	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: providers, Clock: r.clock, Lease: time.Minute, Owner: "w1",
 		Backoff:         BackoffPolicy{Base: 100 * time.Millisecond, Cap: time.Minute, MaxAttempts: 8, MaxAge: time.Hour},

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // TestReplayFirst: the whole decision table. A stored intent answers before
@@ -78,7 +80,7 @@ func (f *fakeLimiter) Admit(context.Context, *Intent, time.Time) (func(context.C
 // covering it, and while its bot is limited; a different request under the
 // key is still 422; a new key gets the refusal. The happy path reads nothing.
 func TestSubmitReplaysBeforeTimeAndConfigurationRefusals(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	store := &countingStore{memStore: newMemStore()}
 	reg := newMemRegistry()
 	rv := &Revalidation{Facts: reg, Grants: reg, Clock: clock}

@@ -9,7 +9,7 @@ func TestApplyRetention(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	earlier := t0.Add(-time.Hour)
 	day := 24 * time.Hour
-	cases := []struct {
+	type retentionCase struct {
 		name    string
 		status  Status
 		ended   *time.Time
@@ -17,7 +17,8 @@ func TestApplyRetention(t *testing.T) {
 		window  time.Duration
 		wantEnd *time.Time
 		wantExp time.Time
-	}{
+	}
+	cases := []retentionCase{
 		{"succeeded ends now, expires a window later", StatusSucceeded, nil, t0, 7 * day, &t0, t0.Add(7 * day)},
 		{"a later write keeps the first end", StatusSucceeded, &earlier, t0, 7 * day, &earlier, earlier.Add(7 * day)},
 		{"failed", StatusFailed, nil, t0, day, &t0, t0.Add(day)},
@@ -29,15 +30,7 @@ func TestApplyRetention(t *testing.T) {
 		{"sub-second end rounds the expiry up", StatusSucceeded, nil, t0.Add(300 * time.Millisecond), time.Second, ptrTime(t0.Add(300 * time.Millisecond)), t0.Add(2 * time.Second)},
 	}
 	for _, s := range []Status{StatusPending, StatusInFlight, StatusRetryableFailure, StatusUnknownOutcome, StatusNeedsHuman} {
-		cases = append(cases, struct {
-			name    string
-			status  Status
-			ended   *time.Time
-			updated time.Time
-			window  time.Duration
-			wantEnd *time.Time
-			wantExp time.Time
-		}{"non-terminal " + string(s) + " never expires, however old", s, nil, t0.Add(-365 * day), day, nil, time.Time{}})
+		cases = append(cases, retentionCase{"non-terminal " + string(s) + " never expires, however old", s, nil, t0.Add(-365 * day), day, nil, time.Time{}})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

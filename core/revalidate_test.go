@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // rvRig is the dispatcher rig with revalidation wired as production wires it.
@@ -423,7 +425,7 @@ func (f failingGets) Get(context.Context, string) (*Intent, error) {
 // 403 to an identical resubmission. Not knowing must mean "try again".
 func TestIntakeReplayCheckFailureIsNotARefusal(t *testing.T) {
 	reg := newMemRegistry()
-	clock := &fakeClock{t: time.Now()}
+	clock := clocktest.New(time.Now())
 	rv := &Revalidation{Facts: reg, Grants: reg, Clock: clock}
 	in := &Intake{Store: failingGets{newMemStore()}, Providers: ProviderMap{"fake": &fakeProvider{}}, Clock: clock, Grants: rv}
 	_, err := in.Submit(context.Background(), "bot1", "k1", []byte(rvBody("c1", "")))

@@ -98,6 +98,24 @@ func fastBackoff() *core.BackoffPolicy {
 	return &core.BackoffPolicy{Base: time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
 }
 
+// serveChecked serves the stack's API; every exchange is validated against
+// api/openapi.json, reported after the server and the stack stopped (at
+// cleanup), so late deliveries count too.
+func serveChecked(t *testing.T, st *system.Stack) (*httptest.Server, *apitest.Validator) {
+	t.Helper()
+	contract, err := apitest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { contract.Report(t) })
+	api := httptest.NewServer(contract.Middleware(st.Gateway))
+	t.Cleanup(func() {
+		api.Close()
+		st.Stop()
+	})
+	return api, contract
+}
+
 // newEnv starts a full local stack on a fresh table and queues, and a fresh sandbox.
 func newEnv(t *testing.T, o options) *env {
 	t.Helper()
@@ -199,19 +217,8 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every exchange with the API is validated against api/openapi.json
-	// (reported after the server stopped, so late deliveries count too).
-	contract, err := apitest.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { contract.Report(t) })
-	api := httptest.NewServer(contract.Middleware(st.Gateway))
+	api, contract := serveChecked(t, st)
 	e := &env{t: t, st: st, sb: sb, sbURL: sbURL, api: api, clients: clients, writes: wc, table: o.Table, prefix: o.QueuePrefix, contract: contract}
-	t.Cleanup(func() {
-		api.Close()
-		st.Stop()
-	})
 	wc.n.Store(0)
 	return e
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
-	"github.com/botharness/outbox/api/apitest"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 )
@@ -76,13 +74,7 @@ func TestReplayAfterProviderRemovedIsReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	contract, err := apitest.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { contract.Report(t) })
-	api := httptest.NewServer(contract.Middleware(st.Gateway))
-	t.Cleanup(func() { api.Close(); st.Stop() })
+	api, contract := serveChecked(t, st)
 	without := &env{t: t, st: st, api: api, table: e.table, prefix: e.prefix, contract: contract}
 
 	without.expectReplay("rp-1", body, id)

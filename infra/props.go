@@ -225,35 +225,22 @@ func (p *OutboxStackProps) resolve() *resolved {
 	if len(r.ProviderSecretNames) == 0 {
 		r.ProviderSecretNames = []string{r.NamePrefix + "/provider-secrets"}
 	}
-	if r.APIRateLimit == 0 {
-		r.APIRateLimit = 50
-	}
-	if r.APIBurstLimit == 0 {
-		r.APIBurstLimit = 100
-	}
-	if r.DispatcherRetryAttempts == 0 {
-		r.DispatcherRetryAttempts = 5
-	}
-	if r.DispatcherMaxRecordAgeSeconds == 0 {
-		r.DispatcherMaxRecordAgeSeconds = 3600
-	}
-	if r.RetryMaxReceiveCount == 0 {
-		r.RetryMaxReceiveCount = 5
-	}
-	if r.DispatcherBatchSize == 0 {
-		r.DispatcherBatchSize = 100
-	}
-	if r.DispatcherParallelizationFactor == 0 {
-		r.DispatcherParallelizationFactor = 2
+	// Numeric settings left unset (0) take their defaults.
+	for _, d := range []struct {
+		v   *float64
+		def float64
+	}{
+		{&r.APIRateLimit, 50}, {&r.APIBurstLimit, 100},
+		{&r.DispatcherRetryAttempts, 5}, {&r.DispatcherMaxRecordAgeSeconds, 3600}, {&r.RetryMaxReceiveCount, 5},
+		{&r.DispatcherBatchSize, 100}, {&r.DispatcherParallelizationFactor, 2},
+		{&r.RetrierBatchSize, 10}, {&r.RetrierMaxConcurrency, 200},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
 	}
 	if r.DispatcherParallelizationFactor < 1 || r.DispatcherParallelizationFactor > 10 {
 		panic("infra: OutboxStackProps.DispatcherParallelizationFactor must be 1..10")
-	}
-	if r.RetrierBatchSize == 0 {
-		r.RetrierBatchSize = 10
-	}
-	if r.RetrierMaxConcurrency == 0 {
-		r.RetrierMaxConcurrency = 200
 	}
 	if r.RetrierMaxConcurrency < 2 || r.RetrierMaxConcurrency > 1000 {
 		panic("infra: OutboxStackProps.RetrierMaxConcurrency must be 2..1000")

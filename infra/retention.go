@@ -82,22 +82,8 @@ func (o *outbox) retentionData() {
 	if o.r.ArchiveOff {
 		return
 	}
-	ap := &awss3.BucketProps{
-		Encryption:             awss3.BucketEncryption_S3_MANAGED,
-		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
-		EnforceSSL:             jsii.Bool(true),
-		MinimumTLSVersion:      jsii.Number(1.2),
-		ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		RemovalPolicy:          o.removal,
-		ServerAccessLogsBucket: o.accessLogsBucket,
-		ServerAccessLogsPrefix: jsii.String("archive-bucket/"),
-		LifecycleRules: &[]*awss3.LifecycleRule{{
-			Id:                                  jsii.String("expire-archive"),
-			Prefix:                              jsii.String(archive.Prefix),
-			Expiration:                          awscdk.Duration_Days(jsii.Number(o.r.ArchiveRetentionDays)),
-			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
-		}},
-	}
+	ap := o.loggedBucketProps("archive-bucket/")
+	ap.LifecycleRules = expiringUnder("expire-archive", archive.Prefix, o.r.ArchiveRetentionDays)
 	o.archiveBucket = awss3.NewBucket(o.stack, jsii.String("ArchiveBucket"), ap)
 	awscdk.NewCfnOutput(o.stack, jsii.String("ArchiveBucketName"), &awscdk.CfnOutputProps{
 		Value: o.archiveBucket.BucketName(), Description: jsii.String("archived records of pruned intents (gzip JSON Lines under intents/dt=YYYY-MM-DD/)"),

@@ -241,23 +241,11 @@ func (o *outbox) data() {
 	o.inboxQueue = queue("InboxQueue", "inbox", nil, o.inboxDLQ)
 	o.dispatchFailures = queue("DispatchFailures", "dispatch-failures", nil, nil)
 
-	bucketProps := func() *awss3.BucketProps {
-		return &awss3.BucketProps{
-			Encryption:        awss3.BucketEncryption_S3_MANAGED,
-			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-			EnforceSSL:        jsii.Bool(true),
-			MinimumTLSVersion: jsii.Number(1.2),
-			ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-			RemovalPolicy:     o.removal,
-		}
-	}
-	lp := bucketProps()
+	lp := o.bucketProps()
 	lp.LifecycleRules = &[]*awss3.LifecycleRule{{Expiration: awscdk.Duration_Days(jsii.Number(365))}}
 	o.accessLogsBucket = awss3.NewBucket(stack, jsii.String("AccessLogsBucket"), lp)
-	bp := bucketProps()
+	bp := o.loggedBucketProps("backup-bucket/")
 	bp.Versioned = jsii.Bool(true)
-	bp.ServerAccessLogsBucket = o.accessLogsBucket
-	bp.ServerAccessLogsPrefix = jsii.String("backup-bucket/")
 	bp.LifecycleRules = &[]*awss3.LifecycleRule{{
 		NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(90)),
 		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
@@ -266,15 +254,8 @@ func (o *outbox) data() {
 	// Claim-checked payloads: content-addressed objects under payloads/,
 	// expired PayloadRetentionDays after their last put (intake puts again
 	// for every intent that carries the same bytes, which renews it).
-	pp := bucketProps()
-	pp.ServerAccessLogsBucket = o.accessLogsBucket
-	pp.ServerAccessLogsPrefix = jsii.String("payload-bucket/")
-	pp.LifecycleRules = &[]*awss3.LifecycleRule{{
-		Id:                                  jsii.String("expire-payloads"),
-		Prefix:                              jsii.String(payloads.Prefix),
-		Expiration:                          awscdk.Duration_Days(jsii.Number(r.PayloadRetentionDays)),
-		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
-	}}
+	pp := o.loggedBucketProps("payload-bucket/")
+	pp.LifecycleRules = expiringUnder("expire-payloads", payloads.Prefix, r.PayloadRetentionDays)
 	o.payloadBucket = awss3.NewBucket(stack, jsii.String("PayloadBucket"), pp)
 
 	// Operator events: one message per needs-human episode (and per failed or
@@ -759,4 +740,37 @@ func (o *outbox) outputs() {
 	if o.api != nil {
 		out("ConsoleUrl", jsii.String(*o.api.ApiEndpoint()+"/console"), "the operators' web console")
 	}
+}
+
+// bucketProps is what every bucket of the stack starts from: S3-managed
+// encryption, no public access, TLS 1.2 only, owner-enforced objects.
+func (o *outbox) bucketProps() *awss3.BucketProps {
+	return &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		MinimumTLSVersion: jsii.Number(1.2),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		RemovalPolicy:     o.removal,
+	}
+}
+
+// loggedBucketProps is bucketProps with server access logs to the access
+// logs bucket under logPrefix.
+func (o *outbox) loggedBucketProps(logPrefix string) *awss3.BucketProps {
+	p := o.bucketProps()
+	p.ServerAccessLogsBucket = o.accessLogsBucket
+	p.ServerAccessLogsPrefix = jsii.String(logPrefix)
+	return p
+}
+
+// expiringUnder is the lifecycle rule id expiring the objects under prefix
+// days after their last put (incomplete uploads after a day).
+func expiringUnder(id, prefix string, days float64) *[]*awss3.LifecycleRule {
+	return &[]*awss3.LifecycleRule{{
+		Id:                                  jsii.String(id),
+		Prefix:                              jsii.String(prefix),
+		Expiration:                          awscdk.Duration_Days(jsii.Number(days)),
+		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+	}}
 }

@@ -240,6 +240,25 @@ func (t template) one(tt *testing.T, typ, key string, value any) resource {
 	return found[0]
 }
 
+// deniesInsecureTransport reports whether a policy of type typ naming the
+// resource id in its property prop denies every request without TLS.
+func (t template) deniesInsecureTransport(typ, prop, id string) bool {
+	for _, pol := range t.resources(typ) {
+		for _, target := range list(pol.Props[prop]) {
+			if flat(target) != "<"+id+">" {
+				continue
+			}
+			for _, s := range list(pol.Props["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := s.(map[string]any)
+				if st["Effect"] == "Deny" && reflect.DeepEqual(st["Condition"], map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // flat renders an intrinsic as a readable string: Ref X -> <X>, GetAtt X.A
 // -> <X.A>, Join -> concatenation. Pseudo parameters render as ${AWS::X}.
 func flat(v any) string {
@@ -593,21 +612,7 @@ func TestQueues(t *testing.T) {
 			if qq.Props["MessageRetentionPeriod"] != 1209600.0 {
 				t.Errorf("queue %v retention %v, want 14 days", qq.Props["QueueName"], qq.Props["MessageRetentionPeriod"])
 			}
-			tls := false
-			for _, pol := range c.tm.resources("AWS::SQS::QueuePolicy") {
-				for _, qr := range list(pol.Props["Queues"]) {
-					if flat(qr) != "<"+qq.ID+">" {
-						continue
-					}
-					for _, s := range list(pol.Props["PolicyDocument"].(map[string]any)["Statement"]) {
-						st := s.(map[string]any)
-						if st["Effect"] == "Deny" && reflect.DeepEqual(st["Condition"], map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}) {
-							tls = true
-						}
-					}
-				}
-			}
-			if !tls {
+			if !c.tm.deniesInsecureTransport("AWS::SQS::QueuePolicy", "Queues", qq.ID) {
 				t.Errorf("queue %v has no TLS-only policy", qq.Props["QueueName"])
 			}
 		}
@@ -638,19 +643,7 @@ func TestBackupBucket(t *testing.T) {
 		)))
 	})
 	for _, b := range prodT.resources("AWS::S3::Bucket") {
-		ssl := false
-		for _, pol := range prodT.resources("AWS::S3::BucketPolicy") {
-			if flat(pol.Props["Bucket"]) != "<"+b.ID+">" {
-				continue
-			}
-			for _, s := range list(pol.Props["PolicyDocument"].(map[string]any)["Statement"]) {
-				st := s.(map[string]any)
-				if st["Effect"] == "Deny" && reflect.DeepEqual(st["Condition"], map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}) {
-					ssl = true
-				}
-			}
-		}
-		if !ssl {
+		if !prodT.deniesInsecureTransport("AWS::S3::BucketPolicy", "Bucket", b.ID) {
 			t.Errorf("bucket %s does not enforce SSL", b.ID)
 		}
 		if b.Props["PublicAccessBlockConfiguration"] == nil || b.Props["BucketEncryption"] == nil {
@@ -876,6 +869,17 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		return out
 	}
+	// Reading the table's stream through an event source mapping, with its
+	// failure destination.
+	stream := map[string][]string{
+		"sqs:SendMessage":           {"failures"},
+		"sqs:GetQueueAttributes":    {"failures"},
+		"sqs:GetQueueUrl":           {"failures"},
+		"dynamodb:ListStreams":      {"*"},
+		"dynamodb:DescribeStream":   {"stream"},
+		"dynamodb:GetRecords":       {"stream"},
+		"dynamodb:GetShardIterator": {"stream"},
+	}
 	want := map[string]map[string][]string{
 		"authorizer": {"dynamodb:GetItem": {"table"}},
 		"intake": {
@@ -886,15 +890,7 @@ func TestLeastPrivilege(t *testing.T) {
 		},
 		// The dispatcher only fans records out to the work queue (issue 24,
 		// finding 10): the stream (its mapping's grant) and sends, nothing else.
-		"dispatcher": {
-			"sqs:SendMessage":           {"retry", "failures"},
-			"sqs:GetQueueAttributes":    {"failures"},
-			"sqs:GetQueueUrl":           {"failures"},
-			"dynamodb:ListStreams":      {"*"},
-			"dynamodb:DescribeStream":   {"stream"},
-			"dynamodb:GetRecords":       {"stream"},
-			"dynamodb:GetShardIterator": {"stream"},
-		},
+		"dispatcher": with(stream, map[string][]string{"sqs:SendMessage": {"retry"}}),
 		"retrier": with(rw, map[string][]string{
 			"sqs:SendMessage":             {"retry"},
 			"sqs:ReceiveMessage":          {"retry"},
@@ -910,16 +906,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"sns:Publish":     {"topic"},
 			"s3:GetObject":    {"payloads"},
 		}),
-		"notifier": with(rw, map[string][]string{
-			"sns:Publish":               {"topic"},
-			"sqs:SendMessage":           {"failures"},
-			"sqs:GetQueueAttributes":    {"failures"},
-			"sqs:GetQueueUrl":           {"failures"},
-			"dynamodb:ListStreams":      {"*"},
-			"dynamodb:DescribeStream":   {"stream"},
-			"dynamodb:GetRecords":       {"stream"},
-			"dynamodb:GetShardIterator": {"stream"},
-		}),
+		"notifier": with(with(rw, stream), map[string][]string{"sns:Publish": {"topic"}}),
 		"admin": with(rw, map[string][]string{
 			"dynamodb:Query":          {"index", "profileIndex"},
 			"dynamodb:BatchWriteItem": {"table"},
@@ -931,17 +918,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"secretsmanager:GetSecretValue": {"backupKey"},
 			"secretsmanager:DescribeSecret": {"backupKey"},
 		}),
-		"pruner": with(rw, map[string][]string{
-			"sqs:SendMessage":           {"failures"},
-			"sqs:GetQueueAttributes":    {"failures"},
-			"sqs:GetQueueUrl":           {"failures"},
-			"dynamodb:ListStreams":      {"*"},
-			"dynamodb:DescribeStream":   {"stream"},
-			"dynamodb:GetRecords":       {"stream"},
-			"dynamodb:GetShardIterator": {"stream"},
-			"s3:GetObject":              {"archive"},
-			"s3:PutObject":              {"archive"},
-		}),
+		"pruner": with(with(rw, stream), map[string][]string{"s3:GetObject": {"archive"}, "s3:PutObject": {"archive"}}),
 		"webhook": with(rw, map[string][]string{
 			"sqs:SendMessage":               {"inbox"},
 			"secretsmanager:GetSecretValue": {"secrets"},

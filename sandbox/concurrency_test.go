@@ -72,28 +72,21 @@ func TestConcurrentSameKeyNotHonoured(t *testing.T) {
 	if len(ids) != 50 {
 		t.Fatalf("distinct ids %d", len(ids))
 	}
-	if n := e.count("?idempotencyKey=k1"); n != 50 {
-		t.Fatalf("effects %d want 50", n)
-	}
+	e.wantCount("?idempotencyKey=k1", 50, "")
 }
 
 // A request with the same key as a held (in-progress) one waits for it and then replays.
 func TestConcurrentWaitsForHeldOwner(t *testing.T) {
 	e := newEnv(t)
 	e.configure(honour("a1", 3600, Fault{Kind: FaultHang, DelayMs: 60000}))
-	first := make(chan result, 1)
-	go func() { first <- e.send("a1", "k1", "t", sendOpts{}) }()
-	waitFor(t, "owner held", func() bool { return e.sb.Held("a1") == 1 })
-	second := make(chan result, 1)
-	go func() { second <- e.send("a1", "k1", "t", sendOpts{}) }()
+	first := e.sendHeld("a1", "k1", "owner held")
+	second := e.sendAsync("a1", "k1")
 	select {
 	case r := <-second:
 		t.Fatalf("second request did not wait: %d %s", r.status, r.body)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 0, "")
 	e.sb.Release("a1")
 	r1, r2 := <-first, <-second
 	if r1.status != http.StatusCreated || r2.status != http.StatusOK || r2.header.Get("Idempotent-Replayed") != "true" {
@@ -102,9 +95,7 @@ func TestConcurrentWaitsForHeldOwner(t *testing.T) {
 	if r1.message(t) != r2.message(t) {
 		t.Fatalf("different messages %s vs %s", r1.body, r2.body)
 	}
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 // If the owner ends without committing, a waiter goes on and commits itself.
@@ -112,11 +103,8 @@ func TestConcurrentWaiterCommitsWhenOwnerDoesNot(t *testing.T) {
 	var logs syncBuffer
 	e := newEnv(t, WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
-	first := make(chan result, 1)
-	go func() { first <- e.send("a1", "k1", "t", sendOpts{}) }()
-	waitFor(t, "owner held", func() bool { return e.sb.Held("a1") == 1 })
-	second := make(chan result, 1)
-	go func() { second <- e.send("a1", "k1", "t", sendOpts{}) }()
+	first := e.sendHeld("a1", "k1", "owner held")
+	second := e.sendAsync("a1", "k1")
 	time.Sleep(50 * time.Millisecond)
 	e.sb.Release("a1")
 	if r := <-first; r.status != http.StatusServiceUnavailable {
@@ -125,9 +113,7 @@ func TestConcurrentWaiterCommitsWhenOwnerDoesNot(t *testing.T) {
 	if r := <-second; r.status != http.StatusCreated {
 		t.Fatalf("second %d", r.status)
 	}
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 func TestConcurrentConflictPolicy(t *testing.T) {
@@ -135,9 +121,7 @@ func TestConcurrentConflictPolicy(t *testing.T) {
 	c := honour("a1", 3600, Fault{Kind: FaultHang, DelayMs: 60000})
 	c.Capabilities.ConcurrentKeyPolicy = ptr(PolicyConflict)
 	e.configure(c)
-	first := make(chan result, 1)
-	go func() { first <- e.send("a1", "k1", "t", sendOpts{}) }()
-	waitFor(t, "owner held", func() bool { return e.sb.Held("a1") == 1 })
+	first := e.sendHeld("a1", "k1", "owner held")
 	r := e.send("a1", "k1", "t", sendOpts{})
 	if r.status != http.StatusConflict || r.errorCode(t) != "request_in_progress" {
 		t.Fatalf("second: %d %s", r.status, r.body)
@@ -148,9 +132,7 @@ func TestConcurrentConflictPolicy(t *testing.T) {
 		t.Fatalf("first %d", r.status)
 	}
 	e.mustSend("a1", "k1", "t", http.StatusOK)
-	if n := e.count("?idempotencyKey=k1"); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("?idempotencyKey=k1", 1, "")
 }
 
 // A waiter whose client gives up leaves without an effect. The owner does
@@ -159,9 +141,7 @@ func TestConcurrentWaiterClientGivesUp(t *testing.T) {
 	var logs syncBuffer
 	e := newEnv(t, WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
-	first := make(chan result, 1)
-	go func() { first <- e.send("a1", "k1", "t", sendOpts{}) }()
-	waitFor(t, "owner held", func() bool { return e.sb.Held("a1") == 1 })
+	first := e.sendHeld("a1", "k1", "owner held")
 	impatient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 50 * time.Millisecond}
 	if r := e.send("a1", "k1", "t", sendOpts{client: impatient}); r.err == nil {
 		t.Fatalf("expected timeout, got %d", r.status)
@@ -176,9 +156,7 @@ func TestConcurrentWaiterClientGivesUp(t *testing.T) {
 		t.Fatalf("first %d", r.status)
 	}
 	time.Sleep(100 * time.Millisecond) // give a wrongly remaining waiter time to commit
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d: the waiter whose client left still committed", n)
-	}
+	e.wantCount("", 0, "the waiter whose client left still committed")
 }
 
 // Mixed traffic on several accounts, for the race detector and for the

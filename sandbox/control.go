@@ -32,18 +32,28 @@ func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
 	}{s.States()})
 }
 
-// handlePostFaults is POST /_sandbox/faults.
-func (s *Server) handlePostFaults(w http.ResponseWriter, r *http.Request) {
+// decodeControl reads a control request's body (at most maxBody) into v,
+// refusing unknown fields; on failure it has answered 400 invalid_request
+// (what prefixes a decoding error).
+func (s *Server) decodeControl(w http.ResponseWriter, r *http.Request, v any, what string) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", "could not read body", nil)
-		return
+		return false
 	}
-	var c Config
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "bad config: "+err.Error(), nil)
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", what+": "+err.Error(), nil)
+		return false
+	}
+	return true
+}
+
+// handlePostFaults is POST /_sandbox/faults.
+func (s *Server) handlePostFaults(w http.ResponseWriter, r *http.Request) {
+	var c Config
+	if !s.decodeControl(w, r, &c, "bad config") {
 		return
 	}
 	st, err := s.Configure(c)

@@ -19,9 +19,7 @@ func TestFaultDropAfterCommit(t *testing.T) {
 	if !errors.Is(r.err, io.EOF) && !strings.Contains(r.err.Error(), "EOF") && !strings.Contains(r.err.Error(), "reset") {
 		t.Fatalf("unexpected transport error: %v", r.err)
 	}
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d, want 1: the commit happened before the drop", n)
-	}
+	e.wantCount("", 1, "the commit happened before the drop")
 	_, lr := e.lookup("a1", "k1")
 	if lr.State != "found" {
 		t.Fatalf("lookup %+v", lr)
@@ -31,9 +29,7 @@ func TestFaultDropAfterCommit(t *testing.T) {
 	if m.ID != "sbx_1" {
 		t.Fatalf("replayed %s", m.ID)
 	}
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d want 1", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 func TestFaultDropAfterCommitWithoutKeysDuplicatesOnRetry(t *testing.T) {
@@ -43,9 +39,7 @@ func TestFaultDropAfterCommitWithoutKeysDuplicatesOnRetry(t *testing.T) {
 		t.Fatalf("expected a transport error, got %d", r.status)
 	}
 	e.mustSend("a1", "k1", "t", http.StatusCreated) // the blind retry the product must not make
-	if n := e.count("?idempotencyKey=k1"); n != 2 {
-		t.Fatalf("effects %d want 2", n)
-	}
+	e.wantCount("?idempotencyKey=k1", 2, "")
 }
 
 // net/http's Transport silently re-sends a request that carries an
@@ -95,17 +89,13 @@ func TestFaultHangPastClientTimeout(t *testing.T) {
 		t.Fatalf("lookup after late commit: %+v", lr)
 	}
 	e.mustSend("a1", "k1", "t", http.StatusOK)
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 func TestFaultHangDefaultDelayStopsOnClose(t *testing.T) {
 	e := newEnv(t)
 	e.configure(Config{Account: "a1", Faults: []Fault{{Kind: FaultHang}}}) // default 30s
-	done := make(chan result, 1)
-	go func() { done <- e.send("a1", "k1", "t", sendOpts{}) }()
-	waitFor(t, "request held", func() bool { return e.sb.Held("a1") == 1 })
+	done := e.sendHeld("a1", "k1", "request held")
 	start := time.Now()
 	e.sb.Close()
 	if d := time.Since(start); d > 2*time.Second {
@@ -133,9 +123,7 @@ func TestFaultHangDefaultDelayStopsOnClose(t *testing.T) {
 func TestFaultHangNoCommit(t *testing.T) {
 	e := newEnv(t)
 	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
-	done := make(chan result, 1)
-	go func() { done <- e.send("a1", "k1", "t", sendOpts{}) }()
-	waitFor(t, "request held", func() bool { return e.sb.Held("a1") == 1 })
+	done := e.sendHeld("a1", "k1", "request held")
 	if _, lr := e.lookup("a1", "k1"); lr.State != "pending" {
 		t.Fatalf("lookup while held: %+v", lr)
 	}
@@ -150,18 +138,14 @@ func TestFaultHangNoCommit(t *testing.T) {
 	if _, lr := e.lookup("a1", "k1"); lr.State != "absent" {
 		t.Fatalf("lookup after no-commit: %+v", lr)
 	}
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 0, "")
 	// Short delay without Release.
 	e.configure(Config{Account: "a1", Faults: []Fault{{Kind: FaultHangNoCommit, DelayMs: 20}}})
 	if r := e.send("a1", "k1", "t", sendOpts{}); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("status %d", r.status)
 	}
 	e.mustSend("a1", "k1", "t", http.StatusCreated)
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 func TestFaultRateLimit(t *testing.T) {
@@ -173,9 +157,7 @@ func TestFaultRateLimit(t *testing.T) {
 			t.Fatalf("status %d Retry-After %q body %s, want 429 %s", r.status, r.header.Get("Retry-After"), r.body, want)
 		}
 	}
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 0, "")
 	e.mustSend("a1", "k1", "t", http.StatusCreated)
 }
 
@@ -187,13 +169,9 @@ func TestFaultUnavailable(t *testing.T) {
 		t.Fatalf("status %d", r.status)
 	}
 	mustJSONEqual(t, r.body, `{"error":{"code":"unavailable","committed":false}}`)
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 0, "")
 	e.mustSend("a1", "k1", "t", http.StatusCreated)
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 func TestFaultErrorAfterCommit(t *testing.T) {
@@ -204,13 +182,9 @@ func TestFaultErrorAfterCommit(t *testing.T) {
 		t.Fatalf("status %d", r.status)
 	}
 	mustJSONEqual(t, r.body, `{"error":{"code":"internal"}}`)
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d, want 1 (committed before the 500)", n)
-	}
+	e.wantCount("", 1, "committed before the 500")
 	e.mustSend("a1", "k1", "t", http.StatusOK)
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 func TestFaultRejectAndUnauthorized(t *testing.T) {
@@ -224,9 +198,7 @@ func TestFaultRejectAndUnauthorized(t *testing.T) {
 	if r.status != http.StatusUnauthorized || r.errorCode(t) != "invalid_auth" {
 		t.Fatalf("unauthorized: %d %s", r.status, r.body)
 	}
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 0, "")
 }
 
 // Faults apply to a replay too: the commit step is then a replay, and no new effect happens.
@@ -242,9 +214,7 @@ func TestFaultsOnReplayMakeNoNewEffect(t *testing.T) {
 		t.Fatalf("expected drop, got %d", r.status)
 	}
 	e.mustSend("a1", "k1", "t", http.StatusOK)
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d", n)
-	}
+	e.wantCount("", 1, "")
 }
 
 func TestFaultQueueOrderMatchAndAppend(t *testing.T) {
@@ -295,15 +265,11 @@ func TestFaultQueueOrderMatchAndAppend(t *testing.T) {
 func TestResetAbandonsHeldRequests(t *testing.T) {
 	e := newEnv(t)
 	e.configure(honour("a1", 3600, Fault{Kind: FaultHang, DelayMs: 60000}))
-	done := make(chan result, 1)
-	go func() { done <- e.send("a1", "k1", "t", sendOpts{}) }()
-	waitFor(t, "request held", func() bool { return e.sb.Held("a1") == 1 })
+	done := e.sendHeld("a1", "k1", "request held")
 	e.do(nil, http.MethodPost, "/_sandbox/reset", nil, "")
 	r := <-done
 	if r.status != http.StatusServiceUnavailable {
 		t.Fatalf("status %d", r.status)
 	}
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d: a pre-reset request committed after reset", n)
-	}
+	e.wantCount("", 0, "a pre-reset request committed after reset")
 }

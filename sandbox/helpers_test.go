@@ -9,28 +9,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // fakeClock is an injectable, manually advanced clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = clocktest.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 123456789, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+	return clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 123456789, time.UTC))
 }
 
 type env struct {
@@ -252,4 +239,32 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// wantCount fails the test unless want effects match query; why, when set,
+// says what a wrong count means.
+func (e *env) wantCount(query string, want int, why string) {
+	e.t.Helper()
+	if n := e.count(query); n != want {
+		if why != "" {
+			e.t.Fatalf("effects %d, want %d: %s", n, want, why)
+		}
+		e.t.Fatalf("effects %d, want %d", n, want)
+	}
+}
+
+// sendAsync sends in the background; the result comes on the channel.
+func (e *env) sendAsync(account, key string) <-chan result {
+	ch := make(chan result, 1)
+	go func() { ch <- e.send(account, key, "t", sendOpts{}) }()
+	return ch
+}
+
+// sendHeld is sendAsync, waiting until the account holds the request (a
+// Hang fault); what names the wait.
+func (e *env) sendHeld(account, key, what string) <-chan result {
+	e.t.Helper()
+	ch := e.sendAsync(account, key)
+	waitFor(e.t, what, func() bool { return e.sb.Held(account) == 1 })
+	return ch
 }

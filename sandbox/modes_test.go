@@ -36,9 +36,7 @@ func TestRateLimitModeAnswers429BeyondTheRateWithNoEffect(t *testing.T) {
 	if r.errorCode(t) != "rate_limited" {
 		t.Fatalf("code %s", r.body)
 	}
-	if n := e.count("?account=rl"); n != 3 {
-		t.Fatalf("effects %d, want 3 (the 429 has none)", n)
-	}
+	e.wantCount("?account=rl", 3, "the 429 has none")
 	// Other accounts are not limited.
 	e.mustSend("other", "k5", "c", http.StatusCreated)
 	// Once the first request leaves the window, one more is served.

@@ -149,6 +149,15 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 			owned = false
 		}
 	}
+	// giveUp answers 503 for a request that ends before its commit (s.mu
+	// not held).
+	giveUp := func(outcome string) {
+		s.mu.Lock()
+		finish()
+		s.mu.Unlock()
+		log.Info("send", slog.String("outcome", outcome), slog.Int("status", http.StatusServiceUnavailable))
+		writeUnavailable(w)
+	}
 
 	if fault.Kind == FaultHang || fault.Kind == FaultHangNoCommit {
 		delay := time.Duration(fault.DelayMs) * time.Millisecond
@@ -156,19 +165,11 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 			delay = s.defaultHang
 		}
 		if !s.hold(a, delay, genDone) {
-			s.mu.Lock()
-			finish()
-			s.mu.Unlock()
-			log.Info("send", slog.String("outcome", "abandoned_while_held"), slog.Int("status", http.StatusServiceUnavailable))
-			writeUnavailable(w)
+			giveUp("abandoned_while_held")
 			return
 		}
 		if fault.Kind == FaultHangNoCommit {
-			s.mu.Lock()
-			finish()
-			s.mu.Unlock()
-			log.Info("send", slog.String("outcome", "unavailable"), slog.Int("status", http.StatusServiceUnavailable))
-			writeUnavailable(w)
+			giveUp("unavailable")
 			return
 		}
 	}

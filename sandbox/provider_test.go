@@ -90,9 +90,7 @@ func TestValidationHasNoEffectAndConsumesNoFault(t *testing.T) {
 			}
 		})
 	}
-	if n := e.count(""); n != 0 {
-		t.Fatalf("effects %d after invalid requests", n)
-	}
+	e.wantCount("", 0, "after invalid requests")
 	if st := e.sb.State("a1"); len(st.Faults) != 1 {
 		t.Fatalf("invalid requests consumed faults: %+v", st.Faults)
 	}
@@ -161,14 +159,10 @@ func TestReplayWithinRetention(t *testing.T) {
 	if !bytes.Equal(first.body, second.body) {
 		t.Fatalf("replay body %s != %s", second.body, first.body)
 	}
-	if n := e.count(""); n != 1 {
-		t.Fatalf("effects %d want 1", n)
-	}
+	e.wantCount("", 1, "")
 	// A different key is a different effect.
 	e.mustSend("a1", "k2", "t", http.StatusCreated)
-	if n := e.count(""); n != 2 {
-		t.Fatalf("effects %d want 2", n)
-	}
+	e.wantCount("", 2, "")
 }
 
 func TestRetentionExpiry(t *testing.T) {
@@ -182,9 +176,7 @@ func TestRetentionExpiry(t *testing.T) {
 	if second.ID == first.ID || second.ID != "sbx_2" {
 		t.Fatalf("after retention got %s (first %s), want a new message sbx_2", second.ID, first.ID)
 	}
-	if n := e.count("?idempotencyKey=k1"); n != 2 {
-		t.Fatalf("effects %d want 2 (the duplicate the product must avoid)", n)
-	}
+	e.wantCount("?idempotencyKey=k1", 2, "the duplicate the product must avoid")
 	// The new commit opens a new window.
 	e.clock.Advance(59 * time.Second)
 	if m := e.mustSend("a1", "k1", "t", http.StatusOK).message(t); m.ID != second.ID {
@@ -214,9 +206,7 @@ func TestRetentionChangeAppliesToExistingKeys(t *testing.T) {
 	e.configure(Config{Account: "a1", Capabilities: &CapabilitiesPatch{KeyRetentionSeconds: ptr(0)}})
 	e.mustSend("a1", "k9", "t", http.StatusCreated)
 	e.mustSend("a1", "k9", "t", http.StatusCreated)
-	if n := e.count(""); n != 4 {
-		t.Fatalf("effects %d want 4", n)
-	}
+	e.wantCount("", 4, "")
 }
 
 func TestKeysNotHonoured(t *testing.T) {
@@ -226,16 +216,12 @@ func TestKeysNotHonoured(t *testing.T) {
 	if a.ID == b.ID {
 		t.Fatal("same id for two effects")
 	}
-	if n := e.count("?idempotencyKey=k1"); n != 2 {
-		t.Fatalf("effects %d want 2", n)
-	}
+	e.wantCount("?idempotencyKey=k1", 2, "")
 	// Commits made while keys were not honoured are not replayed after switching keys on.
 	e.configure(honour("a1", 60))
 	e.mustSend("a1", "k1", "t", http.StatusCreated)
 	e.mustSend("a1", "k1", "t", http.StatusOK)
-	if n := e.count("?idempotencyKey=k1"); n != 3 {
-		t.Fatalf("effects %d want 3", n)
-	}
+	e.wantCount("?idempotencyKey=k1", 3, "")
 }
 
 func TestLookup(t *testing.T) {

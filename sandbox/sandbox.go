@@ -308,31 +308,32 @@ func (s *Server) EffectCount(f EffectFilter) int {
 // hang_no_commit fault on the account ("" = all accounts); they then go on as
 // if their delay had passed. It returns how many requests were held.
 func (s *Server) Release(accountName string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for name, a := range s.accounts {
-		if accountName != "" && name != accountName {
-			continue
-		}
+	s.eachAccount(accountName, func(a *account) {
 		n += a.held
 		close(a.release)
 		a.release = make(chan struct{})
-	}
+	})
 	return n
 }
 
 // Held returns how many requests are held by a fault on the account ("" = all accounts).
 func (s *Server) Held(accountName string) int {
+	n := 0
+	s.eachAccount(accountName, func(a *account) { n += a.held })
+	return n
+}
+
+// eachAccount calls f, with s.mu held, for the named account ("" = every
+// account).
+func (s *Server) eachAccount(accountName string, f func(*account)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
 	for name, a := range s.accounts {
 		if accountName == "" || name == accountName {
-			n += a.held
+			f(a)
 		}
 	}
-	return n
 }
 
 // TB is the part of testing.TB that StartTest needs.

@@ -540,16 +540,8 @@ var ErrNotFound = errors.New("not found")
 
 // handleEmit is POST /_sandbox/emit.
 func (s *Server) handleEmit(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "could not read body", nil)
-		return
-	}
 	var req EmitRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "bad emit request: "+err.Error(), nil)
+	if !s.decodeControl(w, r, &req, "bad emit request") {
 		return
 	}
 	res, err := s.Emit(req)

@@ -398,19 +398,10 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 	if err != nil {
 		return nil, err
 	}
-	data, err := s.get(ctx, m.ItemsObject)
+	dec, err := s.openObject(ctx, m.ItemsObject, m.ItemsBytes, m.ItemsSHA256, "items")
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(data)
-	if int64(len(data)) != m.ItemsBytes || hex.EncodeToString(sum[:]) != m.ItemsSHA256 {
-		return nil, fmt.Errorf("%w: items object does not match the manifest's size and checksum", ErrInvalidSnapshot)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w: items object is not gzip", ErrInvalidSnapshot)
-	}
-	dec := json.NewDecoder(zr)
 	var items []map[string]types.AttributeValue
 	for {
 		var raw map[string]json.RawMessage
@@ -550,6 +541,25 @@ func (s *Service) backupPayloads(ctx context.Context, m *Manifest, refs map[stri
 	return nil
 }
 
+// openObject fetches a snapshot object, checks it against the manifest's
+// size and checksum, and returns a decoder of its gzip JSON Lines; what names
+// the object in errors.
+func (s *Service) openObject(ctx context.Context, key string, size int64, sha, what string) (*json.Decoder, error) {
+	data, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != size || hex.EncodeToString(sum[:]) != sha {
+		return nil, fmt.Errorf("%w: %s object does not match the manifest's size and checksum", ErrInvalidSnapshot, what)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s object is not gzip", ErrInvalidSnapshot, what)
+	}
+	return json.NewDecoder(zr), nil
+}
+
 // readPayloads reads and verifies a snapshot's payload objects: the object
 // matches the manifest's size and checksum, and every payload hashes to the
 // hash it is filed under. Nothing is written.
@@ -560,19 +570,10 @@ func (s *Service) readPayloads(ctx context.Context, m *Manifest) ([]payloadLine,
 	if s.Payloads == nil {
 		return nil, fmt.Errorf("snapshot %s carries %d payloads but no payload store is configured to restore them into", m.BackupID, m.PayloadCount)
 	}
-	data, err := s.get(ctx, m.PayloadsObject)
+	dec, err := s.openObject(ctx, m.PayloadsObject, m.PayloadsBytes, m.PayloadsSHA256, "payloads")
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(data)
-	if int64(len(data)) != m.PayloadsBytes || hex.EncodeToString(sum[:]) != m.PayloadsSHA256 {
-		return nil, fmt.Errorf("%w: payloads object does not match the manifest's size and checksum", ErrInvalidSnapshot)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w: payloads object is not gzip", ErrInvalidSnapshot)
-	}
-	dec := json.NewDecoder(zr)
 	var out []payloadLine
 	for {
 		var pl payloadLine

@@ -185,18 +185,25 @@ func (l *OperatorEventLedger) Release(ctx context.Context, id, owner string, now
 	return nil
 }
 
-// Unpublished lists claims whose lease ended before they were published.
-func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, limit int) ([]core.OperatorNotice, error) {
-	res, err := l.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(l.table),
+// dueQuery lists the gsi1 partition pk up to the time upTo (sort keys
+// "<time>#…", timeKey), from start, at most limit items.
+func dueQuery(table, pk string, upTo time.Time, start map[string]types.AttributeValue, limit int) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:              aws.String(table),
 		IndexName:              aws.String(gsiName),
 		KeyConditionExpression: aws.String("gsi1pk = :p AND gsi1sk <= :t"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: opEventUnpublished},
-			":t": &types.AttributeValueMemberS{Value: now.UTC().Format(timeKey) + "#~"},
+			":p": &types.AttributeValueMemberS{Value: pk},
+			":t": &types.AttributeValueMemberS{Value: upTo.UTC().Format(timeKey) + "#~"},
 		},
-		Limit: aws.Int32(int32(min(max(limit, 1), 100))),
-	})
+		ExclusiveStartKey: start,
+		Limit:             aws.Int32(int32(limit)),
+	}
+}
+
+// Unpublished lists claims whose lease ended before they were published.
+func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, limit int) ([]core.OperatorNotice, error) {
+	res, err := l.db.Query(ctx, dueQuery(l.table, opEventUnpublished, now, nil, min(max(limit, 1), 100)))
 	if err != nil {
 		return nil, fmt.Errorf("list unpublished operator events: %w", err)
 	}

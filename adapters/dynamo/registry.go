@@ -204,12 +204,19 @@ func marshalGrant(g *core.Grant) (map[string]types.AttributeValue, error) {
 	return item, nil
 }
 
-func unmarshalGrant(item map[string]types.AttributeValue) (*core.Grant, error) {
-	var g grantItem
-	if err := attributevalue.UnmarshalMap(item, &g); err != nil {
-		return nil, fmt.Errorf("unmarshal grant: %w", err)
+// unmarshalAs decodes a stored item as I and converts it; what names the
+// item in the error.
+func unmarshalAs[I, T any](item map[string]types.AttributeValue, what string, from func(*I) T) (T, error) {
+	var it I
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		var zero T
+		return zero, fmt.Errorf("unmarshal %s: %w", what, err)
 	}
-	return grantFromItem(&g), nil
+	return from(&it), nil
+}
+
+func unmarshalGrant(item map[string]types.AttributeValue) (*core.Grant, error) {
+	return unmarshalAs(item, "grant", grantFromItem)
 }
 
 // GetGrant reads a grant with a strongly consistent read.
@@ -299,11 +306,7 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 // ---- capabilities ----
 
 func unmarshalCapability(item map[string]types.AttributeValue) (*core.Capability, error) {
-	var c capabilityItem
-	if err := attributevalue.UnmarshalMap(item, &c); err != nil {
-		return nil, fmt.Errorf("unmarshal capability: %w", err)
-	}
-	return capabilityFromItem(&c), nil
+	return unmarshalAs(item, "capability", capabilityFromItem)
 }
 
 // GetCapability reads an account's capability state (ErrNotFound: none).
@@ -335,11 +338,7 @@ func (r *Registry) PutCapability(ctx context.Context, c *core.Capability, expect
 // ---- sources ----
 
 func unmarshalSource(item map[string]types.AttributeValue) (*core.SourceState, error) {
-	var st sourceItem
-	if err := attributevalue.UnmarshalMap(item, &st); err != nil {
-		return nil, fmt.Errorf("unmarshal source: %w", err)
-	}
-	return sourceFromItem(&st), nil
+	return unmarshalAs(item, "source", sourceFromItem)
 }
 
 // AdvanceSource moves a source's revision forward with one conditional

@@ -60,17 +60,7 @@ func (s *Store) DueRepairs(ctx context.Context, shard int, upTo time.Time, limit
 			}
 		}
 	}
-	res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(gsiName),
-		KeyConditionExpression: aws.String("gsi1pk = :p AND gsi1sk <= :t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: pk},
-			":t": &types.AttributeValueMemberS{Value: upTo.UTC().Format(timeKey) + "#~"},
-		},
-		ExclusiveStartKey: start,
-		Limit:             aws.Int32(int32(min(max(limit, 1), 1000))),
-	})
+	res, err := s.db.Query(ctx, dueQuery(s.table, pk, upTo, start, min(max(limit, 1), 1000)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("query repair shard %d: %w", shard, err)
 	}

@@ -43,29 +43,22 @@ func valueSize(v types.AttributeValue, num NumberBytes) int {
 		}
 		return n
 	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range t.Value {
-			n += 1 + valueSize(e, num)
-		}
-		return n
+		return 3 + sizeOf(t.Value, func(e types.AttributeValue) int { return 1 + valueSize(e, num) })
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)
-		}
-		return n
+		return sizeOf(t.Value, func(e string) int { return len(e) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, e := range t.Value {
-			n += num(e)
-		}
-		return n
+		return sizeOf(t.Value, num)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)
-		}
-		return n
+		return sizeOf(t.Value, func(e []byte) int { return len(e) })
 	}
 	return 0
+}
+
+// sizeOf sums the sizes of a list's or set's elements.
+func sizeOf[E any](es []E, size func(E) int) int {
+	n := 0
+	for _, e := range es {
+		n += size(e)
+	}
+	return n
 }

@@ -99,11 +99,7 @@ func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeVa
 }
 
 func unmarshalEvent(item map[string]types.AttributeValue) (*core.EventRecord, error) {
-	var rec eventItem
-	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
-		return nil, fmt.Errorf("unmarshal event: %w", err)
-	}
-	return eventFromItem(&rec), nil
+	return unmarshalAs(item, "event", eventFromItem)
 }
 
 func notExists() *string { return aws.String("attribute_not_exists(pk)") }

@@ -76,49 +76,46 @@ type IntentOutcome struct {
 	Check string `json:"check,omitempty"`
 }
 
+// statusMeanings is what each status but succeeded tells a bot: its
+// outcome, the message, and whether it is worth checking again later.
+var statusMeanings = map[client.Status]struct {
+	outcome, message string
+	check            bool
+}{
+	client.StatusNeedsHuman: {OutcomeUnknown, UnknownOutcomeWords + ". It may or may not have reached the provider, and the provider cannot tell; " +
+		"it is neither a success nor a failure until a person decides. Tell the user it is being checked.", true},
+	client.StatusUnknownOutcome: {OutcomeUnknown, UnknownOutcomeWords + ". It may or may not have reached the provider; the outbox is asking the provider now, " +
+		"and if the provider cannot tell, a person decides. It is neither a success nor a failure yet.", true},
+	client.StatusPending:          {OutcomePending, pendingWords, true},
+	client.StatusInFlight:         {OutcomePending, pendingWords, true},
+	client.StatusRetryableFailure: {OutcomePending, pendingWords, true},
+	client.StatusFailed:           {OutcomeFailed, "failed: the provider refused it, or retries ran out with proof that nothing was sent. It was not delivered.", false},
+	client.StatusAbandoned:        {OutcomeNotSent, "not sent: a human decided to abandon it. Do not send it again.", false},
+	client.StatusExpired:          {OutcomeNotSent, "not sent: its deadline passed before it could be delivered.", false},
+	client.StatusGrantRevoked:     {OutcomeNotSent, "not sent: its grant no longer covers it.", false},
+	client.StatusSourceRevised:    {OutcomeNotSent, "not sent: the message it answers was edited or deleted.", false},
+}
+
+const pendingWords = "pending: accepted and durable; the outbox delivers it (and retries it safely) on its own. " +
+	"Do not submit it again under another step; the same run_id and step are safe to repeat."
+
 func outcome(in *client.Intent, replayed bool) IntentOutcome {
 	o := IntentOutcome{IntentID: in.ID, IdempotencyKey: in.IdempotencyKey, Status: string(in.Status), Replayed: replayed,
 		StatusReason: in.StatusReason, ExternalID: in.ExternalID, Attempts: in.AttemptCount, PayloadHash: in.PayloadHash}
 	check := fmt.Sprintf("call wait_for_intent with intent_id %q (or get_intent) to learn its end", in.ID)
-	switch in.Status {
-	case client.StatusSucceeded:
+	if in.Status == client.StatusSucceeded {
 		o.Outcome = OutcomeSucceeded
 		o.Message = "succeeded: the provider confirmed it"
 		if in.ExternalID != "" {
 			o.Message += " (provider id " + in.ExternalID + ")"
 		}
 		o.Message += ". Done; do not send it again."
-	case client.StatusNeedsHuman:
-		o.Outcome = OutcomeUnknown
-		o.Message = UnknownOutcomeWords + ". It may or may not have reached the provider, and the provider cannot tell; " +
-			"it is neither a success nor a failure until a person decides. Tell the user it is being checked."
-		o.Check = check
-	case client.StatusUnknownOutcome:
-		o.Outcome = OutcomeUnknown
-		o.Message = UnknownOutcomeWords + ". It may or may not have reached the provider; the outbox is asking the provider now, " +
-			"and if the provider cannot tell, a person decides. It is neither a success nor a failure yet."
-		o.Check = check
-	case client.StatusPending, client.StatusInFlight, client.StatusRetryableFailure:
-		o.Outcome = OutcomePending
-		o.Message = "pending: accepted and durable; the outbox delivers it (and retries it safely) on its own. " +
-			"Do not submit it again under another step; the same run_id and step are safe to repeat."
-		o.Check = check
-	case client.StatusFailed:
-		o.Outcome = OutcomeFailed
-		o.Message = "failed: the provider refused it, or retries ran out with proof that nothing was sent. It was not delivered."
-	case client.StatusAbandoned:
-		o.Outcome = OutcomeNotSent
-		o.Message = "not sent: a human decided to abandon it. Do not send it again."
-	case client.StatusExpired:
-		o.Outcome = OutcomeNotSent
-		o.Message = "not sent: its deadline passed before it could be delivered."
-	case client.StatusGrantRevoked:
-		o.Outcome = OutcomeNotSent
-		o.Message = "not sent: its grant no longer covers it."
-	case client.StatusSourceRevised:
-		o.Outcome = OutcomeNotSent
-		o.Message = "not sent: the message it answers was edited or deleted."
-	default:
+	} else if m, ok := statusMeanings[in.Status]; ok {
+		o.Outcome, o.Message = m.outcome, m.message
+		if m.check {
+			o.Check = check
+		}
+	} else {
 		o.Outcome = OutcomePending
 		o.Message = "status " + string(in.Status)
 		o.Check = check

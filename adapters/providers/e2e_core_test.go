@@ -26,6 +26,8 @@ import (
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
+
+	"github.com/botharness/outbox/core/clocktest"
 )
 
 // memStore is an IntentStore in memory; every read and write copies through
@@ -130,17 +132,7 @@ func (q *memQueue) len() int {
 	return len(q.msgs)
 }
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+type fakeClock = clocktest.Clock
 
 type world struct {
 	clock *fakeClock
@@ -178,6 +170,35 @@ func (w *world) intent(t *testing.T, provider, account, action, target, payload 
 	return in
 }
 
+// attempt makes the stream's attempt of the intent.
+func (w *world) attempt(t *testing.T, id string) {
+	t.Helper()
+	if err := w.d.Attempt(context.Background(), id, "stream"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newSlackFake is the fake Slack with workspace T1's bot token (bot B1) and
+// channel C1, on a fake clock.
+func newSlackFake(t *testing.T) (*fakeClock, *fakes.Slack) {
+	clock := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	fk := fakes.NewSlack(t, clock.Now)
+	fk.AddToken("xoxb-e2e", "T1", "B1")
+	fk.AddChannel("C1")
+	return clock, fk
+}
+
+// slackWorld is the core wired to the Slack adapter on fk's workspace T1.
+func slackWorld(t *testing.T, clock *fakeClock, fk *fakes.Slack) *world {
+	t.Helper()
+	p, err := slack.New(nil, slack.Config{BaseURL: fk.URL(), Now: clock.Now, Timeout: 2 * time.Second,
+		Accounts: map[string]slack.Account{"T1": {Token: "xoxb-e2e", BotID: "B1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newWorld(t, clock, p)
+}
+
 func (w *world) get(t *testing.T, id string) *core.Intent {
 	t.Helper()
 	in, err := w.store.Get(context.Background(), id)
@@ -193,7 +214,7 @@ func (w *world) runQueue(t *testing.T, max int) {
 	t.Helper()
 	for i := 0; i < max && w.queue.len() > 0; i++ {
 		m := w.queue.pop(t)
-		w.clock.Add(m.delay)
+		w.clock.Advance(m.delay)
 		if err := w.d.HandleRetry(context.Background(), m.msg); err != nil {
 			t.Fatalf("HandleRetry: %v", err)
 		}
@@ -213,23 +234,13 @@ func results(in *core.Intent) []string {
 // conversations.history, finds the message by its metadata, and records
 // success with the message ts. Slack saw exactly one chat.postMessage effect.
 func TestE2ESlackLostResponseReconciledThroughHistory(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
-	fk := fakes.NewSlack(t, clock.Now)
-	fk.AddToken("xoxb-e2e", "T1", "B1")
-	fk.AddChannel("C1")
+	clock, fk := newSlackFake(t)
 	fk.AddMessage("C1", fakes.SlackMessage{Text: "earlier chatter", User: "U7"})
-	p, err := slack.New(nil, slack.Config{BaseURL: fk.URL(), Now: clock.Now, Timeout: 2 * time.Second,
-		Accounts: map[string]slack.Account{"T1": {Token: "xoxb-e2e", BotID: "B1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newWorld(t, clock, p)
+	w := slackWorld(t, clock, fk)
 	in := w.intent(t, slack.Name, "T1", "send_message", "C1", `{"text":"deploy finished"}`)
 
 	fk.Inject(fakes.Fault{Kind: fakes.DropAfterCommit})
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
+	w.attempt(t, in.ID)
 	got := w.get(t, in.ID)
 	if got.Status != core.StatusUnknownOutcome {
 		t.Fatalf("after the lost response: %s (%s)", got.Status, got.StatusReason)
@@ -260,21 +271,11 @@ func TestE2ESlackLostResponseReconciledThroughHistory(t *testing.T) {
 // original request can no longer land (ReconcilePolicy.Settle); then the
 // core sends again and succeeds. One post in total.
 func TestE2ESlackAmbiguousFailureAbsentThenRetried(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
-	fk := fakes.NewSlack(t, clock.Now)
-	fk.AddToken("xoxb-e2e", "T1", "B1")
-	fk.AddChannel("C1")
-	p, err := slack.New(nil, slack.Config{BaseURL: fk.URL(), Now: clock.Now, Timeout: 2 * time.Second,
-		Accounts: map[string]slack.Account{"T1": {Token: "xoxb-e2e", BotID: "B1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newWorld(t, clock, p)
+	clock, fk := newSlackFake(t)
+	w := slackWorld(t, clock, fk)
 	in := w.intent(t, slack.Name, "T1", "send_message", "C1", `{"text":"hello"}`)
 	fk.Inject(fakes.Fault{Kind: fakes.Unavailable})
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
+	w.attempt(t, in.ID)
 	if got := w.get(t, in.ID); got.Status != core.StatusUnknownOutcome || fk.Posts() != 0 {
 		t.Fatalf("after 503: %s, %d posts", got.Status, fk.Posts())
 	}
@@ -293,7 +294,7 @@ func TestE2ESlackAmbiguousFailureAbsentThenRetried(t *testing.T) {
 // keys nor lookup, so the core stops: needs-human with the evidence, nothing
 // queued, and Telegram sent exactly one message.
 func TestE2ETelegramLostResponseNeedsHuman(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	fk := fakes.NewTelegram(t, clock.Now)
 	fk.AddBot("123456:e2e", 123456)
 	fk.AddChat(42, "private")
@@ -305,9 +306,7 @@ func TestE2ETelegramLostResponseNeedsHuman(t *testing.T) {
 	w := newWorld(t, clock, p)
 	in := w.intent(t, telegram.Name, "bot1", "send_message", "42", `{"text":"your order shipped"}`)
 	fk.Inject(fakes.Fault{Kind: fakes.DropAfterCommit})
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
+	w.attempt(t, in.ID)
 	got := w.get(t, in.ID)
 	if got.Status != core.StatusNeedsHuman {
 		t.Fatalf("status %s (%s), want needs-human", got.Status, got.StatusReason)
@@ -322,9 +321,7 @@ func TestE2ETelegramLostResponseNeedsHuman(t *testing.T) {
 		t.Fatalf("attempt history %v, evidence %+v", r, got.Attempts[0].Evidence)
 	}
 	// A redelivered stream record or a stale retry message does nothing.
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
+	w.attempt(t, in.ID)
 	if err := w.d.HandleRetry(context.Background(), core.RetryMessage{IntentID: in.ID, Attempt: 1, Op: core.OpAttempt}); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +334,7 @@ func TestE2ETelegramLostResponseNeedsHuman(t *testing.T) {
 // response is retried with the same key and replayed by the receiver. One
 // effect.
 func TestE2EHTTPLostResponseRetriedUnderKey(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	sec := newSecret(t)
 	rc := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: sec, HonoursKeys: true, Retention: 24 * time.Hour, Now: clock.Now})
 	p, err := httpsigned.New(nil, httpsigned.Config{Now: clock.Now, Timeout: 2 * time.Second, Accounts: map[string]httpsigned.Account{
@@ -348,9 +345,7 @@ func TestE2EHTTPLostResponseRetriedUnderKey(t *testing.T) {
 	w := newWorld(t, clock, p)
 	in := w.intent(t, httpsigned.Name, "acct", "order.created", "orders", `{"order":42}`)
 	rc.Inject(fakes.Fault{Kind: fakes.DropAfterCommit})
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
+	w.attempt(t, in.ID)
 	if got := w.get(t, in.ID); got.Status != core.StatusRetryableFailure {
 		t.Fatalf("after the lost response: %s (%s)", got.Status, got.StatusReason)
 	}

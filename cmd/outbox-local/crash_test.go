@@ -161,33 +161,42 @@ func hostLauncher(t *testing.T, bin, prefix, sbURL string, lease, grace, interva
 	})
 	start := func() (*exec.Cmd, string) {
 		addr := freeAddr(t)
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(),
+		cmd := startHost(t, bin, "http://"+addr, "host "+addr,
 			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_URL="+sbURL, "OUTBOX_TABLE="+table,
 			fmt.Sprintf(`OUTBOX_PROVIDER_CONFIG={"sandbox":{"baseUrl":%q,"timeoutMs":4000}}`, sbURL),
 			"OUTBOX_LEASE="+lease.String(), "OUTBOX_SWEEP_GRACE="+grace.String(), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
 			"LOG_LEVEL=info")
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("host %s output:\n%s", addr, logs.String())
-			}
-		})
-		waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
 		return cmd, addr
 	}
 	return start, dynamo.New(clients.DynamoDB, table)
+}
+
+// startHost starts the host binary with env added to the environment and
+// returns once it answers /healthz at base. It is killed at cleanup, and its
+// output logged (as label) when the test failed.
+func startHost(t *testing.T, bin, base, label string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", label, logs.String())
+		}
+	})
+	waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd
 }

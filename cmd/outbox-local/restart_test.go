@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -54,31 +52,10 @@ func TestRestartMidConversationKeepsSandboxState(t *testing.T) {
 	addr, sbAddr := lowFreeAddr(t), lowFreeAddr(t)
 	api, sb := "http://"+addr, "http://"+sbAddr
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(), "OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_ADDR="+sbAddr, "OUTBOX_TABLE="+table,
+		return startHost(t, bin, api, "host",
+			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_ADDR="+sbAddr, "OUTBOX_TABLE="+table,
 			"OUTBOX_SANDBOX_STATE_FILE="+state, "OUTBOX_PROVIDER_CONFIG=", "OUTBOX_SANDBOX_URL=",
 			fmt.Sprintf(`OUTBOX_WEBHOOK_SECRETS={"sandbox/acct-r":%q}`, secret), "LOG_LEVEL=info")
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("host output:\n%s", logs.String())
-			}
-		})
-		waitFor(t, 90*time.Second, "the host answers /healthz", func() bool {
-			resp, err := http.Get(api + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
-		return cmd
 	}
 	store := dynamo.New(clients.DynamoDB, table)
 	submit := func(key string) string {

@@ -64,6 +64,21 @@ func (a apiFlags) printJSON(v any) (bool, error) {
 	return true, enc.Encode(v)
 }
 
+// call makes one admin call under the command's deadline and shows the
+// answer: as JSON with --json, else with show.
+func call[T any](a apiFlags, do func(context.Context, *client.Admin) (T, error), show func(T) error) error {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	v, err := do(ctx, a.admin())
+	if err != nil {
+		return err
+	}
+	if done, err := a.printJSON(v); done {
+		return err
+	}
+	return show(v)
+}
+
 type intentsListCmd struct {
 	apiFlags
 	Status string `default:"needs-human" enum:"needs-human,unknown-outcome,retryable-failure,pending,in-flight" help:"Status to list: needs-human, unknown-outcome, retryable-failure, pending or in-flight (read a final intent with intents show)."`
@@ -72,15 +87,12 @@ type intentsListCmd struct {
 }
 
 func (c *intentsListCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
-	page, err := c.admin().List(ctx, client.ListOptions{Status: client.Status(c.Status), Limit: c.Limit, Cursor: c.Cursor})
-	if err != nil {
-		return err
-	}
-	if done, err := c.printJSON(page); done {
-		return err
-	}
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.IntentPage, error) {
+		return a.List(ctx, client.ListOptions{Status: client.Status(c.Status), Limit: c.Limit, Cursor: c.Cursor})
+	}, c.show)
+}
+
+func (c *intentsListCmd) show(page *client.IntentPage) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tBOT\tPROVIDER/ACCOUNT\tACTION\tTARGET\tATTEMPTS\tLAST RESULT\tRECOMMENDED\tUPDATED")
 	for _, it := range page.Items {
@@ -104,15 +116,10 @@ type intentsShowCmd struct {
 }
 
 func (c *intentsShowCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
-	in, err := c.admin().Show(ctx, c.ID)
-	if err != nil {
-		return err
-	}
-	if done, err := c.printJSON(in); done {
-		return err
-	}
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.Intent, error) { return a.Show(ctx, c.ID) }, showIntent)
+}
+
+func showIntent(in *client.Intent) error {
 	fmt.Printf("intent    %s\nbot       %s (key %q)\nprovider  %s/%s  action %s  target %s\nstatus    %s  %s\nexternal  %s\npayload   %s\n\nattempts:\n",
 		in.ID, in.Bot, in.IdempotencyKey, in.Provider, in.Account, in.Action, in.Target, in.Status, in.StatusReason, in.ExternalID, in.PayloadHash)
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
@@ -149,19 +156,14 @@ type resolveCmd struct {
 }
 
 func (c *resolveCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
 	// Without --key the key is derived from the decision, so the same
 	// command typed twice (a retried shell) is one decision.
-	in, err := c.admin().Resolve(ctx, c.ID, client.ResolutionRequest{Decision: c.Decision, Reason: c.Reason, ExternalID: c.ExternalID, Key: c.Key})
-	if err != nil {
-		return err
-	}
-	if done, err := c.printJSON(in); done {
-		return err
-	}
-	fmt.Printf("%s is now %s (%s)\n", in.ID, in.Status, in.StatusReason)
-	return nil
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.Intent, error) {
+		return a.Resolve(ctx, c.ID, client.ResolutionRequest{Decision: c.Decision, Reason: c.Reason, ExternalID: c.ExternalID, Key: c.Key})
+	}, func(in *client.Intent) error {
+		fmt.Printf("%s is now %s (%s)\n", in.ID, in.Status, in.StatusReason)
+		return nil
+	})
 }
 
 type recommendCmd struct {
@@ -172,15 +174,10 @@ type recommendCmd struct {
 }
 
 func (c *recommendCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
-	in, err := c.admin().Recommend(ctx, c.ID, c.Decision, c.Summary)
-	if err != nil {
-		return err
-	}
-	if done, err := c.printJSON(in); done {
-		return err
-	}
-	fmt.Printf("recommendation recorded on %s; a human still decides\n", c.ID)
-	return nil
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.Intent, error) {
+		return a.Recommend(ctx, c.ID, c.Decision, c.Summary)
+	}, func(*client.Intent) error {
+		fmt.Printf("recommendation recorded on %s; a human still decides\n", c.ID)
+		return nil
+	})
 }

@@ -29,13 +29,9 @@ type backupCreateCmd struct {
 
 func (c *backupCreateCmd) Run(root *cli) error {
 	if !c.Direct {
-		ctx, cancel := c.ctx()
-		defer cancel()
-		m, err := c.admin().CreateBackup(ctx, c.Profile)
-		if err != nil {
-			return err
-		}
-		return c.printManifest(m)
+		return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.Manifest, error) {
+			return a.CreateBackup(ctx, c.Profile)
+		}, c.printManifest)
 	}
 	ctx := context.Background()
 	clients, err := awsconfig.LoadClients(ctx)
@@ -79,13 +75,7 @@ type backupShowCmd struct {
 }
 
 func (c *backupShowCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
-	m, err := c.admin().Backup(ctx, c.ID)
-	if err != nil {
-		return err
-	}
-	return c.printManifest(m)
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.Manifest, error) { return a.Backup(ctx, c.ID) }, c.printManifest)
 }
 
 type backupRestoreCmd struct {
@@ -94,15 +84,10 @@ type backupRestoreCmd struct {
 }
 
 func (c *backupRestoreCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
-	rep, err := c.admin().Restore(ctx, c.ID)
-	if err != nil {
-		return err
-	}
-	if done, err := c.printJSON(rep); done {
-		return err
-	}
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.RestoreReport, error) { return a.Restore(ctx, c.ID) }, showRestore)
+}
+
+func showRestore(rep *client.RestoreReport) error {
 	fmt.Printf("restored %d of %d items (%d already present, kept)\noutcomes: %v\nreconciled: %d\n", rep.Written, rep.Items, rep.KeptExisting, rep.Outcomes, len(rep.Reconciled))
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -27,27 +28,19 @@ type paceSetCmd struct {
 }
 
 func (c *paceShowCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
-	ap, err := c.admin().Pace(ctx, c.Provider, c.Account)
-	if err != nil {
-		return err
-	}
-	return c.printPacing(ap)
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.AccountPacing, error) {
+		return a.Pace(ctx, c.Provider, c.Account)
+	}, c.printPacing)
 }
 
 func (c *paceSetCmd) Run() error {
-	ctx, cancel := c.ctx()
-	defer cancel()
 	var p *client.Pace
 	if c.Rate != 0 || c.Per != 0 {
 		p = &client.Pace{Rate: c.Rate, Per: c.Per.String(), Burst: c.Burst}
 	}
-	ap, err := c.admin().SetPace(ctx, c.Provider, c.Account, p, c.Reason)
-	if err != nil {
-		return err
-	}
-	return c.printPacing(ap)
+	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.AccountPacing, error) {
+		return a.SetPace(ctx, c.Provider, c.Account, p, c.Reason)
+	}, c.printPacing)
 }
 
 func (a apiFlags) printPacing(ap *client.AccountPacing) error {

@@ -17,12 +17,14 @@ import (
 // token has to come from somewhere other than the API it unlocks
 // (docs/decisions.md "Tokens"). The admin API lists and revokes tokens too.
 
-func tokenRegistry(ctx context.Context, root *cli) (*dynamo.Tokens, error) {
+// withTokens runs f on the table's token registry.
+func withTokens(root *cli, f func(ctx context.Context, reg *dynamo.Tokens) error) error {
+	ctx := context.Background()
 	clients, err := awsconfig.LoadClients(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return dynamo.NewTokens(clients.DynamoDB, root.Table), nil
+	return f(ctx, dynamo.NewTokens(clients.DynamoDB, root.Table))
 }
 
 type tokenIssueCmd struct {
@@ -34,28 +36,25 @@ type tokenIssueCmd struct {
 }
 
 func (c *tokenIssueCmd) Run(root *cli) error {
-	ctx := context.Background()
-	reg, err := tokenRegistry(ctx, root)
-	if err != nil {
-		return err
-	}
-	now := time.Now().UTC()
-	req := core.TokenIssue{Kind: c.Kind, Owner: c.Name, Secret: c.Token}
-	if c.ExpiresIn > 0 {
-		at := now.Add(c.ExpiresIn)
-		req.ExpiresAt = &at
-	}
-	secret, t, err := core.IssueToken(ctx, reg, req, now)
-	if err != nil {
-		return err
-	}
-	// The token is shown once, to the operator who asked for it; it is never logged or stored.
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(map[string]any{"token": secret, "record": t})
-	}
-	fmt.Println(secret)
-	fmt.Fprintf(os.Stderr, "issued %s (%s %s)\n", t.ID, t.Kind, t.Owner)
-	return nil
+	return withTokens(root, func(ctx context.Context, reg *dynamo.Tokens) error {
+		now := time.Now().UTC()
+		req := core.TokenIssue{Kind: c.Kind, Owner: c.Name, Secret: c.Token}
+		if c.ExpiresIn > 0 {
+			at := now.Add(c.ExpiresIn)
+			req.ExpiresAt = &at
+		}
+		secret, t, err := core.IssueToken(ctx, reg, req, now)
+		if err != nil {
+			return err
+		}
+		// The token is shown once, to the operator who asked for it; it is never logged or stored.
+		if c.JSON {
+			return json.NewEncoder(os.Stdout).Encode(map[string]any{"token": secret, "record": t})
+		}
+		fmt.Println(secret)
+		fmt.Fprintf(os.Stderr, "issued %s (%s %s)\n", t.ID, t.Kind, t.Owner)
+		return nil
+	})
 }
 
 type tokenListCmd struct {
@@ -63,40 +62,37 @@ type tokenListCmd struct {
 }
 
 func (c *tokenListCmd) Run(root *cli) error {
-	ctx := context.Background()
-	reg, err := tokenRegistry(ctx, root)
-	if err != nil {
-		return err
-	}
-	var all []core.Token
-	cursor := ""
-	for {
-		page, next, err := reg.ListTokens(ctx, cursor, 100)
-		if err != nil {
-			return err
+	return withTokens(root, func(ctx context.Context, reg *dynamo.Tokens) error {
+		var all []core.Token
+		cursor := ""
+		for {
+			page, next, err := reg.ListTokens(ctx, cursor, 100)
+			if err != nil {
+				return err
+			}
+			all = append(all, page...)
+			if next == "" {
+				break
+			}
+			cursor = next
 		}
-		all = append(all, page...)
-		if next == "" {
-			break
+		if c.JSON {
+			return json.NewEncoder(os.Stdout).Encode(all)
 		}
-		cursor = next
-	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(all)
-	}
-	now := time.Now()
-	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tKIND\tOWNER\tSTATUS\tCREATED\tEXPIRES\tREVOKED")
-	tm := func(t *time.Time) string {
-		if t == nil {
-			return "-"
+		now := time.Now()
+		w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tKIND\tOWNER\tSTATUS\tCREATED\tEXPIRES\tREVOKED")
+		tm := func(t *time.Time) string {
+			if t == nil {
+				return "-"
+			}
+			return t.UTC().Format(time.RFC3339)
 		}
-		return t.UTC().Format(time.RFC3339)
-	}
-	for _, t := range all {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Owner, t.TokenStatus(now), t.CreatedAt.UTC().Format(time.RFC3339), tm(t.ExpiresAt), tm(t.RevokedAt))
-	}
-	return w.Flush()
+		for _, t := range all {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Owner, t.TokenStatus(now), t.CreatedAt.UTC().Format(time.RFC3339), tm(t.ExpiresAt), tm(t.RevokedAt))
+		}
+		return w.Flush()
+	})
 }
 
 type tokenRevokeCmd struct {
@@ -105,17 +101,14 @@ type tokenRevokeCmd struct {
 }
 
 func (c *tokenRevokeCmd) Run(root *cli) error {
-	ctx := context.Background()
-	reg, err := tokenRegistry(ctx, root)
-	if err != nil {
-		return err
-	}
-	t, err := reg.RevokeToken(ctx, c.ID, time.Now().UTC(), c.Reason)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("revoked %s (%s %s) at %s\n", t.ID, t.Kind, t.Owner, t.RevokedAt.UTC().Format(time.RFC3339))
-	return nil
+	return withTokens(root, func(ctx context.Context, reg *dynamo.Tokens) error {
+		t, err := reg.RevokeToken(ctx, c.ID, time.Now().UTC(), c.Reason)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("revoked %s (%s %s) at %s\n", t.ID, t.Kind, t.Owner, t.RevokedAt.UTC().Format(time.RFC3339))
+		return nil
+	})
 }
 
 type tokenRotateCmd struct {
@@ -125,21 +118,18 @@ type tokenRotateCmd struct {
 }
 
 func (c *tokenRotateCmd) Run(root *cli) error {
-	ctx := context.Background()
-	reg, err := tokenRegistry(ctx, root)
-	if err != nil {
-		return err
-	}
-	secret, nt, old, err := core.RotateToken(ctx, reg, c.ID, c.Overlap, time.Now().UTC())
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(map[string]any{"token": secret, "record": nt, "old": old})
-	}
-	fmt.Println(secret)
-	fmt.Fprintf(os.Stderr, "issued %s; %s expires at %s\n", nt.ID, old.ID, old.ExpiresAt.UTC().Format(time.RFC3339))
-	return nil
+	return withTokens(root, func(ctx context.Context, reg *dynamo.Tokens) error {
+		secret, nt, old, err := core.RotateToken(ctx, reg, c.ID, c.Overlap, time.Now().UTC())
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return json.NewEncoder(os.Stdout).Encode(map[string]any{"token": secret, "record": nt, "old": old})
+		}
+		fmt.Println(secret)
+		fmt.Fprintf(os.Stderr, "issued %s; %s expires at %s\n", nt.ID, old.ID, old.ExpiresAt.UTC().Format(time.RFC3339))
+		return nil
+	})
 }
 
 type tokenAdoptCmd struct{}

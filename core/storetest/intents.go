@@ -31,6 +31,16 @@ type IntentFixture struct {
 	HumanShard func(id string) int
 }
 
+// store builds a fresh store and returns its write named op ("Update" or
+// "Claim").
+func (f IntentFixture) store(t *testing.T, op string) (core.IntentStore, func(context.Context, string, func(*core.Intent) error) (*core.Intent, error)) {
+	s := f.New(t)
+	if op == "Claim" {
+		return s, s.Claim
+	}
+	return s, s.Update
+}
+
 // NeedsHumanLister is the admin list of intents waiting for a human, oldest
 // hand-off first, paged with an opaque cursor ("" when there is no next page).
 type NeedsHumanLister interface {
@@ -194,12 +204,8 @@ func RunIntentStore(t *testing.T, f IntentFixture) {
 
 	for _, op := range []string{"Update", "Claim"} {
 		t.Run("a mutate error writes nothing ("+op+")", func(t *testing.T) {
-			s := f.New(t)
+			s, write := f.store(t, op)
 			create(t, s, PendingIntent("it_e", "bot-a"))
-			write := s.Update
-			if op == "Claim" {
-				write = s.Claim
-			}
 			_, err := write(ctx, "it_e", func(in *core.Intent) error {
 				in.Status, in.AttemptCount = core.StatusInFlight, 9
 				return fmt.Errorf("wrapped: %w", errMutate)
@@ -213,12 +219,8 @@ func RunIntentStore(t *testing.T, f IntentFixture) {
 
 	for _, op := range []string{"Update", "Claim"} {
 		t.Run("a lost race is ErrConflict and the winner's write stands ("+op+")", func(t *testing.T) {
-			s := f.New(t)
+			s, write := f.store(t, op)
 			create(t, s, PendingIntent("it_r", "bot-a"))
-			write := s.Update
-			if op == "Claim" {
-				write = s.Claim
-			}
 			competitors := 0
 			_, err := write(ctx, "it_r", func(in *core.Intent) error {
 				// Every time this writer decides, another writer gets in first.

@@ -88,21 +88,17 @@ func run(args []string) error {
 		return b, nil
 	}
 
-	dev, err := boolean("dev", false)
-	if err != nil {
-		return err
-	}
-	stub, err := boolean("stubAssets", false)
-	if err != nil {
-		return err
-	}
-	nag, err := boolean("nag", true)
-	if err != nil {
-		return err
-	}
-	httpAPI, err := boolean("httpApi", true)
-	if err != nil {
-		return err
+	var dev, stub, nag, httpAPI bool
+	for _, b := range []struct {
+		key string
+		def bool
+		v   *bool
+	}{{"dev", false, &dev}, {"stubAssets", false, &stub}, {"nag", true, &nag}, {"httpApi", true, &httpAPI}} {
+		v, err := boolean(b.key, b.def)
+		if err != nil {
+			return err
+		}
+		*b.v = v
 	}
 
 	props := &infra.OutboxStackProps{

@@ -467,35 +467,17 @@ func (g *Gateway) authorize(r *http.Request, rt *route, req *events.APIGatewayV2
 		g.log.Error("authorizer event encoding failed", "route", rt.key, "error", err)
 		return http.StatusInternalServerError, false
 	}
-	type result struct {
-		resp events.APIGatewayV2CustomAuthorizerSimpleResponse
-		err  error
-	}
-	done := make(chan result, 1)
-	ctx, cancel, invID := invocationContext(r.Context(), g.opts.FunctionTimeout,
-		functionArn(g.opts.Region, g.opts.AccountID, rt.opts.AuthorizerFunctionName))
-	go func() {
-		defer cancel()
-		var res result
-		res.err = callSafely(func() error {
-			var err error
-			res.resp, err = rt.opts.Authorizer(ctx, areq)
-			return err
-		})
-		done <- res
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(g.opts.IntegrationTimeout):
+	aresp, invID, timedOut, err := invokeWithin(r.Context(), g.opts.FunctionTimeout,
+		functionArn(g.opts.Region, g.opts.AccountID, rt.opts.AuthorizerFunctionName), g.opts.IntegrationTimeout, areq, rt.opts.Authorizer)
+	if timedOut {
 		g.log.Error("authorizer timed out", "route", rt.key, "invocation_id", invID)
 		return http.StatusInternalServerError, false
 	}
-	if res.err != nil {
-		g.log.Error("authorizer failed", "route", rt.key, "invocation_id", invID, "error", res.err)
+	if err != nil {
+		g.log.Error("authorizer failed", "route", rt.key, "invocation_id", invID, "error", err)
 		return http.StatusInternalServerError, false
 	}
-	resp, _, err := roundTrip(res.resp)
+	resp, _, err := roundTrip(aresp)
 	if err != nil {
 		g.log.Error("authorizer response encoding failed", "route", rt.key, "error", err)
 		return http.StatusInternalServerError, false
@@ -556,37 +538,19 @@ func (g *Gateway) invoke(w http.ResponseWriter, r *http.Request, rt *route, req 
 		return http.StatusInternalServerError
 	}
 
-	type result struct {
-		resp events.APIGatewayV2HTTPResponse
-		err  error
-	}
-	done := make(chan result, 1)
-	ctx, cancel, invID := invocationContext(r.Context(), g.opts.FunctionTimeout,
-		functionArn(g.opts.Region, g.opts.AccountID, rt.opts.FunctionName))
-	go func() {
-		defer cancel()
-		var res result
-		res.err = callSafely(func() error {
-			var err error
-			res.resp, err = rt.h(ctx, req)
-			return err
-		})
-		done <- res
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(g.opts.IntegrationTimeout):
+	hresp, invID, timedOut, err := invokeWithin(r.Context(), g.opts.FunctionTimeout,
+		functionArn(g.opts.Region, g.opts.AccountID, rt.opts.FunctionName), g.opts.IntegrationTimeout, req, rt.h)
+	if timedOut {
 		g.log.Error("integration timed out", "route", rt.key, "invocation_id", invID)
 		writeMessage(w, reqID, http.StatusServiceUnavailable, "Service Unavailable")
 		return http.StatusServiceUnavailable
 	}
-	if res.err != nil {
-		g.log.Error("handler failed", "route", rt.key, "invocation_id", invID, "error", res.err)
+	if err != nil {
+		g.log.Error("handler failed", "route", rt.key, "invocation_id", invID, "error", err)
 		writeMessage(w, reqID, http.StatusInternalServerError, "Internal Server Error")
 		return http.StatusInternalServerError
 	}
-	resp, size, err := roundTrip(res.resp)
+	resp, size, err := roundTrip(hresp)
 	if err != nil || (g.opts.LambdaPayloadLimit > 0 && size > g.opts.LambdaPayloadLimit) {
 		g.log.Error("handler response unusable", "route", rt.key, "invocation_id", invID, "bytes", size, "error", err)
 		writeMessage(w, reqID, http.StatusInternalServerError, "Internal Server Error")

@@ -143,3 +143,56 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// invokeWithin runs handler in the background under the function's deadline
+// (a panic becomes the error) and waits at most wait for it: timedOut when
+// wait passed first. The handler then keeps running until its own deadline,
+// as in AWS. invID names the invocation.
+func invokeWithin[E, R any](parent context.Context, timeout time.Duration, fnArn string, wait time.Duration, ev E, handler func(context.Context, E) (R, error)) (resp R, invID string, timedOut bool, err error) {
+	type result struct {
+		resp R
+		err  error
+	}
+	done := make(chan result, 1)
+	ctx, cancel, invID := invocationContext(parent, timeout, fnArn)
+	go func() {
+		defer cancel()
+		var res result
+		res.err = callSafely(func() error {
+			var err error
+			res.resp, err = handler(ctx, ev)
+			return err
+		})
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		return res.resp, invID, false, res.err
+	case <-time.After(wait):
+		return resp, invID, true, nil
+	}
+}
+
+// invokeBatch invokes a batch handler as the Lambda service does: the event
+// and the answer pass through JSON, and the handler runs under the
+// function's deadline with a panic turned into an error.
+func invokeBatch[E, R any](ctx context.Context, timeout time.Duration, fnArn string, in E, handler func(context.Context, E) (R, error)) (R, error) {
+	ev, _, err := roundTrip(in)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	ictx, cancel, _ := invocationContext(ctx, timeout, fnArn)
+	defer cancel()
+	var resp R
+	err = callSafely(func() error {
+		var err error
+		resp, err = handler(ictx, ev)
+		return err
+	})
+	if err != nil {
+		return resp, err
+	}
+	resp, _, err = roundTrip(resp)
+	return resp, err
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -71,11 +70,8 @@ type SQSPoller struct {
 
 	slots chan struct{} // invocations in flight (MaxConcurrency), nil: one per loop
 
-	mu       sync.Mutex
-	queueArn string
-	running  bool
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	lifecycle
+	queueArn string // guarded by mu
 }
 
 // NewSQSPoller validates cfg and returns a stopped poller.
@@ -140,22 +136,13 @@ func (p *SQSPoller) resolveArn(ctx context.Context) (string, error) {
 // Start looks up the queue ARN and starts the receive loops in the
 // background until ctx is done or Stop is called.
 func (p *SQSPoller) Start(ctx context.Context) error {
-	p.mu.Lock()
-	if p.running {
-		p.mu.Unlock()
-		return errors.New("host: SQS poller already running")
-	}
-	// cancel is in place before the lock is released, so a Stop during the
-	// ARN lookup aborts the start rather than missing it.
-	runCtx, cancel := context.WithCancel(ctx)
-	p.running, p.cancel = true, cancel
-	p.mu.Unlock()
-	if _, err := p.resolveArn(runCtx); err != nil {
-		cancel()
-		p.mu.Lock()
-		p.running, p.cancel = false, nil
-		p.mu.Unlock()
+	// A Stop during the ARN lookup aborts the start.
+	runCtx, abort, err := p.begin(ctx, "SQS poller")
+	if err != nil {
 		return err
+	}
+	if _, err := p.resolveArn(runCtx); err != nil {
+		return abort(err)
 	}
 	for i := 0; i < p.cfg.Concurrency; i++ {
 		p.wg.Add(1)
@@ -169,19 +156,7 @@ func (p *SQSPoller) Start(ctx context.Context) error {
 }
 
 // Stop stops receiving and waits for the receives and invocations in flight.
-func (p *SQSPoller) Stop() {
-	p.mu.Lock()
-	cancel := p.cancel
-	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	p.wg.Wait()
-	p.mu.Lock()
-	p.running = false
-	p.cancel = nil
-	p.mu.Unlock()
-}
+func (p *SQSPoller) Stop() { p.stop(nil) }
 
 func (p *SQSPoller) loop(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -333,21 +308,6 @@ func (p *SQSPoller) handle(ctx context.Context, msgs []sqstypes.Message) {
 }
 
 func (p *SQSPoller) invoke(ctx context.Context, records []events.SQSMessage) (events.SQSEventResponse, error) {
-	ev, _, err := roundTrip(events.SQSEvent{Records: records})
-	if err != nil {
-		return events.SQSEventResponse{}, err
-	}
-	ictx, cancel, _ := invocationContext(ctx, p.cfg.FunctionTimeout, functionArn(p.cfg.Region, p.cfg.AccountID, p.cfg.FunctionName))
-	defer cancel()
-	var resp events.SQSEventResponse
-	err = callSafely(func() error {
-		var err error
-		resp, err = p.cfg.Handler(ictx, ev)
-		return err
-	})
-	if err != nil {
-		return resp, err
-	}
-	resp, _, err = roundTrip(resp)
-	return resp, err
+	return invokeBatch(ctx, p.cfg.FunctionTimeout, functionArn(p.cfg.Region, p.cfg.AccountID, p.cfg.FunctionName),
+		events.SQSEvent{Records: records}, p.cfg.Handler)
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -136,14 +135,11 @@ type StreamPoller struct {
 	log    *slog.Logger
 	filter *streamfilter.Pattern
 
-	mu        sync.Mutex
+	lifecycle // mu guards what follows
 	streamArn string
 	shards    map[string]*shardState
 	firstRun  bool
-	running   bool
-	cancel    context.CancelFunc
 	refresh   chan struct{}
-	wg        sync.WaitGroup
 }
 
 type shardState struct {
@@ -217,23 +213,9 @@ func (p *StreamPoller) StreamArn() string {
 // in the background until ctx is done or Stop is called. A stopped poller can
 // be started again; it resumes after its checkpoints.
 func (p *StreamPoller) Start(ctx context.Context) error {
-	p.mu.Lock()
-	if p.running {
-		p.mu.Unlock()
-		return errors.New("host: stream poller already running")
-	}
-	// cancel is in place before the lock is released, so a Stop that comes
-	// while Start is still describing the stream aborts it rather than
-	// missing it.
-	runCtx, cancel := context.WithCancel(ctx)
-	p.running, p.cancel = true, cancel
-	p.mu.Unlock()
-
-	fail := func(err error) error {
-		cancel()
-		p.mu.Lock()
-		p.running, p.cancel = false, nil
-		p.mu.Unlock()
+	// A Stop that comes while Start is still describing the stream aborts it.
+	runCtx, fail, err := p.begin(ctx, "stream poller")
+	if err != nil {
 		return err
 	}
 	if p.StreamArn() == "" {
@@ -285,20 +267,11 @@ func (p *StreamPoller) Start(ctx context.Context) error {
 
 // Stop stops polling and waits for in-flight invocations to finish.
 func (p *StreamPoller) Stop() {
-	p.mu.Lock()
-	cancel := p.cancel
-	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	p.wg.Wait()
-	p.mu.Lock()
-	p.running = false
-	p.cancel = nil
-	for _, s := range p.shards {
-		s.started = false
-	}
-	p.mu.Unlock()
+	p.stop(func() {
+		for _, s := range p.shards {
+			s.started = false
+		}
+	})
 }
 
 func (p *StreamPoller) describeShards(ctx context.Context) ([]streamtypes.Shard, error) {
@@ -380,21 +353,13 @@ func (p *StreamPoller) discoverLoop(ctx context.Context) {
 	p.mu.Lock()
 	refresh := p.refresh
 	p.mu.Unlock()
-	t := time.NewTicker(p.cfg.ShardRefreshInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-refresh:
-		}
+	every(ctx, p.cfg.ShardRefreshInterval, refresh, func() {
 		shards, err := p.describeShards(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn("shard discovery failed", "error", err)
 			}
-			continue
+			return
 		}
 		p.mu.Lock()
 		p.addShardsLocked(shards, false)
@@ -403,7 +368,7 @@ func (p *StreamPoller) discoverLoop(ctx context.Context) {
 		for _, s := range ready {
 			p.launch(ctx, s, nil)
 		}
-	}
+	})
 }
 
 func (p *StreamPoller) launch(ctx context.Context, s *shardState, it *string) {
@@ -715,24 +680,8 @@ func firstFailed(batch []events.DynamoDBEventRecord, failures []events.DynamoDBB
 }
 
 func (p *StreamPoller) invoke(ctx context.Context, batch []events.DynamoDBEventRecord) (events.DynamoDBEventResponse, error) {
-	ev, _, err := roundTrip(events.DynamoDBEvent{Records: batch})
-	if err != nil {
-		return events.DynamoDBEventResponse{}, err
-	}
-	ictx, cancel, _ := invocationContext(ctx, p.cfg.FunctionTimeout,
-		functionArn(orDefault(p.cfg.Region, DefaultRegion), p.cfg.AccountID, p.cfg.FunctionName))
-	defer cancel()
-	var resp events.DynamoDBEventResponse
-	err = callSafely(func() error {
-		var err error
-		resp, err = p.cfg.Handler(ictx, ev)
-		return err
-	})
-	if err != nil {
-		return resp, err
-	}
-	resp, _, err = roundTrip(resp)
-	return resp, err
+	return invokeBatch(ctx, p.cfg.FunctionTimeout, functionArn(orDefault(p.cfg.Region, DefaultRegion), p.cfg.AccountID, p.cfg.FunctionName),
+		events.DynamoDBEvent{Records: batch}, p.cfg.Handler)
 }
 
 // seqLess compares DynamoDB Streams sequence numbers (decimal strings).

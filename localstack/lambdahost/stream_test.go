@@ -222,6 +222,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// startFakePoller is newFakePoller, started; it stops with the test.
+func startFakePoller(t *testing.T, f *fakeStreams, c *collector, mod func(*StreamPollerConfig)) *StreamPoller {
+	t.Helper()
+	p := newFakePoller(t, f, c, mod)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// wantDeliveries fails unless c saw exactly want (partition keys, in order).
+func wantDeliveries(t *testing.T, c *collector, want []string) {
+	t.Helper()
+	if got := c.pks(); !equalStrings(got, want) {
+		t.Fatalf("deliveries %v, want %v", got, want)
+	}
+}
+
 func newFakePoller(t *testing.T, f *fakeStreams, c *collector, mod func(*StreamPollerConfig)) *StreamPoller {
 	t.Helper()
 	cfg := StreamPollerConfig{
@@ -260,11 +279,7 @@ func TestStreamPollerFilterAndExactlyOnce(t *testing.T) {
 	f.put("s1", "REMOVE", "a", "INTENT", "pending")    // removal
 	f.put("s1", "MODIFY", "b", "INTENT", "pending")    // human re-queue
 	c := &collector{}
-	p := newFakePoller(t, f, c, nil)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	startFakePoller(t, f, c, nil)
 	waitFor(t, "two deliveries", func() bool { return len(c.pks()) >= 2 })
 	f.put("s1", "INSERT", "c", "INTENT", "pending")
 	waitFor(t, "third delivery", func() bool { return len(c.pks()) >= 3 })
@@ -296,11 +311,7 @@ func TestStreamPollerParentBeforeChildAndNewShards(t *testing.T) {
 	f.closeShard("p")
 	f.closeShard("c1")
 	c := &collector{}
-	p := newFakePoller(t, f, c, func(cfg *StreamPollerConfig) { cfg.BatchSize = 1 })
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	startFakePoller(t, f, c, func(cfg *StreamPollerConfig) { cfg.BatchSize = 1 })
 	waitFor(t, "initial records", func() bool { return len(c.pks()) >= 5 })
 	got := c.pks()
 	idx := map[string]int{}
@@ -336,11 +347,7 @@ func TestStreamPollerLatestSkipsHistory(t *testing.T) {
 	f.addShard("cur", "old")
 	f.put("cur", "INSERT", "before", "INTENT", "pending")
 	c := &collector{}
-	p := newFakePoller(t, f, c, func(cfg *StreamPollerConfig) { cfg.StartingPosition = StartLatest })
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	startFakePoller(t, f, c, func(cfg *StreamPollerConfig) { cfg.StartingPosition = StartLatest })
 	f.put("cur", "INSERT", "after", "INTENT", "pending")
 	waitFor(t, "record after start", func() bool { return len(c.pks()) >= 1 })
 	time.Sleep(30 * time.Millisecond)
@@ -363,11 +370,7 @@ func TestStreamPollerBatchItemFailures(t *testing.T) {
 		}
 		return events.DynamoDBEventResponse{}, nil
 	}
-	p := newFakePoller(t, f, c, nil)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	startFakePoller(t, f, c, nil)
 	waitFor(t, "retry", func() bool { return c.calls() >= 2 })
 	time.Sleep(30 * time.Millisecond)
 	if got := c.pks(); !equalStrings(got, []string{"a", "b", "c", "b", "c"}) {
@@ -408,9 +411,7 @@ func TestStreamPollerBoundedRetriesAndOnFailure(t *testing.T) {
 	f.put("s1", "INSERT", "d", "INTENT", "pending")
 	waitFor(t, "shard moves on", func() bool { pks := c.pks(); return len(pks) > 0 && pks[len(pks)-1] == "d" })
 	// 1 first call + 2 retries, each from b.
-	if got := c.pks(); !equalStrings(got, []string{"a", "b", "c", "b", "c", "b", "c", "d"}) {
-		t.Fatalf("deliveries %v", got)
-	}
+	wantDeliveries(t, c, []string{"a", "b", "c", "b", "c", "b", "c", "d"})
 	mu.Lock()
 	defer mu.Unlock()
 	sf := failures[0]
@@ -436,16 +437,10 @@ func TestStreamPollerHandlerErrorRetriesWholeBatch(t *testing.T) {
 		}
 		return events.DynamoDBEventResponse{}, nil
 	}
-	p := newFakePoller(t, f, c, nil)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	startFakePoller(t, f, c, nil)
 	waitFor(t, "success", func() bool { return c.calls() >= 4 })
 	time.Sleep(20 * time.Millisecond)
-	if got := c.pks(); !equalStrings(got, []string{"a", "b", "a", "b", "a", "b", "a", "b"}) {
-		t.Fatalf("deliveries %v", got)
-	}
+	wantDeliveries(t, c, []string{"a", "b", "a", "b", "a", "b", "a", "b"})
 }
 
 func TestStreamPollerExpiredAndTrimmed(t *testing.T) {
@@ -453,11 +448,7 @@ func TestStreamPollerExpiredAndTrimmed(t *testing.T) {
 	f.addShard("s1", "")
 	f.put("s1", "INSERT", "a", "INTENT", "pending")
 	c := &collector{}
-	p := newFakePoller(t, f, c, nil)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	startFakePoller(t, f, c, nil)
 	waitFor(t, "first", func() bool { return len(c.pks()) == 1 })
 	f.mu.Lock()
 	f.expireNext = 2
@@ -470,9 +461,7 @@ func TestStreamPollerExpiredAndTrimmed(t *testing.T) {
 	f.put("s1", "INSERT", "c", "INTENT", "pending")
 	waitFor(t, "after trim", func() bool { return len(c.pks()) == 3 })
 	time.Sleep(30 * time.Millisecond)
-	if got := c.pks(); !equalStrings(got, []string{"a", "b", "c"}) {
-		t.Fatalf("deliveries %v", got)
-	}
+	wantDeliveries(t, c, []string{"a", "b", "c"})
 }
 
 func TestStreamPollerRestartResumesAfterCheckpoint(t *testing.T) {
@@ -493,9 +482,7 @@ func TestStreamPollerRestartResumesAfterCheckpoint(t *testing.T) {
 	defer p.Stop()
 	waitFor(t, "second", func() bool { return len(c.pks()) == 2 })
 	time.Sleep(20 * time.Millisecond)
-	if got := c.pks(); !equalStrings(got, []string{"a", "b"}) {
-		t.Fatalf("deliveries %v", got)
-	}
+	wantDeliveries(t, c, []string{"a", "b"})
 	if err := p.Start(context.Background()); err == nil {
 		t.Fatal("second Start while running must fail")
 	}
@@ -525,9 +512,7 @@ func TestStreamPollerDeliverReplays(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := c.pks(); !equalStrings(got, []string{"a", "b", "c", "a", "b", "c"}) {
-		t.Fatalf("deliveries %v", got)
-	}
+	wantDeliveries(t, c, []string{"a", "b", "c", "a", "b", "c"})
 	if c.calls() != 4 { // batches of 2 after filtering: [a b] [c], twice
 		t.Fatalf("calls %d", c.calls())
 	}

@@ -41,11 +41,8 @@ type Ticker struct {
 	cfg TickerConfig
 	log *slog.Logger
 
-	mu      sync.Mutex
-	running bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	invoke  sync.Mutex
+	lifecycle
+	invoke sync.Mutex
 }
 
 // NewTicker validates cfg and returns a stopped ticker.
@@ -104,42 +101,21 @@ func (t *Ticker) Tick(ctx context.Context) error {
 func (t *Ticker) Start(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.running {
-		return errors.New("host: ticker already running")
+	runCtx, err := t.beginLocked(ctx, "ticker")
+	if err != nil {
+		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	t.running, t.cancel = true, cancel
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		if t.cfg.RunOnStart {
 			_ = t.Tick(runCtx)
 		}
-		tk := time.NewTicker(t.cfg.Interval)
-		defer tk.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-tk.C:
-				_ = t.Tick(runCtx)
-			}
-		}
+		every(runCtx, t.cfg.Interval, nil, func() { _ = t.Tick(runCtx) })
 	}()
 	t.log.Info("ticker started", "interval", t.cfg.Interval)
 	return nil
 }
 
 // Stop stops ticking and waits for an invocation in flight.
-func (t *Ticker) Stop() {
-	t.mu.Lock()
-	cancel := t.cancel
-	t.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	t.wg.Wait()
-	t.mu.Lock()
-	t.running, t.cancel = false, nil
-	t.mu.Unlock()
-}
+func (t *Ticker) Stop() { t.stop(nil) }

@@ -95,20 +95,13 @@ func (r *TTLReaper) Start(ctx context.Context) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		t := time.NewTicker(r.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if n, err := r.ReapOnce(ctx); err != nil && ctx.Err() == nil {
-					r.log.Warn("ttl sweep failed", "error", err)
-				} else if n > 0 {
-					r.log.Debug("ttl sweep", "deleted", n)
-				}
+		every(ctx, r.cfg.Interval, nil, func() {
+			if n, err := r.ReapOnce(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("ttl sweep failed", "error", err)
+			} else if n > 0 {
+				r.log.Debug("ttl sweep", "deleted", n)
 			}
-		}
+		})
 	}()
 }
 

@@ -180,6 +180,16 @@ func DecodeBody(req events.APIGatewayV2HTTPRequest, v any) (events.APIGatewayV2H
 	return events.APIGatewayV2HTTPResponse{}, true
 }
 
+// operatorBody decodes an operator-only route's body into v (DecodeBody),
+// refusing any other caller with denied before reading the body: no shape
+// hints for others. When ok is false, resp is the answer.
+func operatorBody(ctx context.Context, log *slog.Logger, p core.Principal, req events.APIGatewayV2HTTPRequest, denied error, v any) (resp events.APIGatewayV2HTTPResponse, ok bool) {
+	if p.Kind != core.PrincipalOperator {
+		return Fail(ctx, log, denied), false
+	}
+	return DecodeBody(req, v)
+}
+
 func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
 	return Fail(ctx, h.Log, err)
 }

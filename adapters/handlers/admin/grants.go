@@ -46,11 +46,8 @@ func (g *Grants) fail(ctx context.Context, err error) events.APIGatewayV2HTTPRes
 }
 
 func (g *Grants) put(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	if p.Kind != core.PrincipalOperator { // before reading the body: no shape hints for others
-		return g.fail(ctx, errOperatorsOnly)
-	}
 	var body GrantBody
-	if resp, ok := DecodeBody(req, &body); !ok {
+	if resp, ok := operatorBody(ctx, g.Log, p, req, errOperatorsOnly, &body); !ok {
 		return resp
 	}
 	gr, created, err := g.Authority.PutGrant(ctx, p, req.PathParameters["grantId"], body.spec())
@@ -89,11 +86,8 @@ func (g *Grants) list(ctx context.Context, p core.Principal, req events.APIGatew
 }
 
 func (g *Grants) revoke(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	if p.Kind != core.PrincipalOperator {
-		return g.fail(ctx, errOperatorsOnly)
-	}
 	var body RevokeBody
-	if resp, ok := DecodeBody(req, &body); !ok {
+	if resp, ok := operatorBody(ctx, g.Log, p, req, errOperatorsOnly, &body); !ok {
 		return resp
 	}
 	gr, err := g.Authority.RevokeGrant(ctx, p, req.PathParameters["grantId"], core.Revocation{Reason: body.Reason, ExpectedVersion: body.ExpectedVersion})
@@ -105,11 +99,8 @@ func (g *Grants) revoke(ctx context.Context, p core.Principal, req events.APIGat
 }
 
 func (g *Grants) putCapability(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	if p.Kind != core.PrincipalOperator {
-		return g.fail(ctx, errOperatorsOnly)
-	}
 	var body CapabilityBody
-	if resp, ok := DecodeBody(req, &body); !ok {
+	if resp, ok := operatorBody(ctx, g.Log, p, req, errOperatorsOnly, &body); !ok {
 		return resp
 	}
 	c, err := g.Authority.SetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"], core.CapabilityChange{Withdrawn: body.Withdrawn, Actions: body.Actions, Reason: body.Reason})

@@ -52,11 +52,8 @@ func (h *Pace) get(ctx context.Context, p core.Principal, req events.APIGatewayV
 }
 
 func (h *Pace) put(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	if p.Kind != core.PrincipalOperator {
-		return Fail(ctx, h.Log, errOperatorsOnly)
-	}
 	var body PaceBody
-	if resp, ok := DecodeBody(req, &body); !ok {
+	if resp, ok := operatorBody(ctx, h.Log, p, req, errOperatorsOnly, &body); !ok {
 		return resp
 	}
 	prov, acct := req.PathParameters["provider"], req.PathParameters["account"]

@@ -87,11 +87,8 @@ func (t *Tokens) list(ctx context.Context, p core.Principal, req events.APIGatew
 }
 
 func (t *Tokens) revoke(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	if p.Kind != core.PrincipalOperator {
-		return Fail(ctx, t.Log, errTokensOperatorsOnly)
-	}
 	var body RevokeTokenBody
-	if resp, ok := DecodeBody(req, &body); !ok {
+	if resp, ok := operatorBody(ctx, t.Log, p, req, errTokensOperatorsOnly, &body); !ok {
 		return resp
 	}
 	if body.Reason == "" {

@@ -90,24 +90,16 @@ func TestSlackHandler(t *testing.T) {
 		"forged challenge":   slackRequest("T1", slackChallenge, now, "not-the-secret"),
 		"no headers":         {PathParameters: map[string]string{"provider": "slack", "account": "T1"}, Body: slackUserMsg},
 	} {
-		r, _ := h.Handle(ctx, req)
-		if r.StatusCode != 401 || code(t, r) != "invalid_signature" {
-			t.Errorf("%s: %d %s", name, r.StatusCode, r.Body)
-		}
+		wantRefused(t, h, name, req, 401, "invalid_signature")
 	}
 	for name, req := range map[string]events.APIGatewayV2HTTPRequest{
 		"other team": slackRequest("T1", strings.Replace(slackUserMsg, `"T1"`, `"T2"`, 1), now, slackSecret),
 		"not json":   slackRequest("T1", `{"type":`, now, slackSecret),
 		"no type":    slackRequest("T1", `{"event_id":"Ev9"}`, now, slackSecret),
 	} {
-		r, _ := h.Handle(ctx, req)
-		if r.StatusCode != 400 {
-			t.Errorf("%s: %d %s", name, r.StatusCode, r.Body)
-		}
+		wantRefused(t, h, name, req, 400, "")
 	}
-	if st.calls != calls || inbox.n != 1 {
-		t.Fatalf("refused requests reached the store (%d calls, %d forwarded)", st.calls-calls, inbox.n)
-	}
+	wantNothingStored(t, st, inbox, calls)
 }
 
 func TestSlackDecode(t *testing.T) {

@@ -60,10 +60,7 @@ func TestTelegramHandler(t *testing.T) {
 		"unknown account":    tgRequest("bot9", tgUserMsg, tgSecret),
 		"account w/o secret": tgRequest("bot2", tgUserMsg, ""),
 	} {
-		r, _ := h.Handle(ctx, req)
-		if r.StatusCode != 401 || code(t, r) != "invalid_signature" {
-			t.Errorf("%s: %d %s", name, r.StatusCode, r.Body)
-		}
+		wantRefused(t, h, name, req, 401, "invalid_signature")
 	}
 	for name, body := range map[string]string{
 		"not json":        `{"update_id":`,
@@ -72,14 +69,9 @@ func TestTelegramHandler(t *testing.T) {
 		"message not obj": `{"update_id":5,"message":[1]}`,
 		"trailing data":   `{"update_id":5} {}`,
 	} {
-		r, _ := h.Handle(ctx, tgRequest("bot1", body, tgSecret))
-		if r.StatusCode != 400 {
-			t.Errorf("%s: %d %s", name, r.StatusCode, r.Body)
-		}
+		wantRefused(t, h, name, tgRequest("bot1", body, tgSecret), 400, "")
 	}
-	if st.calls != calls || inbox.n != 1 {
-		t.Fatalf("refused requests reached the store (%d calls, %d forwarded)", st.calls-calls, inbox.n)
-	}
+	wantNothingStored(t, st, inbox, calls)
 }
 
 func TestTelegramDecode(t *testing.T) {

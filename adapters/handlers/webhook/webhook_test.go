@@ -92,6 +92,25 @@ func code(t *testing.T, r events.APIGatewayV2HTTPResponse) string {
 	return b.Error.Code
 }
 
+// wantRefused sends a request the handler must refuse with status (and,
+// when set, the error code).
+func wantRefused(t *testing.T, h *Handler, name string, req events.APIGatewayV2HTTPRequest, status int, wantCode string) {
+	t.Helper()
+	r, _ := h.Handle(context.Background(), req)
+	if r.StatusCode != status || wantCode != "" && code(t, r) != wantCode {
+		t.Errorf("%s: %d %s", name, r.StatusCode, r.Body)
+	}
+}
+
+// wantNothingStored fails when refused requests reached the store (calls
+// made before them) or forwarded more than the one accepted message.
+func wantNothingStored(t *testing.T, st *stubStore, inbox *stubInbox, calls int) {
+	t.Helper()
+	if st.calls != calls || inbox.n != 1 {
+		t.Fatalf("refused requests reached the store (%d calls, %d forwarded)", st.calls-calls, inbox.n)
+	}
+}
+
 func TestWebhookHandler(t *testing.T) {
 	ctx := context.Background()
 	st, inbox := &stubStore{}, &stubInbox{}

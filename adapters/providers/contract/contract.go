@@ -133,43 +133,34 @@ func Run(t *testing.T, s Subject) {
 		}
 		wantEffects(t, env, req, 1)
 	})
-	t.Run("rejected input is permanent", func(t *testing.T) {
-		env, p := setup(t, Timeout)
-		req := s.Request(3)
-		env.Fake.Inject(Fault{Kind: Reject})
-		_, err := p.Send(ctx, req)
-		wantPermanent(t, err, core.ClassRejectedInput)
-		wantEffects(t, env, req, 0)
-	})
-	t.Run("revoked authorisation is permanent", func(t *testing.T) {
-		env, p := setup(t, Timeout)
-		req := s.Request(4)
-		env.Fake.Inject(Fault{Kind: Unauthorized})
-		_, err := p.Send(ctx, req)
-		wantPermanent(t, err, core.ClassUnauthorized)
-		wantEffects(t, env, req, 0)
-	})
-	t.Run("429 is rate limited with the provider's delay", func(t *testing.T) {
-		env, p := setup(t, Timeout)
-		req := s.Request(5)
-		env.Fake.Inject(Fault{Kind: RateLimit, RetryAfter: 7 * time.Second})
-		_, err := p.Send(ctx, req)
-		var re *core.RetryableError
-		if !errors.As(err, &re) || re.Class != core.ClassRateLimited {
-			t.Fatalf("want RetryableError rate-limited, got %T %v", err, err)
-		}
-		if re.RetryAfter != 7*time.Second {
-			t.Fatalf("RetryAfter = %v, want 7s", re.RetryAfter)
-		}
-		wantEffects(t, env, req, 0)
-	})
+	// Faults refused before any effect.
+	for _, c := range []struct {
+		name  string
+		n     int
+		fault Fault
+		check func(t *testing.T, err error)
+	}{
+		{"rejected input is permanent", 3, Fault{Kind: Reject}, func(t *testing.T, err error) { wantPermanent(t, err, core.ClassRejectedInput) }},
+		{"revoked authorisation is permanent", 4, Fault{Kind: Unauthorized}, func(t *testing.T, err error) { wantPermanent(t, err, core.ClassUnauthorized) }},
+		{"429 is rate limited with the provider's delay", 5, Fault{Kind: RateLimit, RetryAfter: 7 * time.Second}, func(t *testing.T, err error) {
+			if re := wantRetryable(t, err, core.ClassRateLimited); re.RetryAfter != 7*time.Second {
+				t.Fatalf("RetryAfter = %v, want 7s", re.RetryAfter)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env, p := setup(t, Timeout)
+			req := s.Request(c.n)
+			env.Fake.Inject(c.fault)
+			_, err := p.Send(ctx, req)
+			c.check(t, err)
+			wantEffects(t, env, req, 0)
+		})
+	}
 	t.Run("connection refused is transient", func(t *testing.T) {
 		p := s.New(t, refusedURL(t), Timeout)
 		_, err := p.Send(ctx, s.Request(6))
-		var re *core.RetryableError
-		if !errors.As(err, &re) || re.Class != core.ClassTransient {
-			t.Fatalf("want RetryableError transient, got %T %v", err, err)
-		}
+		wantRetryable(t, err, core.ClassTransient)
 	})
 	t.Run("response dropped after commit is unknown outcome", func(t *testing.T) {
 		env, p := setup(t, Timeout)
@@ -264,11 +255,7 @@ func Run(t *testing.T, s Subject) {
 			if err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			lr, err := p.Lookup(ctx, req)
-			if err != nil || lr.State != core.LookupFound {
-				t.Fatalf("Lookup = %+v, %v; want found", lr, err)
-			}
-			if lr.ExternalID != res.ExternalID {
+			if lr := wantLookup(t, p, req, core.LookupFound); lr.ExternalID != res.ExternalID {
 				t.Fatalf("lookup external id %q, send said %q", lr.ExternalID, res.ExternalID)
 			}
 		})
@@ -278,26 +265,18 @@ func Run(t *testing.T, s Subject) {
 			env.Fake.Inject(Fault{Kind: DropAfterCommit})
 			_, err := p.Send(ctx, req)
 			wantUnknown(t, err)
-			lr, err := p.Lookup(ctx, req)
-			if err != nil || lr.State != core.LookupFound || lr.ExternalID == "" {
-				t.Fatalf("Lookup = %+v, %v; want found with an external id", lr, err)
+			if lr := wantLookup(t, p, req, core.LookupFound); lr.ExternalID == "" {
+				t.Fatalf("Lookup = %+v; want found with an external id", lr)
 			}
 		})
 		t.Run("lookup is absent when nothing was committed", func(t *testing.T) {
 			env, p := setup(t, Timeout)
-			never := s.Request(16)
-			lr, err := p.Lookup(ctx, never)
-			if err != nil || lr.State != core.LookupAbsent {
-				t.Fatalf("Lookup(never sent) = %+v, %v; want absent", lr, err)
-			}
+			wantLookup(t, p, s.Request(16), core.LookupAbsent) // never sent
 			rejected := s.Request(17)
 			env.Fake.Inject(Fault{Kind: Reject})
-			_, err = p.Send(ctx, rejected)
+			_, err := p.Send(ctx, rejected)
 			wantPermanent(t, err, core.ClassRejectedInput)
-			lr, err = p.Lookup(ctx, rejected)
-			if err != nil || lr.State != core.LookupAbsent {
-				t.Fatalf("Lookup(rejected) = %+v, %v; want absent", lr, err)
-			}
+			wantLookup(t, p, rejected, core.LookupAbsent)
 		})
 	}
 }
@@ -308,6 +287,25 @@ func wantPermanent(t *testing.T, err error, class core.ErrorClass) {
 	if !errors.As(err, &pe) || pe.Class != class {
 		t.Fatalf("want PermanentError %s, got %T %v", class, err, err)
 	}
+}
+
+func wantRetryable(t *testing.T, err error, class core.ErrorClass) *core.RetryableError {
+	t.Helper()
+	var re *core.RetryableError
+	if !errors.As(err, &re) || re.Class != class {
+		t.Fatalf("want RetryableError %s, got %T %v", class, err, err)
+	}
+	return re
+}
+
+// wantLookup looks req up and wants state (and no error).
+func wantLookup(t *testing.T, p core.Provider, req core.SendRequest, state core.LookupState) core.LookupResult {
+	t.Helper()
+	lr, err := p.Lookup(context.Background(), req)
+	if err != nil || lr.State != state {
+		t.Fatalf("Lookup(%s) = %+v, %v; want %s", req.IntentID, lr, err, state)
+	}
+	return lr
 }
 
 func wantUnknown(t *testing.T, err error) {

@@ -14,6 +14,7 @@ package fakes
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -115,6 +116,39 @@ func (f *faultQueue) hold(r *http.Request) bool {
 }
 
 // drop closes the connection without writing a response.
+// afterCommit plays a fault that strikes once the effect is committed: the
+// connection dropped (DropAfterCommit), an error answer written by fail
+// (ErrorAfterCommit), or the response held until Release (Hang). It
+// reports whether the request is settled, so the handler writes no success.
+func (f *faultQueue) afterCommit(w http.ResponseWriter, r *http.Request, fault Fault, hasFault bool, fail func()) bool {
+	if !hasFault {
+		return false
+	}
+	switch fault.Kind {
+	case DropAfterCommit:
+		drop(w)
+		return true
+	case ErrorAfterCommit:
+		fail()
+		return true
+	case Hang:
+		return !f.hold(r)
+	}
+	return false
+}
+
+// errorStatus is a ProviderError fault's status (def when the fault sets
+// none); the fault's RetryAfter, when set, goes out as a Retry-After header.
+func errorStatus(w http.ResponseWriter, f Fault, def int) int {
+	if f.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
+	}
+	if f.Status == 0 {
+		return def
+	}
+	return f.Status
+}
+
 func drop(w http.ResponseWriter) {
 	if hj, ok := w.(http.Hijacker); ok {
 		if conn, _, err := hj.Hijack(); err == nil {

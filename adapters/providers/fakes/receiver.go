@@ -210,14 +210,7 @@ func (rc *Receiver) deliver(w http.ResponseWriter, r *http.Request) {
 			writeRcv(w, http.StatusServiceUnavailable, map[string]any{"code": "unavailable"})
 			return
 		case ProviderError:
-			st := f.Status
-			if st == 0 {
-				st = http.StatusBadRequest
-			}
-			if f.RetryAfter > 0 {
-				w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
-			}
-			writeRcv(w, st, map[string]any{"code": f.Code})
+			writeRcv(w, errorStatus(w, f, http.StatusBadRequest), map[string]any{"code": f.Code})
 			return
 		case HangNoCommit:
 			rc.mark(key, +1)
@@ -256,19 +249,10 @@ func (rc *Receiver) deliver(w http.ResponseWriter, r *http.Request) {
 	rc.effects = append(rc.effects, ReceiverEffect{ID: id, Key: key, IntentID: env.Data.IntentID, Type: env.Type, Target: env.Data.Target})
 	rc.mu.Unlock()
 
-	if hasFault {
-		switch f.Kind {
-		case DropAfterCommit:
-			drop(w)
-			return
-		case ErrorAfterCommit:
-			writeRcv(w, http.StatusInternalServerError, map[string]any{"code": "internal"})
-			return
-		case Hang:
-			if !rc.faults.hold(r) {
-				return
-			}
-		}
+	if rc.faults.afterCommit(w, r, f, hasFault, func() {
+		writeRcv(w, http.StatusInternalServerError, map[string]any{"code": "internal"})
+	}) {
+		return
 	}
 	writeRcv(w, http.StatusCreated, map[string]any{"id": id})
 }

@@ -114,19 +114,20 @@ func (s *Slack) AddToken(token, team, botID string) {
 
 // RevokeToken makes the token answer token_revoked.
 func (s *Slack) RevokeToken(token string) {
-	s.srv.mu.Lock()
-	defer s.srv.mu.Unlock()
-	if t := s.srv.tokens[token]; t != nil {
-		t.revoked = true
-	}
+	s.withToken(token, func(t *slackToken) { t.revoked = true })
 }
 
 // DeactivateToken makes the token answer account_inactive.
 func (s *Slack) DeactivateToken(token string) {
+	s.withToken(token, func(t *slackToken) { t.inactive = true })
+}
+
+// withToken changes a known token under the server's lock.
+func (s *Slack) withToken(token string, f func(*slackToken)) {
 	s.srv.mu.Lock()
 	defer s.srv.mu.Unlock()
 	if t := s.srv.tokens[token]; t != nil {
-		t.inactive = true
+		f(t)
 	}
 }
 
@@ -250,6 +251,17 @@ func writeSlack(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// slackBusy answers a RateLimit fault (429 ratelimited with Retry-After) or
+// an Unavailable one (503 service_unavailable).
+func slackBusy(w http.ResponseWriter, f Fault) {
+	if f.Kind == RateLimit {
+		w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
+		writeSlack(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
+		return
+	}
+	writeSlack(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "service_unavailable"})
+}
+
 func slackErr(w http.ResponseWriter, code string) {
 	// Slack answers method errors with HTTP 200 and ok:false.
 	writeSlack(w, http.StatusOK, map[string]any{"ok": false, "error": code})
@@ -356,22 +368,11 @@ func (s *slackServer) postMessage(w http.ResponseWriter, r *http.Request, fq *fa
 		case Unauthorized:
 			slackErr(w, "token_revoked")
 			return
-		case RateLimit:
-			w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
-			writeSlack(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
-			return
-		case Unavailable:
-			writeSlack(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "service_unavailable"})
+		case RateLimit, Unavailable:
+			slackBusy(w, f)
 			return
 		case ProviderError:
-			st := f.Status
-			if st == 0 {
-				st = http.StatusOK
-			}
-			if f.RetryAfter > 0 {
-				w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
-			}
-			writeSlack(w, st, map[string]any{"ok": false, "error": f.Code})
+			writeSlack(w, errorStatus(w, f, http.StatusOK), map[string]any{"ok": false, "error": f.Code})
 			return
 		case HangNoCommit:
 			fq.hold(r)
@@ -389,21 +390,10 @@ func (s *slackServer) postMessage(w http.ResponseWriter, r *http.Request, fq *fa
 	s.posts++
 	s.mu.Unlock()
 
-	if hasFault {
-		switch f.Kind {
-		case DropAfterCommit:
-			drop(w)
-			return
-		case ErrorAfterCommit:
-			// "internal_error: … It's possible some aspect of the operation
-			// succeeded before the error was raised."
-			slackErr(w, "internal_error")
-			return
-		case Hang:
-			if !fq.hold(r) {
-				return
-			}
-		}
+	// ErrorAfterCommit: "internal_error: … It's possible some aspect of the
+	// operation succeeded before the error was raised."
+	if fq.afterCommit(w, r, f, hasFault, func() { slackErr(w, "internal_error") }) {
+		return
 	}
 	out := m
 	out.Metadata = nil // chat.postMessage echoes the message without metadata
@@ -443,12 +433,8 @@ func (s *slackServer) conversationsHistory(w http.ResponseWriter, r *http.Reques
 	}
 	if f, ok := s.history.pop(); ok {
 		switch f.Kind {
-		case RateLimit:
-			w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
-			writeSlack(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
-			return
-		case Unavailable:
-			writeSlack(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "service_unavailable"})
+		case RateLimit, Unavailable:
+			slackBusy(w, f)
 			return
 		case ProviderError:
 			slackErr(w, f.Code)
@@ -465,21 +451,18 @@ func (s *slackServer) conversationsHistory(w http.ResponseWriter, r *http.Reques
 	inclusive := arg("inclusive") == "true" || arg("inclusive") == "1"
 	withMeta := arg("include_all_metadata") == "true" || arg("include_all_metadata") == "1"
 	var oldest, latest int64 = 0, 1 << 62
-	if v := arg("oldest"); v != "" {
-		o, ok := tsMicros(v)
-		if !ok {
-			slackErr(w, "invalid_ts_oldest")
-			return
+	for _, b := range []struct {
+		name  string
+		bound *int64
+	}{{"oldest", &oldest}, {"latest", &latest}} {
+		if v := arg(b.name); v != "" {
+			ts, ok := tsMicros(v)
+			if !ok {
+				slackErr(w, "invalid_ts_"+b.name)
+				return
+			}
+			*b.bound = ts
 		}
-		oldest = o
-	}
-	if v := arg("latest"); v != "" {
-		l, ok := tsMicros(v)
-		if !ok {
-			slackErr(w, "invalid_ts_latest")
-			return
-		}
-		latest = l
 	}
 	limit := 100
 	if v := arg("limit"); v != "" {

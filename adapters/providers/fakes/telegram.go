@@ -272,19 +272,10 @@ func (t *Telegram) serve(w http.ResponseWriter, r *http.Request) {
 	kind := c.kind
 	t.mu.Unlock()
 
-	if hasFault {
-		switch f.Kind {
-		case DropAfterCommit:
-			drop(w)
-			return
-		case ErrorAfterCommit:
-			writeTelegramError(w, http.StatusInternalServerError, "Internal Server Error", nil)
-			return
-		case Hang:
-			if !t.faults.hold(r) {
-				return
-			}
-		}
+	if t.faults.afterCommit(w, r, f, hasFault, func() {
+		writeTelegramError(w, http.StatusInternalServerError, "Internal Server Error", nil)
+	}) {
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{

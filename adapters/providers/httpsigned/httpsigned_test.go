@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/fakes"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
+	"github.com/botharness/outbox/adapters/providers/providertest"
 	"github.com/botharness/outbox/core"
 )
 
@@ -178,18 +178,8 @@ func TestStatusMapping(t *testing.T) {
 			}
 			p := newProvider(t, a, now)
 			res, err := p.Send(ctx, request("it_1"))
-			if c.class == "" {
-				if err != nil || res.ExternalID != c.external {
-					t.Fatalf("Send = %+v, %v; want %q", res, err, c.external)
-				}
+			if providertest.Outcome(t, res, err, c.class, c.external, c.retryAfter) {
 				return
-			}
-			if got := core.ClassOf(err); got != c.class {
-				t.Fatalf("class %s (%v), want %s", got, err, c.class)
-			}
-			var re *core.RetryableError
-			if errors.As(err, &re) && re.RetryAfter != c.retryAfter {
-				t.Fatalf("RetryAfter %v, want %v", re.RetryAfter, c.retryAfter)
 			}
 			if len(cp.headers) != 1 {
 				t.Fatalf("%d requests, want exactly 1", len(cp.headers))

@@ -249,3 +249,85 @@ func MarshalVerbatim(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
+
+// Settings defaults and checks what the adapters calling one fixed API
+// (Slack, Telegram) configure alike: the base URL (defaultBase when empty;
+// it must be absolute), the bound of each request (10s when unset) and the
+// clock (time.Now when nil). provider prefixes the error.
+func Settings(provider string, baseURL *string, defaultBase string, timeout *time.Duration, now *func() time.Time) error {
+	if *baseURL == "" {
+		*baseURL = defaultBase
+	}
+	if u, err := url.Parse(*baseURL); err != nil || u.Host == "" {
+		return fmt.Errorf("%s: baseUrl must be an absolute URL", provider)
+	}
+	if *timeout <= 0 {
+		*timeout = 10 * time.Second
+	}
+	if *now == nil {
+		*now = time.Now
+	}
+	return nil
+}
+
+// RequireTokens fails when a configured account has no token.
+func RequireTokens[A any](provider string, accounts map[string]A, token func(A) string) error {
+	for name, a := range accounts {
+		if token(a) == "" {
+			return fmt.Errorf("%s: account %q has no token", provider, name)
+		}
+	}
+	return nil
+}
+
+// KnownAccount fails when account is not configured (for Capabilities).
+func KnownAccount[A any](provider string, accounts map[string]A, account string) error {
+	if _, ok := accounts[account]; !ok {
+		return fmt.Errorf("%s: unknown account %q", provider, account)
+	}
+	return nil
+}
+
+// SendAccount returns the configured account of a request, or a rejection
+// (evidence code unknown_account) when there is none.
+func SendAccount[A any](provider string, accounts map[string]A, name string) (A, error) {
+	a, ok := accounts[name]
+	if !ok {
+		return a, Rejected(core.Evidence{ProviderCode: "unknown_account"}, "%s: account %q is not configured", provider, name)
+	}
+	return a, nil
+}
+
+// CheckAction rejects (evidence code unknown_action) an action the adapter
+// does not perform.
+func CheckAction(provider string, actions map[string]bool, action string) error {
+	if !actions[action] {
+		return Rejected(core.Evidence{ProviderCode: "unknown_action"}, "%s: unknown action %q", provider, action)
+	}
+	return nil
+}
+
+// InvalidPayload rejects (evidence code invalid_payload) a payload the
+// adapter cannot turn into a request.
+func InvalidPayload(provider string, err error) error {
+	return Rejected(core.Evidence{ProviderCode: "invalid_payload", Detail: err.Error()}, "%s: %v", provider, err)
+}
+
+// ObjectArgs decodes a payload that is a JSON object of an API method's
+// arguments (an empty payload is no arguments); what names them in the error.
+func ObjectArgs(payload []byte, what string) (map[string]json.RawMessage, error) {
+	args := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(payload)) > 0 {
+		if err := json.Unmarshal(payload, &args); err != nil || args == nil {
+			return nil, fmt.Errorf("payload must be a JSON object of %s", what)
+		}
+	}
+	return args, nil
+}
+
+// Call is Do bounded by timeout: the body is read before it returns.
+func Call(ctx context.Context, c *http.Client, timeout time.Duration, method, rawURL string, header http.Header, body []byte, limit int64) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return Do(ctx, c, method, rawURL, header, body, limit)
+}

@@ -61,26 +61,9 @@ type capsDoc struct {
 
 // Capabilities reads what the sandbox publishes for the account.
 func (p *Provider) Capabilities(ctx context.Context, account, action string) (core.Capabilities, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url(account, "capabilities", nil), nil)
+	doc, _, err := getDoc[capsDoc](ctx, p, account, p.url(account, "capabilities", nil), "capabilities")
 	if err != nil {
 		return core.Capabilities{}, err
-	}
-	if tok := p.cfg.Tokens[account]; tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return core.Capabilities{}, fmt.Errorf("sandbox capabilities: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return core.Capabilities{}, fmt.Errorf("sandbox capabilities: status %d", resp.StatusCode)
-	}
-	var doc capsDoc
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&doc); err != nil {
-		return core.Capabilities{}, fmt.Errorf("sandbox capabilities: %w", err)
 	}
 	return core.Capabilities{
 		IdempotencyKeys: doc.IdempotencyKeys,
@@ -175,6 +158,33 @@ func classify(resp *httpx.Response) (core.SendResult, error) {
 	}
 }
 
+// getDoc reads one JSON document (64 KiB at most) of the sandbox's account
+// API with the account's token, bounded by the request timeout; what names
+// the call in errors.
+func getDoc[T any](ctx context.Context, p *Provider, account, rawURL, what string) (doc T, status int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return doc, 0, err
+	}
+	if tok := p.cfg.Tokens[account]; tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return doc, 0, fmt.Errorf("sandbox %s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return doc, resp.StatusCode, fmt.Errorf("sandbox %s: status %d", what, resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&doc); err != nil {
+		return doc, resp.StatusCode, fmt.Errorf("sandbox %s: %w", what, err)
+	}
+	return doc, resp.StatusCode, nil
+}
+
 type lookupDoc struct {
 	State   string  `json:"state"`
 	Message message `json:"message"`
@@ -182,28 +192,11 @@ type lookupDoc struct {
 
 // Lookup asks the sandbox whether the intent's key took effect.
 func (p *Provider) Lookup(ctx context.Context, r core.SendRequest) (core.LookupResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url(r.Account, "messages", url.Values{"idempotencyKey": {r.IdempotencyKey}}), nil)
+	doc, status, err := getDoc[lookupDoc](ctx, p, r.Account, p.url(r.Account, "messages", url.Values{"idempotencyKey": {r.IdempotencyKey}}), "lookup")
 	if err != nil {
 		return core.LookupResult{}, err
 	}
-	if tok := p.cfg.Tokens[r.Account]; tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return core.LookupResult{}, fmt.Errorf("sandbox lookup: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return core.LookupResult{}, fmt.Errorf("sandbox lookup: status %d", resp.StatusCode)
-	}
-	var doc lookupDoc
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&doc); err != nil {
-		return core.LookupResult{}, fmt.Errorf("sandbox lookup: %w", err)
-	}
-	ev := core.Evidence{HTTPStatus: resp.StatusCode, ProviderCode: doc.State}
+	ev := core.Evidence{HTTPStatus: status, ProviderCode: doc.State}
 	switch core.LookupState(doc.State) {
 	case core.LookupFound:
 		if doc.Message.ID == "" {

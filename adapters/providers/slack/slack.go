@@ -20,7 +20,6 @@
 package slack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,14 +92,8 @@ var _ core.Provider = (*Provider)(nil)
 
 // New returns the adapter. client may be nil.
 func New(client *http.Client, cfg Config) (*Provider, error) {
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || u.Host == "" {
-		return nil, errors.New("slack: baseUrl must be an absolute URL")
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
+	if err := httpx.Settings(Name, &cfg.BaseURL, DefaultBaseURL, &cfg.Timeout, &cfg.Now); err != nil {
+		return nil, err
 	}
 	if cfg.Lookback <= 0 {
 		cfg.Lookback = 24 * time.Hour
@@ -111,13 +104,8 @@ func New(client *http.Client, cfg Config) (*Provider, error) {
 	if cfg.HistoryPageSize <= 0 {
 		cfg.HistoryPageSize = 200
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	for team, a := range cfg.Accounts {
-		if a.Token == "" {
-			return nil, fmt.Errorf("slack: account %q has no token", team)
-		}
+	if err := httpx.RequireTokens(Name, cfg.Accounts, func(a Account) string { return a.Token }); err != nil {
+		return nil, err
 	}
 	return &Provider{cfg: cfg, client: httpx.Client(client)}, nil
 }
@@ -128,8 +116,8 @@ func (p *Provider) SupportsAction(action string) bool { return Actions[action] }
 // Capabilities: no idempotency key exists in the Web API; lookup through
 // history is available for every account.
 func (p *Provider) Capabilities(_ context.Context, account, action string) (core.Capabilities, error) {
-	if _, ok := p.cfg.Accounts[account]; !ok {
-		return core.Capabilities{}, fmt.Errorf("slack: unknown account %q", account)
+	if err := httpx.KnownAccount(Name, p.cfg.Accounts, account); err != nil {
+		return core.Capabilities{}, err
 	}
 	return core.Capabilities{IdempotencyKeys: false, Lookup: true}, nil
 }
@@ -141,11 +129,7 @@ func (p *Provider) Account(team string) (Account, bool) {
 }
 
 func (p *Provider) account(name string) (Account, error) {
-	a, ok := p.cfg.Accounts[name]
-	if !ok {
-		return Account{}, httpx.Rejected(core.Evidence{ProviderCode: "unknown_account"}, "slack: account %q is not configured", name)
-	}
-	return a, nil
+	return httpx.SendAccount(Name, p.cfg.Accounts, name)
 }
 
 // Metadata is Slack message metadata.
@@ -176,11 +160,9 @@ var reserved = []string{"metadata", "token", "as_user"}
 // buildBody turns the intent payload (chat.postMessage arguments as a JSON
 // object) into the request body. It returns the thread_ts, if any.
 func buildBody(r core.SendRequest) ([]byte, string, error) {
-	args := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(r.Payload)) > 0 {
-		if err := json.Unmarshal(r.Payload, &args); err != nil || args == nil {
-			return nil, "", errors.New("payload must be a JSON object of chat.postMessage arguments")
-		}
+	args, err := httpx.ObjectArgs(r.Payload, "chat.postMessage arguments")
+	if err != nil {
+		return nil, "", err
 	}
 	for _, k := range reserved {
 		if _, ok := args[k]; ok {
@@ -218,19 +200,17 @@ func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResul
 	if err != nil {
 		return core.SendResult{}, err
 	}
-	if !Actions[r.Action] {
-		return core.SendResult{}, httpx.Rejected(core.Evidence{ProviderCode: "unknown_action"}, "slack: unknown action %q", r.Action)
+	if err := httpx.CheckAction(Name, Actions, r.Action); err != nil {
+		return core.SendResult{}, err
 	}
 	body, _, err := buildBody(r)
 	if err != nil {
-		return core.SendResult{}, httpx.Rejected(core.Evidence{ProviderCode: "invalid_payload", Detail: err.Error()}, "slack: %v", err)
+		return core.SendResult{}, httpx.InvalidPayload(Name, err)
 	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+a.Token)
 	h.Set("Content-Type", "application/json; charset=utf-8")
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	resp, err := httpx.Do(ctx, p.client, http.MethodPost, p.cfg.BaseURL+"/chat.postMessage", h, body, httpx.DefaultBodyLimit)
+	resp, err := httpx.Call(ctx, p.client, p.cfg.Timeout, http.MethodPost, p.cfg.BaseURL+"/chat.postMessage", h, body, httpx.DefaultBodyLimit)
 	if err != nil {
 		return core.SendResult{}, err
 	}
@@ -423,9 +403,7 @@ func (p *Provider) Lookup(ctx context.Context, r core.SendRequest) (core.LookupR
 }
 
 func (p *Provider) history(ctx context.Context, method string, q url.Values, h http.Header) (historyResponse, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	resp, err := httpx.Do(ctx, p.client, http.MethodGet, p.cfg.BaseURL+"/"+method+"?"+q.Encode(), h, nil, 4<<20)
+	resp, err := httpx.Call(ctx, p.client, p.cfg.Timeout, http.MethodGet, p.cfg.BaseURL+"/"+method+"?"+q.Encode(), h, nil, 4<<20)
 	if err != nil {
 		return historyResponse{}, 0, fmt.Errorf("slack %s: %w", method, err)
 	}

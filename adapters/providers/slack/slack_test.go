@@ -13,25 +13,12 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/providers/fakes"
+	"github.com/botharness/outbox/adapters/providers/providertest"
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/core"
 )
 
 var ctx = context.Background()
-
-// canned answers every request with one fixed HTTP response.
-func canned(t *testing.T, status int, header map[string]string, body string) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, v := range header {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 func newProvider(t *testing.T, base string, mod ...func(*slack.Config)) *slack.Provider {
 	t.Helper()
@@ -107,20 +94,10 @@ func TestSendMapsDocumentedAnswers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := newProvider(t, canned(t, c.status, c.header, c.body))
+			p := newProvider(t, providertest.Canned(t, c.status, c.header, c.body))
 			res, err := p.Send(ctx, request("it_1", `{"text":"hi"}`))
-			if c.class == "" {
-				if err != nil || res.ExternalID != c.external {
-					t.Fatalf("Send = %+v, %v; want success %q", res, err, c.external)
-				}
+			if providertest.Outcome(t, res, err, c.class, c.external, c.retryAfter) {
 				return
-			}
-			if got := core.ClassOf(err); got != c.class {
-				t.Fatalf("class = %s (%v), want %s", got, err, c.class)
-			}
-			var re *core.RetryableError
-			if errors.As(err, &re) && re.RetryAfter != c.retryAfter {
-				t.Fatalf("RetryAfter = %v, want %v", re.RetryAfter, c.retryAfter)
 			}
 			if strings.Contains(fmt.Sprintf("%v %+v", err, core.EvidenceOf(err)), "xoxb-secret-token") {
 				t.Fatal("token leaked into the error or evidence")
@@ -361,31 +338,32 @@ func TestLookupHistory(t *testing.T) {
 			t.Fatalf("channel_not_found lookup = %+v, want error", lr)
 		}
 	})
-	t.Run("without an attempt time, a post older than the lookback is not seen", func(t *testing.T) {
-		fk, p := setup(t, func(c *slack.Config) { c.Lookback = time.Hour })
-		r := request("it_old", `{"text":"x"}`)
-		if _, err := p.Send(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		clk.Add(2 * time.Hour)
-		defer clk.Add(-2 * time.Hour)
-		lr, err := p.Lookup(ctx, r)
-		if err != nil || lr.State != core.LookupAbsent || fk.Posts() != 1 {
-			t.Fatalf("Lookup = %+v, %v", lr, err)
-		}
-	})
-	t.Run("with the attempt time, a reconciliation days later still finds the post", func(t *testing.T) {
-		fk, p := setup(t, func(c *slack.Config) { c.Lookback = time.Hour })
-		r := request("it_days", `{"text":"x"}`)
-		r.AttemptStartedAt = clk.Now()
-		if _, err := p.Send(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		clk.Add(72 * time.Hour)
-		defer clk.Add(-72 * time.Hour)
-		lr, err := p.Lookup(ctx, r)
-		if err != nil || lr.State != core.LookupFound || fk.Posts() != 1 {
-			t.Fatalf("Lookup = %+v, %v", lr, err)
-		}
-	})
+	// The lookback window (one hour here) against the attempt's own time.
+	for _, c := range []struct {
+		name        string
+		id          string
+		attemptTime bool
+		later       time.Duration
+		want        core.LookupState
+	}{
+		{"without an attempt time, a post older than the lookback is not seen", "it_old", false, 2 * time.Hour, core.LookupAbsent},
+		{"with the attempt time, a reconciliation days later still finds the post", "it_days", true, 72 * time.Hour, core.LookupFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk, p := setup(t, func(c *slack.Config) { c.Lookback = time.Hour })
+			r := request(c.id, `{"text":"x"}`)
+			if c.attemptTime {
+				r.AttemptStartedAt = clk.Now()
+			}
+			if _, err := p.Send(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			clk.Add(c.later)
+			defer clk.Add(-c.later)
+			lr, err := p.Lookup(ctx, r)
+			if err != nil || lr.State != c.want || fk.Posts() != 1 {
+				t.Fatalf("Lookup = %+v, %v", lr, err)
+			}
+		})
+	}
 }

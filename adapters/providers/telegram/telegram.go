@@ -27,10 +27,8 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -83,22 +81,11 @@ var _ core.Provider = (*Provider)(nil)
 
 // New returns the adapter. client may be nil.
 func New(client *http.Client, cfg Config) (*Provider, error) {
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
+	if err := httpx.Settings(Name, &cfg.BaseURL, DefaultBaseURL, &cfg.Timeout, &cfg.Now); err != nil {
+		return nil, err
 	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || u.Host == "" {
-		return nil, errors.New("telegram: baseUrl must be an absolute URL")
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	for name, a := range cfg.Accounts {
-		if a.Token == "" {
-			return nil, fmt.Errorf("telegram: account %q has no token", name)
-		}
+	if err := httpx.RequireTokens(Name, cfg.Accounts, func(a Account) string { return a.Token }); err != nil {
+		return nil, err
 	}
 	return &Provider{cfg: cfg, client: httpx.Client(client)}, nil
 }
@@ -108,10 +95,7 @@ func (p *Provider) SupportsAction(action string) bool { return Actions[action] }
 
 // Capabilities: the Bot API offers neither idempotency keys nor lookup.
 func (p *Provider) Capabilities(_ context.Context, account, action string) (core.Capabilities, error) {
-	if _, ok := p.cfg.Accounts[account]; !ok {
-		return core.Capabilities{}, fmt.Errorf("telegram: unknown account %q", account)
-	}
-	return core.Capabilities{}, nil
+	return core.Capabilities{}, httpx.KnownAccount(Name, p.cfg.Accounts, account)
 }
 
 // Account returns the configured account (for the webhook side).
@@ -131,11 +115,9 @@ func chatID(target string) json.RawMessage {
 }
 
 func buildBody(r core.SendRequest) ([]byte, error) {
-	args := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(r.Payload)) > 0 {
-		if err := json.Unmarshal(r.Payload, &args); err != nil || args == nil {
-			return nil, errors.New("payload must be a JSON object of sendMessage parameters")
-		}
+	args, err := httpx.ObjectArgs(r.Payload, "sendMessage parameters")
+	if err != nil {
+		return nil, err
 	}
 	if r.Target == "" {
 		return nil, errors.New("target (chat id) is required")
@@ -152,22 +134,20 @@ func buildBody(r core.SendRequest) ([]byte, error) {
 
 // Send calls sendMessage.
 func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResult, error) {
-	a, ok := p.cfg.Accounts[r.Account]
-	if !ok {
-		return core.SendResult{}, httpx.Rejected(core.Evidence{ProviderCode: "unknown_account"}, "telegram: account %q is not configured", r.Account)
+	a, err := httpx.SendAccount(Name, p.cfg.Accounts, r.Account)
+	if err != nil {
+		return core.SendResult{}, err
 	}
-	if !Actions[r.Action] {
-		return core.SendResult{}, httpx.Rejected(core.Evidence{ProviderCode: "unknown_action"}, "telegram: unknown action %q", r.Action)
+	if err := httpx.CheckAction(Name, Actions, r.Action); err != nil {
+		return core.SendResult{}, err
 	}
 	body, err := buildBody(r)
 	if err != nil {
-		return core.SendResult{}, httpx.Rejected(core.Evidence{ProviderCode: "invalid_payload", Detail: err.Error()}, "telegram: %v", err)
+		return core.SendResult{}, httpx.InvalidPayload(Name, err)
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	resp, err := httpx.Do(ctx, p.client, http.MethodPost, p.cfg.BaseURL+"/bot"+a.Token+"/sendMessage", h, body, httpx.DefaultBodyLimit)
+	resp, err := httpx.Call(ctx, p.client, p.cfg.Timeout, http.MethodPost, p.cfg.BaseURL+"/bot"+a.Token+"/sendMessage", h, body, httpx.DefaultBodyLimit)
 	if err != nil {
 		return core.SendResult{}, err
 	}

@@ -3,7 +3,6 @@ package telegram_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/providers/fakes"
+	"github.com/botharness/outbox/adapters/providers/providertest"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
 )
@@ -21,19 +21,6 @@ import (
 var ctx = context.Background()
 
 const token = "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11"
-
-func canned(t *testing.T, status int, header map[string]string, body string) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, v := range header {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 func newProvider(t *testing.T, base string) *telegram.Provider {
 	t.Helper()
@@ -90,20 +77,10 @@ func TestSendMapsDocumentedAnswers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := newProvider(t, canned(t, c.status, c.header, c.body))
+			p := newProvider(t, providertest.Canned(t, c.status, c.header, c.body))
 			res, err := p.Send(ctx, request("it_1", "42", `{"text":"hi"}`))
-			if c.class == "" {
-				if err != nil || res.ExternalID != c.external {
-					t.Fatalf("Send = %+v, %v; want %q", res, err, c.external)
-				}
+			if providertest.Outcome(t, res, err, c.class, c.external, c.retryAfter) {
 				return
-			}
-			if got := core.ClassOf(err); got != c.class {
-				t.Fatalf("class %s (%v), want %s", got, err, c.class)
-			}
-			var re *core.RetryableError
-			if errors.As(err, &re) && re.RetryAfter != c.retryAfter {
-				t.Fatalf("RetryAfter = %v, want %v", re.RetryAfter, c.retryAfter)
 			}
 			if strings.Contains(fmt.Sprintf("%v %+v", err, core.EvidenceOf(err)), token) {
 				t.Fatal("bot token leaked into the error or evidence")

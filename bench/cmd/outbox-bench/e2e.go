@@ -177,13 +177,21 @@ func (e *e2eRun) summary() map[string]any {
 // the write/read cost of a delivered intent from the same run), then again at
 // a shorter interval to isolate what polling contributes.
 func (r *runner) delivery() error {
-	main, err := r.e2e(r.f.e2ePoll, r.f.e2eN)
-	if err != nil {
-		return fmt.Errorf("e2e at %v: %w", r.f.e2ePoll, err)
+	// at runs the e2e at one poll interval and prints its summary.
+	at := func(poll time.Duration) (*e2eRun, map[string]any, error) {
+		res, err := r.e2e(poll, r.f.e2eN)
+		if err != nil {
+			return nil, nil, fmt.Errorf("e2e at %v: %w", poll, err)
+		}
+		sm := res.summary()
+		fmt.Fprintf(os.Stderr, "bench:   e2e poll %v: p50 %.1fms p99 %.1fms (stream lag p50 %.1fms, dispatch p50 %.1fms)\n",
+			poll, sm["p50_ms"], sm["p99_ms"], sm["stream_lag_p50_ms"], sm["dispatch_p50_ms"])
+		return res, sm, nil
 	}
-	sm := main.summary()
-	fmt.Fprintf(os.Stderr, "bench:   e2e poll %v: p50 %.1fms p99 %.1fms (stream lag p50 %.1fms, dispatch p50 %.1fms)\n",
-		r.f.e2ePoll, sm["p50_ms"], sm["p99_ms"], sm["stream_lag_p50_ms"], sm["dispatch_p50_ms"])
+	main, sm, err := at(r.f.e2ePoll)
+	if err != nil {
+		return err
+	}
 	r.set("e2e_poll_interval_ms", r.f.e2ePoll.Milliseconds())
 	r.set("e2e_p50_ms", sm["p50_ms"])
 	r.set("e2e_p99_ms", sm["p99_ms"])
@@ -210,13 +218,10 @@ func (r *runner) delivery() error {
 		r.note("e2e at %v: %d of %d intents within -e2e-max %v (slow machine)", r.f.e2ePoll, main.n, r.f.e2eN, r.f.e2eMax)
 	}
 	if r.f.e2ePollAlt > 0 {
-		alt, err := r.e2e(r.f.e2ePollAlt, r.f.e2eN)
+		_, sa, err := at(r.f.e2ePollAlt)
 		if err != nil {
-			return fmt.Errorf("e2e at %v: %w", r.f.e2ePollAlt, err)
+			return err
 		}
-		sa := alt.summary()
-		fmt.Fprintf(os.Stderr, "bench:   e2e poll %v: p50 %.1fms p99 %.1fms (stream lag p50 %.1fms, dispatch p50 %.1fms)\n",
-			r.f.e2ePollAlt, sa["p50_ms"], sa["p99_ms"], sa["stream_lag_p50_ms"], sa["dispatch_p50_ms"])
 		runs[fmt.Sprintf("poll_%dms", r.f.e2ePollAlt.Milliseconds())] = sa
 		r.set("e2e_alt_poll_interval_ms", r.f.e2ePollAlt.Milliseconds())
 		r.set("e2e_alt_p50_ms", sa["p50_ms"])

@@ -183,27 +183,15 @@ func (r *runner) keySpread() error {
 	defer r.meter.trackKeys(false)
 	t0 := time.Now()
 	c := httpClient(8)
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	var failed atomic.Int64
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				j := jobs[i]
-				st, _, err := postAs(r.ctx, c, api, scaleTokPfx+j.bot, j.key, scaleBody(j.bot, fmt.Sprintf("chat-%d", i%13)))
-				if err != nil || st != http.StatusCreated {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	parallel(n, 8, func(i int) bool {
+		j := jobs[i]
+		st, _, err := postAs(r.ctx, c, api, scaleTokPfx+j.bot, j.key, scaleBody(j.bot, fmt.Sprintf("chat-%d", i%13)))
+		if err != nil || st != http.StatusCreated {
+			failed.Add(1)
+		}
+		return true
+	})
 	if f := failed.Load(); f > 0 {
 		return fmt.Errorf("%d submissions failed", f)
 	}
@@ -310,13 +298,7 @@ func (r *runner) keySpread() error {
 		}
 	}
 	maxShare := func(m map[string]int64) (float64, string) {
-		var top int64
-		var key string
-		for k, v := range m {
-			if v > top {
-				top, key = v, k
-			}
-		}
+		top, key := argmax(m)
 		return round(float64(top)/float64(len(hot)), 4), key
 	}
 	// The hot bot's five busiest claim-path items (all classes), to show
@@ -347,13 +329,7 @@ func (r *runner) keySpread() error {
 	r.set("hot_bot_max_item_share_revalidation", s)
 	r.set("hot_bot_max_item_revalidation", k)
 	top := func(m map[string]float64) (float64, string) {
-		var best float64
-		var key string
-		for k, v := range m {
-			if v > best {
-				best, key = v, k
-			}
-		}
+		best, key := argmax(m)
 		return round(best, 1), key
 	}
 	w, wk := top(loads)
@@ -475,36 +451,57 @@ func (r *runner) indexWrites(table string) (map[string]map[string]int64, error) 
 func (r *runner) submitDirect(st *system.Stack, prefix string, n int) (map[string]bool, error) {
 	ids := map[string]bool{}
 	var mu sync.Mutex
+	var firstErr atomic.Value
+	parallel(n, 16, func(i int) bool {
+		b := scaleBot(i % scaleBots)
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		res, err := st.App.Intake.Submit(uncounted(r.ctx), b, key, []byte(scaleBody(b, fmt.Sprintf("chat-%d", i%13))))
+		if err != nil {
+			firstErr.CompareAndSwap(nil, err)
+			return false
+		}
+		mu.Lock()
+		ids[res.Intent.ID] = true
+		mu.Unlock()
+		return true
+	})
+	if err, ok := firstErr.Load().(error); ok {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// parallel runs f(i) for every i in [0, n) on workers goroutines, each
+// taking the next index; a worker stops at the first f that returns false.
+func parallel(n, workers int, f func(i int) bool) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	for w := 0; w < 16; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= n {
+				if i >= n || !f(i) {
 					return
 				}
-				b := scaleBot(i % scaleBots)
-				key := fmt.Sprintf("%s-%d", prefix, i)
-				res, err := st.App.Intake.Submit(uncounted(r.ctx), b, key, []byte(scaleBody(b, fmt.Sprintf("chat-%d", i%13))))
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				mu.Lock()
-				ids[res.Intent.ID] = true
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok {
-		return nil, err
+}
+
+// argmax returns the largest value of m and its key (zero and "" when no
+// value is positive).
+func argmax[V int64 | float64](m map[string]V) (V, string) {
+	var best V
+	var key string
+	for k, v := range m {
+		if v > best {
+			best, key = v, k
+		}
 	}
-	return ids, nil
+	return best, key
 }
 
 // repairVsStream drains a backlog through the stream dispatcher, then an

@@ -151,6 +151,19 @@ func (r *runner) throughput() error {
 		return err
 	}
 	defer closeCached()
+	// viaHTTP posts intent n to an intake's URL (keys prefix-runID-n).
+	viaHTTP := func(name, url, prefix string) func(context.Context, int64) error {
+		return func(ctx context.Context, n int64) error {
+			status, b, _, err := post(ctx, client, url, prefix+runID+"-"+strconv.FormatInt(n, 10), body)
+			if err != nil {
+				return err
+			}
+			if status != http.StatusCreated {
+				return fmt.Errorf("%s: %d %s", name, status, bytes.TrimSpace(b))
+			}
+			return nil
+		}
+	}
 	variants := []variant{
 		{"raw", "conditional PutItem of the same item", put},
 		{"raw_calls", "the DynamoDB calls of one intake: GetItem(token) + GetItem(grant, consistent) + conditional PutItem", func(ctx context.Context, n int64) error {
@@ -182,36 +195,9 @@ func (r *runner) throughput() error {
 			}
 			return nil
 		}},
-		{"intake", "POST /v1/intents over HTTP, gateway + authorizer + handler", func(ctx context.Context, n int64) error {
-			status, b, _, err := post(ctx, client, api, "i-"+runID+"-"+strconv.FormatInt(n, 10), body)
-			if err != nil {
-				return err
-			}
-			if status != http.StatusCreated {
-				return fmt.Errorf("intake: %d %s", status, bytes.TrimSpace(b))
-			}
-			return nil
-		}},
-		{"intake_traced", "POST /v1/intents as intake, with every span exported by OTLP/HTTP", func(ctx context.Context, n int64) error {
-			status, b, _, err := post(ctx, client, tracedAPI, "t-"+runID+"-"+strconv.FormatInt(n, 10), body)
-			if err != nil {
-				return err
-			}
-			if status != http.StatusCreated {
-				return fmt.Errorf("intake_traced: %d %s", status, bytes.TrimSpace(b))
-			}
-			return nil
-		}},
-		{"intake_cached", "what-if: intake with the authorizer answer and the grant cached (see whatif.go)", func(ctx context.Context, n int64) error {
-			status, b, _, err := post(ctx, client, cachedAPI, "c-"+runID+"-"+strconv.FormatInt(n, 10), body)
-			if err != nil {
-				return err
-			}
-			if status != http.StatusCreated {
-				return fmt.Errorf("intake_cached: %d %s", status, bytes.TrimSpace(b))
-			}
-			return nil
-		}},
+		{"intake", "POST /v1/intents over HTTP, gateway + authorizer + handler", viaHTTP("intake", api, "i-")},
+		{"intake_traced", "POST /v1/intents as intake, with every span exported by OTLP/HTTP", viaHTTP("intake_traced", tracedAPI, "t-")},
+		{"intake_cached", "what-if: intake with the authorizer answer and the grant cached (see whatif.go)", viaHTTP("intake_cached", cachedAPI, "c-")},
 	}
 
 	// Warm up every variant (JIT of the emulator, connection pools), then
