@@ -121,8 +121,8 @@ func wirePacing(a *App, ps *PacingSettings) {
 			a.pacedAccounts = append(a.pacedAccounts, core.GateKey(prov, acct))
 		}
 	}
-	pacing := &core.Pacing{Gate: g, Providers: a.Providers, Clock: a.Config.Clock}
-	for k, f := range (&admin.Pace{Pacing: pacing, Log: a.Log}).Routes(a.AdminExtra["GET /v1/admin/capabilities/{provider}/{account}"]) {
+	a.pacing = &core.Pacing{Gate: g, Providers: a.Providers, Clock: a.Config.Clock}
+	for k, f := range (&admin.Pace{Pacing: a.pacing, Log: a.Log}).Routes() {
 		a.AdminExtra[k] = f
 	}
 }

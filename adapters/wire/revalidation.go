@@ -33,6 +33,7 @@ func wireRevalidation(a *App) error {
 	a.Sources = &intake.Sources{Sources: &core.Sources{Store: reg, Clock: a.Config.Clock}}
 	routes := (&admin.Grants{
 		Authority: &core.Authority{Grants: reg, Capabilities: reg, Providers: a.Providers, Clock: a.Config.Clock},
+		Pacing:    a.pacing, // nil with the gate off
 		Log:       a.Log,
 	}).Routes()
 	for k, f := range routes {

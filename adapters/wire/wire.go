@@ -213,6 +213,8 @@ type App struct {
 	// pacedAccounts are the accounts the configuration paces by name
 	// (GateKey), for the overview.
 	pacedAccounts []string
+	// pacing is the operators' view of the gate (nil with the gate off).
+	pacing *core.Pacing
 }
 
 // New assembles the app.
@@ -328,10 +330,10 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	app.Tracer, d.Tracer = tracer, tracer
+	wirePacing(app, pacing) // before revalidation: the capability GET shows the pacing
 	if err := wireRevalidation(app); err != nil {
 		return nil, err
 	}
-	wirePacing(app, pacing)
 	wireBotLimits(app)
 	if err := wireWebhooks(app); err != nil {
 		return nil, err

@@ -24,7 +24,10 @@ import (
 // Operators only: orchestrators and bots get 403.
 type Grants struct {
 	Authority *core.Authority
-	Log       *slog.Logger
+	// Pacing, when the gate is on, adds the account's "pacing" (pace,
+	// pause, breaker) to the capability GET.
+	Pacing *core.Pacing
+	Log    *slog.Logger
 }
 
 // Routes returns the route handlers by route key, for Handler.Extra.
@@ -112,11 +115,25 @@ func (g *Grants) putCapability(ctx context.Context, p core.Principal, req events
 }
 
 func (g *Grants) getCapability(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	c, err := g.Authority.GetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"])
+	prov, acct := req.PathParameters["provider"], req.PathParameters["account"]
+	c, err := g.Authority.GetCapability(ctx, p, prov, acct)
 	if err != nil {
 		return g.fail(ctx, err)
 	}
-	return httpjson.JSON(http.StatusOK, c, nil)
+	if g.Pacing == nil {
+		return httpjson.JSON(http.StatusOK, c, nil)
+	}
+	ap, err := g.Pacing.Get(ctx, p, prov, acct)
+	if err != nil {
+		return g.fail(ctx, err)
+	}
+	return httpjson.JSON(http.StatusOK, capabilityWithPacing{Capability: c, Pacing: ap}, nil)
+}
+
+// capabilityWithPacing is the capability document with the account's pacing.
+type capabilityWithPacing struct {
+	*core.Capability
+	Pacing *core.AccountPacing `json:"pacing"`
 }
 
 func (g *Grants) log() *slog.Logger {

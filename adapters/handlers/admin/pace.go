@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 
@@ -31,16 +30,13 @@ type PaceBody struct {
 	Reason string     `json:"reason"`
 }
 
-// Routes returns the pace routes and the capability GET wrapped to show pacing.
-func (h *Pace) Routes(capabilityGet Route) map[string]Route {
-	m := map[string]Route{
+// Routes returns the pace routes (the capability GET shows the pacing
+// itself: Grants.Pacing).
+func (h *Pace) Routes() map[string]Route {
+	return map[string]Route{
 		"GET /v1/admin/capabilities/{provider}/{account}/pace": h.get,
 		"PUT /v1/admin/capabilities/{provider}/{account}/pace": h.put,
 	}
-	if capabilityGet != nil {
-		m["GET /v1/admin/capabilities/{provider}/{account}"] = h.withPacing(capabilityGet)
-	}
-	return m
 }
 
 func (h *Pace) get(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
@@ -63,30 +59,6 @@ func (h *Pace) put(ctx context.Context, p core.Principal, req events.APIGatewayV
 	}
 	h.log().InfoContext(ctx, "pace changed", "provider", prov, "account", acct, "operator", p.Name, "override", body.Pace != nil)
 	return httpjson.JSON(http.StatusOK, ap, nil)
-}
-
-// withPacing adds "pacing" to the capability document.
-func (h *Pace) withPacing(get Route) Route {
-	return func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-		resp := get(ctx, p, req)
-		if resp.StatusCode != http.StatusOK {
-			return resp
-		}
-		ap, err := h.Pacing.Get(ctx, p, req.PathParameters["provider"], req.PathParameters["account"])
-		if err != nil {
-			return Fail(ctx, h.Log, err)
-		}
-		var doc map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(resp.Body), &doc); err != nil {
-			return Fail(ctx, h.Log, err)
-		}
-		raw, err := json.Marshal(ap)
-		if err != nil {
-			return Fail(ctx, h.Log, err)
-		}
-		doc["pacing"] = raw
-		return httpjson.JSON(http.StatusOK, doc, nil)
-	}
 }
 
 func (h *Pace) log() *slog.Logger {
