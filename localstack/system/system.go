@@ -355,52 +355,47 @@ func (s *Stack) start(ctx context.Context, clients awsconfig.Clients, o Options)
 		// mapping off (tests that keep retries out), it attempts directly.
 		s.Dispatcher.Fanout = app.Queue
 	}
-	if !o.DisableStream {
-		s.Stream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
-			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
-			FilterPattern: dispatcher.StreamFilterPattern, BatchSize: 10, StartingPosition: lambdahost.StartTrimHorizon,
-			PollInterval: o.PollInterval, MaxRetryAttempts: 5, Handler: s.Dispatcher.Handle,
-			FunctionName: "dispatcher", Logger: app.Log,
-		})
+	// stream starts a stream mapping's poller on the table (trim horizon,
+	// the stack's poll interval and logger); c holds what differs.
+	stream := func(what string, c lambdahost.StreamPollerConfig) (*lambdahost.StreamPoller, error) {
+		c.DynamoDB, c.Streams, c.TableName = clients.DynamoDB, clients.Streams, o.Table
+		c.StartingPosition, c.PollInterval, c.Logger = lambdahost.StartTrimHorizon, o.PollInterval, app.Log
+		p, err := lambdahost.NewStreamPoller(c)
 		if err == nil {
-			err = s.Stream.Start(runCtx)
+			err = p.Start(runCtx)
 		}
 		if err != nil {
 			s.Stop()
-			return nil, fmt.Errorf("stream poller: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return p, nil
+	}
+	if !o.DisableStream {
+		if s.Stream, err = stream("stream poller", lambdahost.StreamPollerConfig{
+			FilterPattern: dispatcher.StreamFilterPattern, BatchSize: 10, MaxRetryAttempts: 5,
+			Handler: s.Dispatcher.Handle, FunctionName: "dispatcher",
+		}); err != nil {
+			return nil, err
 		}
 	}
 	if !o.DisableStream && !o.DisableNotifier && o.OperatorWebhookURL != "" {
-		s.NotifyStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
-			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
-			FilterPattern: notifier.StreamFilterPattern, BatchSize: 10, StartingPosition: lambdahost.StartTrimHorizon,
-			PollInterval: o.PollInterval, MaxRetryAttempts: 20, Handler: s.Notifier.Handle,
-			FunctionName: "notifier", Logger: app.Log,
-		})
-		if err == nil {
-			err = s.NotifyStream.Start(runCtx)
-		}
-		if err != nil {
-			s.Stop()
-			return nil, fmt.Errorf("notifier stream poller: %w", err)
+		if s.NotifyStream, err = stream("notifier stream poller", lambdahost.StreamPollerConfig{
+			FilterPattern: notifier.StreamFilterPattern, BatchSize: 10, MaxRetryAttempts: 20,
+			Handler: s.Notifier.Handle, FunctionName: "notifier",
+		}); err != nil {
+			return nil, err
 		}
 	}
 	// DynamoDB Local deletes expired items itself (though not dependably,
 	// docs/decisions.md "Retention"), reaper or not: the pruner runs
 	// unless a host that expires nothing in its life turns it off.
 	if !o.DisableStream && !o.DisablePruner {
-		s.PruneStream, err = lambdahost.NewStreamPoller(lambdahost.StreamPollerConfig{
-			DynamoDB: clients.DynamoDB, Streams: clients.Streams, TableName: o.Table,
-			FilterPattern: pruner.StreamFilterPattern, BatchSize: pruner.MappingBatchSize, StartingPosition: lambdahost.StartTrimHorizon,
-			PollInterval: o.PollInterval, BatchingWindow: o.PruneBatchingWindow, MaxRetryAttempts: 20, Handler: s.Pruner.Handle, TTLDeletes: ttlDeletes,
-			FunctionName: "pruner", FunctionTimeout: 60 * time.Second, Logger: app.Log,
-		})
-		if err == nil {
-			err = s.PruneStream.Start(runCtx)
-		}
-		if err != nil {
-			s.Stop()
-			return nil, fmt.Errorf("pruner stream poller: %w", err)
+		if s.PruneStream, err = stream("pruner stream poller", lambdahost.StreamPollerConfig{
+			FilterPattern: pruner.StreamFilterPattern, BatchSize: pruner.MappingBatchSize, MaxRetryAttempts: 20,
+			BatchingWindow: o.PruneBatchingWindow, TTLDeletes: ttlDeletes,
+			Handler: s.Pruner.Handle, FunctionName: "pruner", FunctionTimeout: 60 * time.Second,
+		}); err != nil {
+			return nil, err
 		}
 	}
 	if !o.DisableQueue {
