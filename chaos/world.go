@@ -23,6 +23,7 @@ import (
 	"github.com/botharness/outbox/adapters/faultdb"
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
@@ -231,20 +232,22 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 		// schedule's mailbox) and, for the suite's own tests, a broken adapter.
 		tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
 		st, err := system.Assemble(clients, system.Options{
-			Table: sl.table, Bucket: e.bucket, PayloadBucket: e.bucket,
-			ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
-			Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
-			Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,
-			BackupKey:       chaosBackupKey,
-			IntentRetention: chaosRetention, TombstoneRetention: chaosTombstoneRetention, ArchiveBucket: e.bucket,
-			WebhookSecrets: fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret),
-			HTTPClient:     &http.Client{Transport: &transport{base: tr}},
-			RetryQueue:     workerQueue{m: w.mail, w: i},
-			WrapProvider: func(name string, p core.Provider) core.Provider {
-				if rc.BreakProvider != nil {
-					return rc.BreakProvider(p)
-				}
-				return p
+			Config: wire.Config{
+				Table: sl.table, BackupBucket: e.bucket, PayloadBucket: e.bucket,
+				ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
+				Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
+				Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,
+				BackupKey:       chaosBackupKey,
+				IntentRetention: chaosRetention, TombstoneRetention: chaosTombstoneRetention, ArchiveBucket: e.bucket,
+				WebhookSecrets: fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret),
+				HTTPClient:     &http.Client{Transport: &transport{base: tr}},
+				RetryQueue:     workerQueue{m: w.mail, w: i},
+				WrapProvider: func(name string, p core.Provider) core.Provider {
+					if rc.BreakProvider != nil {
+						return rc.BreakProvider(p)
+					}
+					return p
+				},
 			},
 		}, e.queues)
 		if err == nil && i == 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/botharness/outbox/adapters/backup"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
 
@@ -113,7 +114,7 @@ func (e *env) writeSnapshot(s snapshot, key []byte) {
 func TestRestoreRefusesForgedAndForeignSnapshots(t *testing.T) {
 	t.Parallel()
 	key := []byte("e2e-backup-key-0123456789abcdef")
-	src := newEnv(t, options{BackupKey: string(key)})
+	src := newEnv(t, options{Config: wire.Config{BackupKey: string(key)}})
 	id := src.mustSubmit("bka-1", intentBody("acct-bka", "chan-1", "one"))
 	src.waitStatus(id, 10*time.Second, core.StatusSucceeded)
 	m, _ := src.backup(testBot)
@@ -157,7 +158,7 @@ func TestRestoreRefusesForgedAndForeignSnapshots(t *testing.T) {
 		s.items = append([]map[string]types.AttributeValue{}, clean.items...)
 		c.edit(&s)
 		src.writeSnapshot(s, c.key)
-		dst := startEnv(t, options{BackupKey: string(key)}, src.sb, src.sbURL)
+		dst := startEnv(t, options{Config: wire.Config{BackupKey: string(key)}}, src.sb, src.sbURL)
 		before := dst.dump()
 		r, _ := dst.restore(m.BackupID)
 		if r.status != http.StatusUnprocessableEntity || r.errorCode() != "snapshot_invalid" || !strings.Contains(string(r.body), c.error) {
@@ -172,12 +173,12 @@ func TestRestoreRefusesForgedAndForeignSnapshots(t *testing.T) {
 	}
 	// The snapshot as Backup wrote it still restores.
 	src.writeSnapshot(clean, key)
-	dst := startEnv(t, options{BackupKey: string(key)}, src.sb, src.sbURL)
+	dst := startEnv(t, options{Config: wire.Config{BackupKey: string(key)}}, src.sb, src.sbURL)
 	if r, rep := dst.restore(m.BackupID); r.status != http.StatusOK || rep.Written != 1 {
 		t.Fatalf("the untouched snapshot: %d %s", r.status, r.body)
 	}
 	// A deployment with another key refuses even the untouched snapshot.
-	other := startEnv(t, options{BackupKey: "yet-another-key-0123456789abcdef"}, src.sb, src.sbURL)
+	other := startEnv(t, options{Config: wire.Config{BackupKey: "yet-another-key-0123456789abcdef"}}, src.sb, src.sbURL)
 	if r, _ := other.restore(m.BackupID); r.status != http.StatusUnprocessableEntity {
 		t.Fatalf("restore under another key: %d %s", r.status, r.body)
 	}

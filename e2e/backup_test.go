@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/botharness/outbox/adapters/backup"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
 
@@ -109,7 +110,7 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// The provider timeout outlasts the held call: the attempt is
 			// still in flight when the backup reads it, however slow the run.
-			src := newEnv(t, options{ProviderConfig: `"sandbox":{"timeoutMs":30000}`})
+			src := newEnv(t, options{Config: wire.Config{ProviderConfig: `"sandbox":{"timeoutMs":30000}`}})
 			acct := "acct-bk-" + c.name
 			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `,"faults":[{"kind":"hang","delayMs":20000}]}`)
 			id := src.mustSubmit("bk-"+c.name, intentBody(acct, "chan-1", "held open"))

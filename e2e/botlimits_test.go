@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
 
@@ -18,9 +19,13 @@ import (
 // bot is not affected.
 func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{BotLimits: core.BotLimitConfig{PerBot: map[string]core.BotLimits{
-		testBot: {Rate: core.BotRate{N: 5, Per: time.Hour}, MaxOpen: 100},
-	}}})
+	e := newEnv(t, options{
+		Config: wire.Config{
+			BotLimits: core.BotLimitConfig{PerBot: map[string]core.BotLimits{
+				testBot: {Rate: core.BotRate{N: 5, Per: time.Hour}, MaxOpen: 100},
+			}},
+		},
+	})
 	// The rate window is a fixed hour: do not straddle its end.
 	if end := time.Now().Truncate(time.Hour).Add(time.Hour); time.Until(end) < 30*time.Second {
 		e.waitUntil(end)
@@ -112,8 +117,12 @@ func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
 // next is 429 too_many_open_intents, a replay is still 200.
 func TestBotOpenCapAnswers429AndReplays(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{DisableStream: true, DisableQueue: true,
-		BotLimits: core.BotLimitConfig{Default: core.BotLimits{MaxOpen: 16}}})
+	e := newEnv(t, options{
+		Config: wire.Config{
+			BotLimits: core.BotLimitConfig{Default: core.BotLimits{MaxOpen: 16}},
+		},
+		DisableStream: true, DisableQueue: true,
+	})
 	var accepted []string
 	var refused response
 	for i := 0; i < 17 && refused.status == 0; i++ {

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
 
@@ -139,7 +140,7 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // bulk-abandons 20 intents by filter, and withdraws and restores an account.
 func TestConsoleInBrowser(t *testing.T) {
 	rcv := newOpReceiver(t)
-	e := newEnv(t, options{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
+	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
 	ctx, problems := browser(t)
 
 	// The sandbox drops the response after committing, at a provider with

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
@@ -161,7 +162,7 @@ func TestInlineConcurrentReplaysWaitForTheOneOutcome(t *testing.T) {
 	// provider, then commit: the replays arrive while it is in flight, even
 	// on a slow machine.
 	sb, sbURL := sandbox.StartTest(t, time.Now)
-	e := startEnv(t, options{ProviderConfig: fmt.Sprintf(`"sandbox":{"baseUrl":%q,"timeoutMs":8000}`, sbURL)}, sb, sbURL)
+	e := startEnv(t, options{Config: wire.Config{ProviderConfig: fmt.Sprintf(`"sandbox":{"baseUrl":%q,"timeoutMs":8000}`, sbURL)}}, sb, sbURL)
 	acct := randName("acct-replays-")
 	e.faults(fmt.Sprintf(`{"account":%q,"faults":[{"kind":"hang","delayMs":4000}]}`, acct))
 	body := intentBody(acct, "chan-1", "once")

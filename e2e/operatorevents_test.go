@@ -17,6 +17,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/notifier"
 	"github.com/botharness/outbox/adapters/operatorevents"
 	"github.com/botharness/outbox/adapters/webhooksig"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/lambdahost"
 )
@@ -162,8 +163,13 @@ func (crashingPublisher) PublishOperatorEvent(context.Context, core.OperatorNoti
 func TestOperatorEventOncePerEpisode(t *testing.T) {
 	t.Parallel()
 	rcv := newOpReceiver(t)
-	e := newEnv(t, options{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret,
-		ConsoleURL: "http://console.test/console/", DisableNotifier: true})
+	e := newEnv(t, options{
+		Config: wire.Config{
+			OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret,
+			ConsoleURL: "http://console.test/console/",
+		},
+		DisableNotifier: true,
+	})
 	tap := e.tapNotifierStream(t)
 	deliver := func(recs ...events.DynamoDBEventRecord) events.DynamoDBEventResponse {
 		t.Helper()
@@ -257,7 +263,7 @@ func TestOperatorEventOncePerEpisode(t *testing.T) {
 func TestOperatorEventFromRunningNotifier(t *testing.T) {
 	t.Parallel()
 	rcv := newOpReceiver(t)
-	e := newEnv(t, options{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
+	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
 	e.faults(`{"account":"acct-rej","faults":[{"kind":"reject"}]}`)
 	id := e.mustSubmit("oe-rej", intentBody("acct-rej", "chan-1", "nope"))
 	e.waitStatus(id, 10*time.Second, core.StatusFailed)
@@ -277,7 +283,7 @@ func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
 	acct := randName("acct-brk-")
 	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":2,"cooldownMs":500,"maxCooldownMs":1000,"probeLeaseMs":1000}}`, acct)
 	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 50, MaxAge: time.Hour}
-	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff, OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff, OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
 	// Three 503s in a row (the open after two, a failed probe), whenever
 	// they come: a timed outage could end before a loaded machine's first
 	// send, and then no breaker would open.

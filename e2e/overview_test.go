@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
 )
@@ -33,7 +34,7 @@ func (e *env) overview() client.Overview {
 // episodes, and following it opens the intent. Screenshots in build/console.
 func TestOverviewInBrowser(t *testing.T) {
 	rcv := newOpReceiver(t)
-	e := newEnv(t, options{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret})
+	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
 	ctx, problems := browser(t)
 
 	// Two intents a human must decide (no keys, no lookup, response dropped).

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -69,8 +70,8 @@ func TestProviderRateLimitPausesTheAccountForEveryWorker(t *testing.T) {
 	// (within one DynamoDB write of it) cannot be called back; the next one
 	// is a second away.
 	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":1,"per":"1s"}}}`, acct)
-	e := newEnv(t, options{ProviderConfig: cfg})
-	workers := []*env{e, e.join(options{ProviderConfig: cfg}), e.join(options{ProviderConfig: cfg})}
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg}})
+	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg}}), e.join(options{Config: wire.Config{ProviderConfig: cfg}})}
 	e.faults(fmt.Sprintf(`{"account":%q,"faults":[{"kind":"rate_limit","retryAfterSeconds":5}]}`, acct))
 
 	ids := submitMany(t, workers, acct, 4)
@@ -124,8 +125,8 @@ func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *test
 	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s"}},"breaker":{"failures":%d,"cooldownMs":%d,"maxCooldownMs":%d,"probeLeaseMs":%d}}`,
 		acct, rate, policy.Failures, policy.Cooldown.Milliseconds(), policy.MaxCooldown.Milliseconds(), policy.ProbeLease.Milliseconds())
 	backoff := &core.BackoffPolicy{Base: 500 * time.Millisecond, Cap: time.Second, MaxAttempts: 50, MaxAge: time.Hour}
-	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff})
-	workers := []*env{e, e.join(options{ProviderConfig: cfg, Backoff: backoff})}
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})
+	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})}
 	outageStart := time.Now()
 	// An outage longer than the test: the test ends it.
 	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":%d}}`, acct, time.Hour.Milliseconds()))
@@ -199,7 +200,7 @@ func probesWithin(b core.BreakerPolicy, span time.Duration) int {
 // with a reason; bad input is refused and changes nothing.
 func TestOperatorAdjustsPaceWithAReason(t *testing.T) {
 	acct := randName("acct-adm-")
-	e := newEnv(t, options{ProviderConfig: fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":20,"per":"1s","burst":2}}}`, acct)})
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":20,"per":"1s","burst":2}}}`, acct)}})
 	path := "/v1/admin/capabilities/sandbox/" + acct + "/pace"
 	for _, c := range []struct {
 		token, body string
@@ -263,8 +264,8 @@ func TestTargetsOfOneAccountArePacedIndependentlyAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	acct := randName("acct-tgt-")
 	cfg := fmt.Sprintf(`"pacing":{"targets":{"sandbox/%s":{"rate":1,"per":"1s"}}}`, acct)
-	e := newEnv(t, options{ProviderConfig: cfg})
-	workers := []*env{e, e.join(options{ProviderConfig: cfg})}
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg}})
+	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg}})}
 	var ap core.AccountPacing
 	e.do("GET", "/v1/admin/capabilities/sandbox/"+acct+"/pace", opToken, nil, "").json(t, &ap)
 	if ap.TargetPace == nil || ap.TargetPace.Rate != 1 || ap.TargetPace.Per != time.Second || ap.Effective != nil {
@@ -378,8 +379,8 @@ func TestUnpacedAccountSendsNothingButProbesWhileTheBreakerIsOpen(t *testing.T) 
 	cfg := fmt.Sprintf(`"pacing":{"breaker":{"failures":%d,"cooldownMs":%d,"maxCooldownMs":%d,"probeLeaseMs":%d}}`,
 		policy.Failures, policy.Cooldown.Milliseconds(), policy.MaxCooldown.Milliseconds(), policy.ProbeLease.Milliseconds())
 	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 60, MaxAge: time.Hour}
-	e := newEnv(t, options{ProviderConfig: cfg, Backoff: backoff})
-	workers := []*env{e, e.join(options{ProviderConfig: cfg, Backoff: backoff})}
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})
+	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})}
 	// An outage longer than the test: the test ends it.
 	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":%d}}`, acct, time.Hour.Milliseconds()))
 

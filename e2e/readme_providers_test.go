@@ -141,7 +141,7 @@ func TestREADMEProviderSnippets(t *testing.T) {
 			}
 
 			// 3. The stack (the harness adds the sandbox the same way).
-			e := newEnv(t, options{ProviderConfig: strings.TrimSuffix(strings.TrimPrefix(string(cfg), "{"), "}")})
+			e := newEnv(t, options{Config: wire.Config{ProviderConfig: strings.TrimSuffix(strings.TrimPrefix(string(cfg), "{"), "}")}})
 			if err := core.SeedToken(context.Background(), e.st.App.Tokens, "dev-bot-token", core.Principal{Kind: core.PrincipalBot, Name: "dev-bot"}, time.Now()); err != nil {
 				t.Fatal(err)
 			}

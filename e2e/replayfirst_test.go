@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 )
@@ -68,8 +69,12 @@ func TestReplayAfterProviderRemovedIsReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := system.Start(ctx, awsconfig.New(cfg), system.Options{
-		Table: e.table, QueuePrefix: e.prefix, ProviderConfig: `{}`,
-		DisableStream: true, DisableQueue: true, Owner: randName("worker-"), MetricsOut: io.Discard,
+		Config: wire.Config{
+			Table: e.table, ProviderConfig: `{}`,
+			Owner: randName("worker-"), MetricsOut: io.Discard,
+		},
+		QueuePrefix:   e.prefix,
+		DisableStream: true, DisableQueue: true,
 	})
 	if err != nil {
 		t.Fatal(err)

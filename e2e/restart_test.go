@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
 
@@ -23,7 +24,7 @@ func TestSweeperRecoversRetriesLostAcrossRestart(t *testing.T) {
 	t.Parallel()
 	backoff := &core.BackoffPolicy{Base: 2 * time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
 	const lease, grace = 3 * time.Second, time.Second
-	before := newEnv(t, options{Backoff: backoff, Lease: lease, SweepGrace: grace})
+	before := newEnv(t, options{Config: wire.Config{Backoff: backoff, Lease: lease, SweepGrace: grace}})
 	before.faults(`{"account":"acct-restart","faults":[{"kind":"unavailable"},{"kind":"unavailable"}]}`)
 	ids := []string{
 		before.mustSubmit("restart-1", intentBody("acct-restart", "chan-1", "one")),
@@ -51,7 +52,7 @@ func TestSweeperRecoversRetriesLostAcrossRestart(t *testing.T) {
 
 	// The restarted process, first without its sweeper: the retries are due
 	// and nothing picks them up.
-	after := before.join(options{Backoff: backoff, Lease: lease, SweepGrace: grace})
+	after := before.join(options{Config: wire.Config{Backoff: backoff, Lease: lease, SweepGrace: grace}})
 	var due time.Time
 	for _, id := range ids {
 		in := after.intent(id)

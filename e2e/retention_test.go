@@ -20,11 +20,12 @@ import (
 	"github.com/botharness/outbox/adapters/archive"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/intake"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
 
 func retentionOpts(intent, tomb time.Duration) options {
-	return options{IntentRetention: intent, TombstoneRetention: tomb, TTLReaperInterval: 200 * time.Millisecond}
+	return options{Config: wire.Config{IntentRetention: intent, TombstoneRetention: tomb}, TTLReaperInterval: 200 * time.Millisecond}
 }
 
 // rawIntentItem reads the item under an intent's key as stored.
@@ -225,7 +226,7 @@ func TestNeedsHumanOutlivesTheWindowAndItsArchiveHasEverything(t *testing.T) {
 // with the reaper off, so such a delete still leaves a tombstone.
 func TestPrunerReadsTheStreamWithoutTheReaper(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{IntentRetention: time.Second, TombstoneRetention: time.Hour})
+	e := newEnv(t, options{Config: wire.Config{IntentRetention: time.Second, TombstoneRetention: time.Hour}})
 	if e.st.Reaper != nil {
 		t.Fatal("the reaper runs; this test is about a stack without it")
 	}

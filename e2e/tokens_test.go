@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
 )
@@ -33,7 +34,7 @@ func (e *env) tokenUsable(secret string) bool {
 func TestRevokedTokenIsRefusedWithinTheCacheTTL(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
-	e := newEnv(t, options{RequestCacheTTL: ttl})
+	e := newEnv(t, options{Config: wire.Config{RequestCacheTTL: ttl}})
 	ctx := context.Background()
 	now := time.Now()
 	secret, tok, err := core.IssueToken(ctx, e.st.App.Tokens, core.TokenIssue{Kind: core.PrincipalBot, Owner: testBot}, now)

@@ -114,27 +114,31 @@ func run() error {
 	}
 	table := env("OUTBOX_TABLE", "outbox")
 	st, err := system.Start(ctx, clients, system.Options{
-		Table: table, QueuePrefix: env("OUTBOX_QUEUE_PREFIX", table), ProviderConfig: providerCfg,
-		Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL, InlineMaxWait: cfg.InlineMaxWait,
-		SweepInterval: wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second), Tokens: tokens, Log: log, MetricsOut: metricsOut,
-		// The dev backup key (make run); outboxctl backup --direct reads the
-		// same variable. In AWS it is a Secrets Manager secret.
-		BackupKey: env(wire.EnvBackupKey, DevBackupKey),
+		Config: wire.Config{
+			Table: table, ProviderConfig: providerCfg,
+			Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL, InlineMaxWait: cfg.InlineMaxWait,
+			Log: log, MetricsOut: metricsOut,
+			// The dev backup key (make run); outboxctl backup --direct reads the
+			// same variable. In AWS it is a Secrets Manager secret.
+			BackupKey: env(wire.EnvBackupKey, DevBackupKey),
+			// Operator events as signed POSTs, when a subscriber URL is given.
+			OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
+			OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
+			ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
+			// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS.
+			BotLimits: cfg.BotLimits,
+			// OUTBOX_WEBHOOK_SECRETS: the providers' webhook signing secrets.
+			WebhookSecrets: cfg.WebhookSecrets,
+			// Retention (issue 27): OUTBOX_INTENT_RETENTION / OUTBOX_TOMBSTONE_RETENTION.
+			IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
+		},
+		QueuePrefix:   env("OUTBOX_QUEUE_PREFIX", table),
+		SweepInterval: wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second), Tokens: tokens,
 		// A permissive dev grant so the printed curl works; real grants are
 		// managed through PUT /v1/admin/grants/{grantId}.
 		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*",
 			Actions: []string{"*"}, Targets: []string{"*"}}},
-		// Operator events as signed POSTs, when a subscriber URL is given.
-		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
-		OperatorWebhookSecret: os.Getenv("OUTBOX_OPERATOR_WEBHOOK_SECRET"),
-		ConsoleURL:            env("OUTBOX_CONSOLE_URL", "http://"+httpAddr+"/console"),
-		// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS.
-		BotLimits: cfg.BotLimits,
-		// OUTBOX_WEBHOOK_SECRETS: the providers' webhook signing secrets.
-		WebhookSecrets: cfg.WebhookSecrets,
-		// Retention (issue 27): OUTBOX_INTENT_RETENTION / OUTBOX_TOMBSTONE_RETENTION;
 		// DynamoDB Local's own TTL deletes, but not dependably: the reaper does.
-		IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
 		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second), PruneBatchingWindow: 5 * time.Second,
 		APIURL: "http://" + httpAddr,
 	})

@@ -9,9 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,30 +38,30 @@ import (
 	"github.com/botharness/outbox/localstack/lambdahost"
 )
 
-// Options configures a local stack.
+// Options configures a local stack: the app's one configuration, wire.Config,
+// embedded (o.Table, o.Lease, o.ProviderConfig, ... are wire's own fields),
+// and what only a local host has: the pollers, the sweeper's schedule, the
+// TTL reaper, dev tokens and grants.
+//
+// Start fills what is unset with the local defaults (withDefaults): table
+// and queue prefix "outbox"; buckets "outbox-backups", "outbox-payloads"
+// and "outbox-archive" (created if missing); lease 60 s, sweep grace 30 s;
+// poll interval 100 ms; the backup key from OUTBOX_BACKUP_KEY, else a
+// random key for this process (a snapshot restores only under the key that
+// signed it); slog.Default. Other zero wire fields keep wire's meaning
+// (RequestCacheTTL 0: no cache).
+//
+// Buckets follow the local convention, not wire's (where "" turns a bucket's
+// use off): "" in BackupBucket, PayloadBucket or ArchiveBucket is the
+// default bucket and "-" turns it off ("-" PayloadBucket keeps every payload
+// inline, "-" ArchiveBucket keeps tombstones only). RetryQueueURL and
+// InboxQueueURL are always the queues Start creates under QueuePrefix.
+// OperatorWebhookURL (with OperatorWebhookSecret) also starts the notifier's
+// stream poller.
 type Options struct {
-	Table string // default "outbox"
-	// Bucket for profile backups (created if missing); default "outbox-backups".
-	Bucket string
-	// BackupKey signs backup manifests; default OUTBOX_BACKUP_KEY, else a
-	// random key for this process (a snapshot restores only under the key
-	// that signed it).
-	BackupKey string
-	// PayloadBucket for claim-checked payloads (created if missing); default
-	// "outbox-payloads". "-" keeps every payload inline.
-	PayloadBucket string
-	QueuePrefix   string // default "outbox"
-	// ProviderConfig is OUTBOX_PROVIDER_CONFIG (e.g. the sandbox's URL).
-	ProviderConfig string
-	Clock          core.Clock
-	Lease          time.Duration
-	SweepGrace     time.Duration
-	// RequestCacheTTL: see wire.Config (0, the default here, disables it).
-	RequestCacheTTL time.Duration
-	// InlineMaxWait caps Prefer: wait (wire.Config; 0: core.DefaultInlineMaxWait).
-	InlineMaxWait time.Duration
-	Backoff       *core.BackoffPolicy
-	Reconcile     *core.ReconcilePolicy
+	wire.Config
+
+	QueuePrefix string // default "outbox"
 	// PollInterval for the stream and queue pollers (default 100ms).
 	PollInterval time.Duration
 	// SweepInterval runs the sweeper on a schedule; 0 disables the ticker.
@@ -89,28 +87,9 @@ type Options struct {
 	// Grants are dev service grants created at start if their id does not
 	// exist yet (an existing grant is never changed).
 	Grants []core.Grant
-	Owner  string
-	Log    *slog.Logger
-	// MetricsOut receives the EMF metric lines (default stdout).
-	MetricsOut io.Writer
-	// OperatorWebhookURL (with OperatorWebhookSecret) turns on operator
-	// events: the notifier's stream poller runs and POSTs signed events
-	// there. ConsoleURL is the console link base in them.
-	OperatorWebhookURL    string
-	OperatorWebhookSecret string
-	ConsoleURL            string
 	// DisableNotifier leaves the notifier's stream poller off even with a
 	// webhook URL (tests deliver its records by hand).
 	DisableNotifier bool
-	// BotLimits: per-bot limits (wire.Config.BotLimits).
-	BotLimits core.BotLimitConfig
-	// Retention (issue 27): see wire.Config (0: the defaults, 7 days and
-	// 90 days). Tests shorten them to seconds.
-	IntentRetention    time.Duration
-	TombstoneRetention time.Duration
-	// ArchiveBucket for pruned intents' records (created if missing);
-	// default "outbox-archive". "-" turns the archive off.
-	ArchiveBucket string
 	// TTLReaperInterval runs the local TTL reaper on that cadence (DynamoDB
 	// Local's own TTL deletes, but not dependably; the reaper is prompt and
 	// follows an injected clock; see lambdahost.TTLReaper); 0
@@ -124,16 +103,6 @@ type Options struct {
 	// as the deployed mapping's: it gathers the TTL deletes into few
 	// batches (archive objects).
 	PruneBatchingWindow time.Duration
-	// WebhookSecrets: the providers' webhook signing secrets
-	// (wire.Config.WebhookSecrets, OUTBOX_WEBHOOK_SECRETS).
-	WebhookSecrets string
-	// HTTPClient, RetryQueue and WrapProvider are wire.Config's injection
-	// points (the chaos harness's transport, mailbox and broken adapters).
-	HTTPClient   *http.Client
-	RetryQueue   core.RetryQueue
-	WrapProvider func(name string, p core.Provider) core.Provider
-	// Sharding: see wire.Config.Sharding (zero: dynamo.DefaultSharding).
-	Sharding dynamo.Sharding
 	// APIURL is the base URL the MCP endpoint's tools call (the gateway's
 	// own address, e.g. http://127.0.0.1:4000); Stack.SetAPIURL sets it
 	// once a test server's address is known.
@@ -179,7 +148,8 @@ func (s *Stack) APIURL() string {
 	return ""
 }
 
-// withDefaults fills what a local stack leaves unset.
+// withDefaults fills what a local stack leaves unset (see Options); it
+// leaves "-" buckets as they are, so it can run twice.
 func (o Options) withDefaults() Options {
 	if o.Table == "" {
 		o.Table = "outbox"
@@ -193,8 +163,8 @@ func (o Options) withDefaults() Options {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	if o.Bucket == "" {
-		o.Bucket = "outbox-backups"
+	if o.BackupBucket == "" {
+		o.BackupBucket = "outbox-backups"
 	}
 	if o.PayloadBucket == "" {
 		o.PayloadBucket = "outbox-payloads"
@@ -208,6 +178,8 @@ func (o Options) withDefaults() Options {
 	if o.BackupKey == "" {
 		o.BackupKey = processBackupKey()
 	}
+	o.Lease = orDur(o.Lease, 60*time.Second)
+	o.SweepGrace = orDur(o.SweepGrace, 30*time.Second)
 	return o
 }
 
@@ -219,19 +191,16 @@ func bucketName(b string) string {
 	return b
 }
 
-// wireConfig is the one configuration the app is built from (wire.Config),
-// as the functions read it from their environment.
+// wireConfig is the one configuration the app is built from: the options'
+// own (defaults filled), on the queues Start created, with "-" buckets off
+// (wire's convention).
 func (o Options) wireConfig(queues sqsqueue.QueueURLs) wire.Config {
-	return wire.Config{BackupKey: o.BackupKey,
-		Table: o.Table, BackupBucket: o.Bucket, PayloadBucket: bucketName(o.PayloadBucket), RetryQueueURL: queues.Retry, InboxQueueURL: queues.Inbox, ProviderConfig: o.ProviderConfig,
-		RequestCacheTTL: o.RequestCacheTTL, InlineMaxWait: o.InlineMaxWait, Lease: orDur(o.Lease, 60*time.Second), SweepGrace: orDur(o.SweepGrace, 30*time.Second),
-		Backoff: o.Backoff, Reconcile: o.Reconcile, Clock: o.Clock, Owner: o.Owner, Log: o.Log, MetricsOut: o.MetricsOut,
-		OperatorWebhookURL: o.OperatorWebhookURL, OperatorWebhookSecret: o.OperatorWebhookSecret, ConsoleURL: o.ConsoleURL,
-		BotLimits:       o.BotLimits,
-		IntentRetention: o.IntentRetention, TombstoneRetention: o.TombstoneRetention, ArchiveBucket: bucketName(o.ArchiveBucket),
-		Sharding: o.Sharding, WebhookSecrets: o.WebhookSecrets,
-		HTTPClient: o.HTTPClient, RetryQueue: o.RetryQueue, WrapProvider: o.WrapProvider,
+	c := o.Config
+	c.RetryQueueURL, c.InboxQueueURL = queues.Retry, queues.Inbox
+	for _, b := range []*string{&c.BackupBucket, &c.PayloadBucket, &c.ArchiveBucket} {
+		*b = bucketName(*b)
 	}
+	return c
 }
 
 // Start creates resources and starts every component.
@@ -240,7 +209,8 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	if err := dynamo.EnsureTable(ctx, clients.DynamoDB, o.Table); err != nil {
 		return nil, err
 	}
-	for _, b := range []string{o.Bucket, bucketName(o.PayloadBucket), bucketName(o.ArchiveBucket)} {
+	cfg := o.wireConfig(sqsqueue.QueueURLs{})
+	for _, b := range []string{cfg.BackupBucket, cfg.PayloadBucket, cfg.ArchiveBucket} {
 		if b == "" {
 			continue
 		}

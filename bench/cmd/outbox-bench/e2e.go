@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
@@ -247,7 +248,7 @@ func (r *runner) deliveryWithBotLimits() error {
 		{"writes_per_delivered_intent_with_bot_rate", core.BotLimits{Rate: core.BotRate{N: 100000, Per: time.Hour}}},
 		{"writes_per_delivered_intent_with_bot_limits", core.BotLimits{Rate: core.BotRate{N: 100000, Per: time.Hour}, MaxOpen: 1000}},
 	} {
-		run, err := r.e2eOpts(system.Options{PollInterval: r.f.e2ePoll, BotLimits: core.BotLimitConfig{Default: v.limits}}, n,
+		run, err := r.e2eOpts(system.Options{Config: wire.Config{BotLimits: core.BotLimitConfig{Default: v.limits}}, PollInterval: r.f.e2ePoll}, n,
 			func(acct, target string, _ int) string { return intakeBody(acct, target) })
 		if err != nil {
 			return fmt.Errorf("e2e with bot limits (%s): %w", v.key, err)
@@ -265,8 +266,8 @@ func (r *runner) deliveryWithBotLimits() error {
 // succeeds.
 func (r *runner) retried() error {
 	st, api, stop, err := r.startStack(system.Options{
+		Config:       wire.Config{Backoff: &core.BackoffPolicy{Base: time.Second, Cap: time.Second, MaxAttempts: 3, MaxAge: time.Hour}},
 		PollInterval: r.f.e2ePoll,
-		Backoff:      &core.BackoffPolicy{Base: time.Second, Cap: time.Second, MaxAttempts: 3, MaxAge: time.Hour},
 	})
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
@@ -138,8 +139,11 @@ func (r *runner) inline() error {
 	}
 	const pacedAcct = "bench-paced"
 	st, api, stop, err := r.startStack(system.Options{
-		PollInterval: r.f.e2ePoll, RequestCacheTTL: 5 * time.Second,
-		ProviderConfig: fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s","burst":1}}}`, pacedAcct),
+		Config: wire.Config{
+			RequestCacheTTL: 5 * time.Second,
+			ProviderConfig:  fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s","burst":1}}}`, pacedAcct),
+		},
+		PollInterval: r.f.e2ePoll,
 	})
 	if err != nil {
 		return err

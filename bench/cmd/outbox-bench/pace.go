@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -28,7 +29,7 @@ func (r *runner) paced() error {
 	// retriers run 16 batches at once per worker (AWS scales the SQS event
 	// source with the queue; the local host's default is 2).
 	queueConc := r.f.paceQueueConc
-	first, api, stop, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, ProviderConfig: extra, QueueConcurrency: queueConc})
+	first, api, stop, err := r.startStack(system.Options{Config: wire.Config{ProviderConfig: extra}, PollInterval: r.f.e2ePoll, QueueConcurrency: queueConc})
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func (r *runner) paced() error {
 		// One stream consumer, as in AWS (one event source mapping: a record
 		// is delivered once, not once per worker); every worker runs intake
 		// and the retrier, which SQS shares out among them.
-		st, a, _, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, ProviderConfig: extra, Table: table, QueuePrefix: table, DisableStream: !r.f.paceAllStreams, QueueConcurrency: queueConc})
+		st, a, _, err := r.startStack(system.Options{Config: wire.Config{ProviderConfig: extra, Table: table}, PollInterval: r.f.e2ePoll, QueuePrefix: table, DisableStream: !r.f.paceAllStreams, QueueConcurrency: queueConc})
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
@@ -19,7 +20,7 @@ import (
 // writes_per_unchanged_reconcile_poll.
 func (r *runner) reconcilePolls() error {
 	rp := core.ReconcilePolicy{Delay: 100 * time.Millisecond, Window: time.Minute, Settle: time.Minute}
-	st, api, stop, err := r.startStack(system.Options{PollInterval: r.f.e2ePoll, Reconcile: &rp})
+	st, api, stop, err := r.startStack(system.Options{Config: wire.Config{Reconcile: &rp}, PollInterval: r.f.e2ePoll})
 	if err != nil {
 		return err
 	}

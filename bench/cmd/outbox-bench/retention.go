@@ -14,6 +14,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/pruner"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 )
@@ -31,10 +32,11 @@ import (
 func (r *runner) retention() error {
 	n, window := r.f.retentionN, r.f.retentionWindow
 	st, api, stop, err := r.startStack(system.Options{
+		Config: wire.Config{IntentRetention: window, TombstoneRetention: time.Hour},
 		// DynamoDB's TTL deletes in background bursts: the reaper sweeps
 		// once a minute, and the pruner gathers for the deployed mapping's
 		// window (pruner.MappingBatchingWindow, the stack's too).
-		IntentRetention: window, TombstoneRetention: time.Hour, TTLReaperInterval: time.Minute,
+		TTLReaperInterval:   time.Minute,
 		PruneBatchingWindow: pruner.MappingBatchingWindow, WorkerConcurrency: 8,
 	})
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/lambdahost"
 	"github.com/botharness/outbox/localstack/system"
@@ -154,8 +155,10 @@ func (r *runner) effectsPer(ids map[string]bool) (dups int) {
 
 // keySpread: 64 bots, one sending 25%, through the HTTP API.
 func (r *runner) keySpread() error {
-	st, api, stop, err := r.startStack(r.scaleOptions(system.Options{PollInterval: 50 * time.Millisecond, WorkerConcurrency: 4,
-		RequestCacheTTL: 5 * time.Second}))
+	st, api, stop, err := r.startStack(r.scaleOptions(system.Options{
+		Config:       wire.Config{RequestCacheTTL: 5 * time.Second},
+		PollInterval: 50 * time.Millisecond, WorkerConcurrency: 4,
+	}))
 	if err != nil {
 		return err
 	}
@@ -511,8 +514,11 @@ func (r *runner) repairVsStream() error {
 	// Four receive loops of ten: as many attempts at once as one emulator
 	// on a shared machine serves without timing out (a timed-out outcome
 	// write is, rightly, an unknown outcome).
-	st, _, stop, err := r.startStack(r.scaleOptions(system.Options{PollInterval: 50 * time.Millisecond, WorkerConcurrency: 4,
-		DisableStream: true, Lease: lease, SweepGrace: grace}))
+	st, _, stop, err := r.startStack(r.scaleOptions(system.Options{
+		Config:       wire.Config{Lease: lease, SweepGrace: grace},
+		PollInterval: 50 * time.Millisecond, WorkerConcurrency: 4,
+		DisableStream: true,
+	}))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/adapters/dynamo"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 )
@@ -72,7 +73,7 @@ type variant struct {
 //	handler      the intake handler called directly (authorizer context given): no HTTP, no authorizer
 //	intake       POST /v1/intents over HTTP through the local gateway and the authorizer
 func (r *runner) throughput() error {
-	st, api, stop, err := r.startStack(system.Options{DisableStream: true, DisableQueue: true, RequestCacheTTL: 5 * time.Second}) // as deployed (OUTBOX_REQUEST_CACHE_TTL default)
+	st, api, stop, err := r.startStack(system.Options{Config: wire.Config{RequestCacheTTL: 5 * time.Second}, DisableStream: true, DisableQueue: true}) // as deployed (OUTBOX_REQUEST_CACHE_TTL default)
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func (r *runner) throughput() error {
 	}
 	defer closeSink()
 	os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sinkURL)
-	tst, tracedAPI, stopTraced, err := r.startStack(system.Options{DisableStream: true, DisableQueue: true, RequestCacheTTL: 5 * time.Second})
+	tst, tracedAPI, stopTraced, err := r.startStack(system.Options{Config: wire.Config{RequestCacheTTL: 5 * time.Second}, DisableStream: true, DisableQueue: true})
 	os.Unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 	if err != nil {
 		return err
