@@ -204,15 +204,22 @@ func (e *Env) deleteIntent(ctx context.Context, table, id string) int64 {
 
 // dropCheckpoints clears the sweeper's checkpoints of a slot's table.
 func (e *Env) dropCheckpoints(ctx context.Context, table string) error {
-	return dynamo.New(e.ddb, table).DropRepairCheckpoints(ctx)
+	return e.store(table).DropRepairCheckpoints(ctx)
 }
 
 // checkpoint reads the sweeper's checkpoint on an intent's repair shard.
 func (e *Env) checkpoint(ctx context.Context, table, id string) (string, error) {
-	return dynamo.New(e.ddb, table).RepairCheckpoint(ctx, id)
+	return e.store(table).RepairCheckpoint(ctx, id)
 }
 
 // get reads an intent without faults.
 func (e *Env) get(ctx context.Context, table, id string) (*core.Intent, error) {
-	return dynamo.New(e.ddb, table).Get(ctx, id)
+	return e.store(table).Get(ctx, id)
+}
+
+// store is a slot table's store, sharded as the workers' (chaosSharding).
+func (e *Env) store(table string) *dynamo.Store {
+	st := dynamo.New(e.ddb, table)
+	st.Shards = chaosSharding
+	return st
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/faultdb"
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
@@ -39,6 +40,12 @@ const (
 func backoffPolicy(r func() float64) core.BackoffPolicy {
 	return core.BackoffPolicy{Base: 100 * time.Millisecond, Cap: time.Second, MaxAttempts: 5, MaxAge: time.Minute, Rand: r}
 }
+
+// chaosSharding is the workers' (and the harness's own reads') sharding:
+// four repair shards, as e2e's tables, so a sweep costs 16 requests, not
+// 256 (the default 64 shards are sized for 10,000 intents/s; a schedule
+// has a handful), and the sweeper's per-shard checkpoints still race.
+var chaosSharding = dynamo.Sharding{Repair: 4}
 
 var reconcilePolicy = core.ReconcilePolicy{Delay: 100 * time.Millisecond, Window: 3 * time.Second, Settle: time.Second}
 
@@ -241,6 +248,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 				IntentRetention: chaosRetention, TombstoneRetention: chaosTombstoneRetention, ArchiveBucket: e.bucket,
 				WebhookSecrets: fmt.Sprintf(`{"sandbox/*":%q}`, webhookSecret),
 				HTTPClient:     &http.Client{Transport: &transport{base: tr}},
+				Sharding:       chaosSharding,
 				RetryQueue:     workerQueue{m: w.mail, w: i},
 				WrapProvider: func(name string, p core.Provider) core.Provider {
 					if rc.BreakProvider != nil {

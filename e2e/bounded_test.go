@@ -211,7 +211,9 @@ func TestItemStaysBoundedUnderMaximalHistory(t *testing.T) {
 	}
 	// Provider webhook entries: an acknowledgement, then statuses about other
 	// message ids (each one is recorded as a mismatch).
-	wh := &core.Webhooks{Store: dynamo.NewWebhooks(e.clients.DynamoDB, e.table), Intents: e.st.App.Store, Clock: core.SystemClock, Log: slog.New(slog.DiscardHandler)}
+	whs := dynamo.NewWebhooks(e.clients.DynamoDB, e.table)
+	whs.Shards = e.st.App.Config.Sharding
+	wh := &core.Webhooks{Store: whs, Intents: e.st.App.Store, Clock: core.SystemClock, Log: slog.New(slog.DiscardHandler)}
 	for i := 0; i < 30; i++ {
 		ev := core.ProviderEvent{Provider: "sandbox", Account: acct, EventID: fmt.Sprintf("ev-%d", i), Kind: core.EventStatus,
 			Status: core.DeliveryDelivered, MessageID: fmt.Sprintf("m-%d", i), IntentID: id, Type: "message.status"}

@@ -47,8 +47,11 @@ type Webhooks struct {
 	MappingTTL time.Duration
 	// Tries bounds optimistic-concurrency retries of a bind.
 	Tries int
-	// Shards spreads the unresolved listing (default DefaultSharding.Webhook).
-	Shards int
+	// Shards is the table's sharding (zero fields: DefaultSharding): the
+	// unresolved listing's shards and the keys of the intents it rewrites,
+	// which must be the intent store's (a repair entry keyed by another
+	// count is never read by the sweeper).
+	Shards Sharding
 	// Retention is the intent retention window (see Store.Retention).
 	Retention time.Duration
 }
@@ -140,6 +143,7 @@ func (w *Webhooks) RecordEvent(ctx context.Context, rec core.EventRecord) error 
 func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate func(*core.Intent) (core.BindPlan, error)) (*core.Intent, error) {
 	tries := max(w.Tries, 1)
 	store := New(w.db, w.table)
+	store.Shards = w.Shards
 	for i := 0; i < tries; i++ {
 		if i > 0 {
 			// Lost a race (version or a concurrent transaction): back off a little.
@@ -183,7 +187,7 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 			cur.Version++
 			// An acknowledgement that ends the intent carries its TTL.
 			core.ApplyRetention(cur, w.Retention)
-			item, err := MarshalIntent(cur)
+			item, err := store.MarshalIntent(cur)
 			if err != nil {
 				return nil, err
 			}
@@ -382,8 +386,5 @@ func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int)
 }
 
 func (w *Webhooks) shards() int {
-	if w.Shards > 0 {
-		return w.Shards
-	}
-	return DefaultSharding.Webhook
+	return w.Shards.orDefault().Webhook
 }

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -161,5 +162,49 @@ func TestWebhookUnresolvedListAndKeys(t *testing.T) {
 	}
 	if EventPK("p", "a#b", "c") == EventPK("p", "a", "b#c") || MappingPK("p", "a%23b", "c") == MappingPK("p", "a#b", "c") {
 		t.Fatal("key parts are ambiguous")
+	}
+}
+
+// A webhook that rewrites an open intent keeps its repair entry on the
+// store's own shards: keyed by the default count under another sharding,
+// the sweeper (which reads the configured shards) would never see it and
+// an intent left in flight would stay there.
+func TestWebhookBindKeepsTheStoresRepairSharding(t *testing.T) {
+	t.Parallel()
+	db, table := testTable(t, "whsh")
+	sh := Sharding{Repair: 4}
+	s := New(db, table)
+	s.Shards = sh
+	w := NewWebhooks(db, table)
+	w.Shards = sh
+	ctx := context.Background()
+	lease := whNow.Add(time.Minute)
+	// Eight intents: under the default 64 shards most of their ids fall on
+	// a shard number of 4 or more, which a 4-shard sweeper never reads.
+	want := map[string]bool{}
+	for i := range 8 {
+		id := fmt.Sprintf("it_open%d", i)
+		want[id] = true
+		in := &core.Intent{ID: id, Bot: "b", Provider: "sandbox", Account: "a1", Status: core.StatusInFlight, CreatedAt: whNow, UpdatedAt: whNow,
+			Attempts: []core.Attempt{}, AttemptCount: 1, Lease: &core.Lease{Owner: "w", Until: lease}, RepairAt: lease}
+		if _, created, err := s.Create(ctx, in); err != nil || !created {
+			t.Fatalf("create: %v", err)
+		}
+		rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_" + id, Kind: core.EventStatus, State: core.EventBound, IntentID: id, MessageID: "sbx_" + id, ReceivedAt: whNow}
+		if _, err := w.BindEvent(ctx, rec, appendEntry("evt_"+id, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for shard := 0; shard < sh.Repair; shard++ {
+		due, _, err := s.DueRepairs(ctx, shard, lease.Add(time.Hour), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range due {
+			delete(want, d.ID)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("after the webhook's write these intents are on no repair shard the sweeper reads: %v", want)
 	}
 }

@@ -60,6 +60,7 @@ func wireWebhooks(a *App) error {
 	}
 	store := dynamo.NewWebhooks(a.Clients.DynamoDB, a.Config.Table)
 	store.Retention = a.Config.IntentRetention
+	store.Shards = a.Config.Sharding
 	wh := &core.Webhooks{
 		Store:   store,
 		Intents: a.Store,
