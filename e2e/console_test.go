@@ -139,6 +139,7 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // the duplicate risk, sees it succeed while the sandbox counts two effects,
 // bulk-abandons 20 intents by filter, and withdraws and restores an account.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	rcv := newOpReceiver(t)
 	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
 	ctx, problems := browser(t)

@@ -33,6 +33,7 @@ func (e *env) overview() client.Overview {
 // needs-human episode the ledger recorded is in the chart and in the latest
 // episodes, and following it opens the intent. Screenshots in build/console.
 func TestOverviewInBrowser(t *testing.T) {
+	t.Parallel()
 	rcv := newOpReceiver(t)
 	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
 	ctx, problems := browser(t)
