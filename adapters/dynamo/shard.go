@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"errors"
 	"hash/fnv"
 	"strconv"
 )
@@ -48,24 +49,30 @@ func shardOf(id string, n int) int {
 
 func shardKey(prefix string, s int) string { return prefix + strconv.Itoa(s) }
 
+// orDefault is DefaultSharding with the table's own Repair count. Only
+// Repair may differ (small test tables lower it: a sweep reads every repair
+// shard): the other counts are also read where no store's sharding reaches
+// (history pages, the registry's source items, a backup's checks), so a
+// table whose writers disagreed on them would key items where its readers
+// never look. CheckSharding refuses them.
 func (s Sharding) orDefault() Sharding {
 	d := DefaultSharding
 	if s.Repair > 0 {
 		d.Repair = s.Repair
 	}
-	if s.Profile > 0 {
-		d.Profile = s.Profile
-	}
-	if s.Barrier > 0 {
-		d.Barrier = s.Barrier
-	}
-	if s.Webhook > 0 {
-		d.Webhook = s.Webhook
-	}
-	if s.Registry > 0 {
-		d.Registry = s.Registry
-	}
 	return d
+}
+
+// ErrShardingFixed refuses a sharding that sets more than Repair.
+var ErrShardingFixed = errors.New("only the repair shard count may be configured; profile, barrier, webhook and registry shards are fixed at dynamo.DefaultSharding")
+
+// CheckSharding refuses a sharding that sets a count other than Repair
+// (see orDefault).
+func CheckSharding(s Sharding) error {
+	if s.Repair < 0 || s.Profile != 0 || s.Barrier != 0 || s.Webhook != 0 || s.Registry != 0 {
+		return ErrShardingFixed
+	}
+	return nil
 }
 
 // BarrierShard is the barrier shard (0..Shards.Barrier-1, default sharding)
