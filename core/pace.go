@@ -35,8 +35,13 @@ const OpPaced = "paced"
 const AttemptDeferred AttemptResult = "deferred"
 
 // Pace is a declared send rate: at most Rate sends per Per; Burst (>= 1) is
-// how many may go back to back after an idle spell. Over any window of
-// length Per at most Rate + Burst - 1 sends start.
+// how many may go back to back after an idle spell. The slots the gate
+// hands out keep any window of length Per to Rate + Burst - 1 (GCRA); a
+// send leaves on its slot or, late, at most half an interval after it
+// (SendTooLate), so the provider sees at most Rate + Burst sends start in
+// any window of Per (MostInWindow). A process that stalls between its last
+// check and the request can exceed that; no check before a send can close
+// that window (docs/decisions.md, pacing).
 type Pace struct {
 	Rate  int
 	Per   time.Duration
@@ -81,6 +86,22 @@ func (p Pace) Validate() error {
 		return invalid("pace.rate", "pace.rate is too high for pace.per")
 	}
 	return nil
+}
+
+// MostInWindow is the most of the given instants (in any order) that fall
+// in one window [t, t+per): the sliding-window count the provider's side of
+// a pace is checked by. Pure.
+func MostInWindow(times []time.Time, per time.Duration) int {
+	ts := slices.Clone(times)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i, j := 0, 0; i < len(ts); i++ {
+		for j < len(ts) && ts[j].Before(ts[i].Add(per)) {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
 }
 
 // Interval is the spacing of send slots.

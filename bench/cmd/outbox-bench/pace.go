@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/wire"
+	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -116,13 +117,7 @@ func (r *runner) paced() error {
 		}
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-	maxWin := 0
-	for i, j := 0, 0; i < len(times); i++ {
-		for j < len(times) && times[j].Before(times[i].Add(time.Second)) {
-			j++
-		}
-		maxWin = max(maxWin, j-i)
-	}
+	maxWin := core.MostInWindow(times, time.Second)
 	span := times[len(times)-1].Sub(times[0])
 	achieved := float64(len(times)-1) / span.Seconds()
 	var limited, reqs int
