@@ -25,9 +25,9 @@ func TestRaisedBarrierStopsClaimsOnEveryShardOfItsProfileOnly(t *testing.T) {
 	}
 	frozen, free := map[string]bool{}, map[string]bool{}
 	shards := map[int]bool{}
-	for i := 0; shards == nil || len(shards) < dynamo.DefaultSharding.Barrier || i < 32; i++ {
+	for i := 0; shards == nil || len(shards) < dynamo.BarrierShards || i < 32; i++ {
 		if i > 400 {
-			t.Fatalf("400 intents covered only %d of %d barrier shards", len(shards), dynamo.DefaultSharding.Barrier)
+			t.Fatalf("400 intents covered only %d of %d barrier shards", len(shards), dynamo.BarrierShards)
 		}
 		id := e.mustSubmit(fmt.Sprintf("frozen-%d", i), intentBody("acct-frozen", "chan-1", "hold me"))
 		frozen[id] = true

@@ -86,13 +86,13 @@ func CheckOwned(profile string, items []map[string]types.AttributeValue) error {
 			if !intents[id] {
 				return refuse(n, pk, sk, "a history page of an intent not in the snapshot")
 			}
-			if iid, _ := str(item, "intentId"); iid != id || g2pk != dynamo.ProfilePK(profile, id, dynamo.DefaultSharding.Profile) {
+			if iid, _ := str(item, "intentId"); iid != id || g2pk != dynamo.ProfilePK(profile, id, dynamo.ProfileShards) {
 				return refuse(n, pk, sk, "a history page outside the profile's index")
 			}
 		case strings.HasPrefix(pk, "SOURCE#") && sk == "SOURCE":
 			bot, _ := str(item, "bot")
 			sid, _ := str(item, "sourceId")
-			if bot != profile || sid == "" || pk != dynamo.SourcePK(profile, sid) || g2pk != dynamo.ProfilePK(profile, sid, dynamo.DefaultSharding.Profile) {
+			if bot != profile || sid == "" || pk != dynamo.SourcePK(profile, sid) || g2pk != dynamo.ProfilePK(profile, sid, dynamo.ProfileShards) {
 				return refuse(n, pk, sk, "a source of another bot")
 			}
 		default:

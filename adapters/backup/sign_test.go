@@ -69,9 +69,9 @@ func TestCheckOwned(t *testing.T) {
 	mine := intent("bot-1", "k1")
 	id := core.IntentID("bot-1", "k1")
 	page := map[string]types.AttributeValue{"pk": s("INTENT#" + id), "sk": s("HIST#000001"), "intentId": s(id),
-		"gsi2pk": s(dynamo.ProfilePK("bot-1", id, dynamo.DefaultSharding.Profile))}
+		"gsi2pk": s(dynamo.ProfilePK("bot-1", id, dynamo.ProfileShards))}
 	source := map[string]types.AttributeValue{"pk": s(dynamo.SourcePK("bot-1", "src-1")), "sk": s("SOURCE"), "bot": s("bot-1"), "sourceId": s("src-1"),
-		"gsi2pk": s(dynamo.ProfilePK("bot-1", "src-1", dynamo.DefaultSharding.Profile))}
+		"gsi2pk": s(dynamo.ProfilePK("bot-1", "src-1", dynamo.ProfileShards))}
 	relabelled := intent("bot-2", "k2")
 	relabelled["bot"] = s("bot-1")
 	with := func(item map[string]types.AttributeValue, k string, v types.AttributeValue) map[string]types.AttributeValue {

@@ -19,7 +19,7 @@ import (
 // new attempt may start.
 var ErrProfileFrozen = errors.New("profile is behind a backup barrier")
 
-// Barrier items: BARRIER#<bot>#<k>, BARRIER for k in 0..Shards.Barrier-1. A
+// Barrier items: BARRIER#<bot>#<k>, BARRIER for k in 0..BarrierShards-1. A
 // backup raises all of a profile's shards in one transaction; a claim reads
 // only the shard of its intent (core.BarrierCheck), so no item is read by
 // every claim of a bot.
@@ -38,7 +38,7 @@ var _ core.BarrierCheck = (*Store)(nil)
 func (s *Store) BarrierUp(ctx context.Context, in *core.Intent) (time.Time, bool, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            barrierKey(in.Bot, shardOf(in.ID, s.Shards.orDefault().Barrier)),
+		Key:            barrierKey(in.Bot, shardOf(in.ID, BarrierShards)),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -62,7 +62,7 @@ func (s *Store) BarrierUp(ctx context.Context, in *core.Intent) (time.Time, bool
 // some shards are up and the backup already reads. It fails if another
 // backup holds the barrier.
 func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time.Time, ttl time.Duration) error {
-	k := s.Shards.orDefault().Barrier
+	k := BarrierShards
 	items := make([]types.TransactWriteItem, 0, k)
 	for i := 0; i < k; i++ {
 		item := barrierKey(bot, i)
@@ -96,7 +96,7 @@ func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time
 // update per shard, not a delete (no function of the outbox deletes items);
 // a shard held by another backup is left alone.
 func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
-	n := s.Shards.orDefault().Barrier
+	n := BarrierShards
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -127,7 +127,7 @@ func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
 // ProfileKeys lists the keys of every item in a profile (gsi2 is
 // keys-only): every shard is read at once, pages are handed over one by one.
 func (s *Store) ProfileKeys(ctx context.Context, bot string, page func(keys []map[string]types.AttributeValue) error) error {
-	n := s.Shards.orDefault().Profile
+	n := ProfileShards
 	pages := make([][][]map[string]types.AttributeValue, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

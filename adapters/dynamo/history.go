@@ -34,7 +34,7 @@ func MarshalHistoryPage(in *core.Intent, p core.HistoryPage) (map[string]types.A
 	item["pk"] = &types.AttributeValueMemberS{Value: IntentPK(in.ID)}
 	item["sk"] = &types.AttributeValueMemberS{Value: HistorySK(p.Seq)}
 	item["intentId"] = &types.AttributeValueMemberS{Value: in.ID}
-	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, DefaultSharding.Profile)}
+	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, ProfileShards)}
 	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID + "#" + strconv.Itoa(p.Seq)}
 	return item, nil
 }

@@ -64,7 +64,7 @@ type Gates struct {
 	// EventTTL is how long operator events are kept (default 90 days).
 	EventTTL time.Duration
 	// Replicas of each gate for unpaced attempts' reads (default
-	// DefaultSharding.Registry, 16).
+	// RegistryShards, 16).
 	Replicas int
 	// TidyEvery spaces one process's tries to tidy a gate's replicas
 	// (default 1 s).
@@ -120,7 +120,7 @@ func (g *Gates) replicas() int {
 	if g.Replicas > 0 {
 		return g.Replicas
 	}
-	return DefaultSharding.Registry
+	return RegistryShards
 }
 
 func avBool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }

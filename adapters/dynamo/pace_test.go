@@ -620,11 +620,11 @@ func TestGateStateReadsSpreadOverReplicas(t *testing.T) {
 	for i := 0; i < 1600; i++ {
 		seen[GateReplicaPK("sandbox#a", shardOf(fmt.Sprintf("it_%d", i), g.replicas()))]++
 	}
-	if len(seen) != DefaultSharding.Registry {
-		t.Fatalf("%d replicas read, want %d", len(seen), DefaultSharding.Registry)
+	if len(seen) != RegistryShards {
+		t.Fatalf("%d replicas read, want %d", len(seen), RegistryShards)
 	}
 	for pk, n := range seen {
-		if n > 2*1600/DefaultSharding.Registry {
+		if n > 2*1600/RegistryShards {
 			t.Fatalf("%s read %d of 1600 times", pk, n)
 		}
 	}

@@ -4,7 +4,7 @@ package dynamo
 //
 //	GRANT#<id>, GRANT                            a service grant (global id);
 //	                                             gsi1pk = GRANTS, gsi1sk = <id> for the admin list
-//	GRANTREP#<k>#<id>, GRANT                     replica k of the grant (k < Sharding.Registry)
+//	GRANTREP#<k>#<id>, GRANT                     replica k of the grant (k < RegistryShards)
 //	CAPABILITY#<provider>#<account>, CAPABILITY  operator withdrawals for an account (absent: nothing withdrawn)
 //	CAPREP#<k>#<provider>#<account>, CAPABILITY  replica k of the capability item
 //	SOURCE#<bot>#<sourceId>, SOURCE              a bot's source and its current revision
@@ -61,7 +61,7 @@ type Registry struct {
 	// BatchTries bounds the re-requests of unprocessed keys (throttling).
 	BatchTries int
 	// Replicas of each grant and capability item (default
-	// DefaultSharding.Registry). Stored keys depend on it: change it only
+	// RegistryShards). Stored keys depend on it: change it only
 	// on an empty table.
 	Replicas int
 }
@@ -118,12 +118,12 @@ func (r *Registry) replicas() int {
 	if r.Replicas > 0 {
 		return r.Replicas
 	}
-	return DefaultSharding.Registry
+	return RegistryShards
 }
 
-// ReplicaShard is the replica (0..Sharding.Registry-1, default sharding)
+// ReplicaShard is the replica (0..RegistryShards-1)
 // an attempt of intent id reads.
-func ReplicaShard(id string) int { return shardOf(id, DefaultSharding.Registry) }
+func ReplicaShard(id string) int { return shardOf(id, RegistryShards) }
 
 // putReplicated writes item (the canonical one, conditional on expected) and
 // its replicas (same attributes, replica keys, no index keys) in one
@@ -353,7 +353,7 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 	names := map[string]string{"#r": "revision", "#d": "deleted", "#u": "updatedAt", "#b": "bot", "#s": "sourceId", "#g2p": "gsi2pk", "#g2s": "gsi2sk"}
 	vals := map[string]types.AttributeValue{
 		":u": regS(now.UTC().Format(time.RFC3339Nano)), ":b": regS(bot), ":s": regS(id),
-		":g2p": regS(ProfilePK(bot, id, DefaultSharding.Profile)), ":g2s": regS("SOURCE#" + id),
+		":g2p": regS(ProfilePK(bot, id, ProfileShards)), ":g2s": regS("SOURCE#" + id),
 		":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
 	}
 	update := func(expr, cond string, vals map[string]types.AttributeValue) (map[string]types.AttributeValue, bool, error) {

@@ -263,7 +263,7 @@ func TestRegistryRevocationIsSeenOnEveryReplicaShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Intents covering every replica shard.
-	k := DefaultSharding.Registry
+	k := RegistryShards
 	var intents []*core.Intent
 	covered := map[int]bool{}
 	for i := 0; len(covered) < k; i++ {

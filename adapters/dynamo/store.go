@@ -128,7 +128,7 @@ func marshalIntent(in *core.Intent, sh Sharding) (map[string]types.AttributeValu
 	// Every intent is listed under its profile (its bot) for backups; the
 	// index projects keys only, so later writes that leave these two
 	// attributes unchanged cost no index write.
-	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, sh.Profile)}
+	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, ProfileShards)}
 	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID}
 	delete(item, "repairAt")
 	if !in.RepairAt.IsZero() {

@@ -47,10 +47,9 @@ type Webhooks struct {
 	MappingTTL time.Duration
 	// Tries bounds optimistic-concurrency retries of a bind.
 	Tries int
-	// Shards is the table's sharding (zero fields: DefaultSharding): the
-	// unresolved listing's shards and the keys of the intents it rewrites,
-	// which must be the intent store's (a repair entry keyed by another
-	// count is never read by the sweeper).
+	// Shards is the table's sharding (zero: DefaultSharding), the intent
+	// store's: the intents a bind rewrites keep their repair entries where
+	// the sweeper reads them.
 	Shards Sharding
 	// Retention is the intent retention window (see Store.Retention).
 	Retention time.Duration
@@ -93,7 +92,7 @@ func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeVa
 	item["pk"] = &types.AttributeValueMemberS{Value: pk}
 	item["sk"] = &types.AttributeValueMemberS{Value: eventSK}
 	if rec.State == core.EventUnresolved {
-		item["gsi1pk"] = &types.AttributeValueMemberS{Value: shardKey(unresolvedGSIPK+"#", shardOf(pk, w.shards()))}
+		item["gsi1pk"] = &types.AttributeValueMemberS{Value: shardKey(unresolvedGSIPK+"#", shardOf(pk, WebhookShards))}
 		item["gsi1sk"] = &types.AttributeValueMemberS{Value: rec.ReceivedAt.UTC().Format(timeKey) + "#" + pk}
 	} else {
 		item[TTLAttribute] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.ReceivedAt.Add(w.EventTTL).Unix(), 10)}
@@ -366,7 +365,7 @@ func (w *Webhooks) MarkForwarded(ctx context.Context, rec core.EventRecord, now 
 // ListUnresolved pages through unresolved events, oldest first, with an
 // opaque cursor ("" when there is no next page).
 func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int) ([]core.EventRecord, string, error) {
-	entries, next, err := mergedPage(ctx, w.db, w.table, mergedShape{listing: "unresolved-webhooks", shards: w.shards(), pkPrefix: "WHEVT#", sk: eventSK}, unresolvedGSIPK+"#", cursor, limit)
+	entries, next, err := mergedPage(ctx, w.db, w.table, mergedShape{listing: "unresolved-webhooks", shards: WebhookShards, pkPrefix: "WHEVT#", sk: eventSK}, unresolvedGSIPK+"#", cursor, limit)
 	if err != nil {
 		return nil, "", fmt.Errorf("list unresolved webhook events: %w", err)
 	}
@@ -383,8 +382,4 @@ func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int)
 		recs = append(recs, *rec)
 	}
 	return recs, next, nil
-}
-
-func (w *Webhooks) shards() int {
-	return w.Shards.orDefault().Webhook
 }

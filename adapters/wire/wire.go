@@ -87,8 +87,8 @@ type Config struct {
 	// empty: the archive is off, tombstones only).
 	ArchiveBucket string
 	// Sharding sets the repair index's shard count (zero:
-	// dynamo.DefaultSharding's 64); the other counts are fixed and New
-	// refuses them (dynamo.CheckSharding). Never read from the
+	// dynamo.DefaultSharding's 64; the other counts are fixed,
+	// dynamo.ProfileShards and its neighbours). Never read from the
 	// environment: stored keys depend on it, so every process on a table
 	// must agree. Tests on small tables lower Repair (a sweep reads every
 	// repair shard, four requests each; see docs/decisions.md).
@@ -221,9 +221,6 @@ type App struct {
 
 // New assembles the app.
 func New(clients awsconfig.Clients, cfg Config) (*App, error) {
-	if err := dynamo.CheckSharding(cfg.Sharding); err != nil {
-		return nil, fmt.Errorf("wire: sharding %+v: %w", cfg.Sharding, err)
-	}
 	if cfg.Log == nil {
 		cfg.Log = Logger()
 	}

@@ -218,7 +218,7 @@ func (r *runner) keySpread() error {
 	shares := map[string]float64{}
 	goalMet := true
 	limits := map[string]int{"repair": dynamo.DefaultSharding.Repair, "human": dynamo.DefaultSharding.Repair,
-		"profile": dynamo.DefaultSharding.Profile, "webhook": dynamo.DefaultSharding.Webhook}
+		"profile": dynamo.ProfileShards, "webhook": dynamo.WebhookShards}
 	loads := map[string]float64{}
 	for fam, byKey := range iw {
 		var total, top int64
