@@ -6,7 +6,7 @@ package dynamo
 //	GATE#<provider>#<account>, GATE          the gate: next free slot, pause, breaker, operator's pace
 //	GATE#<provider>#<account>, EVENT#<time>  an operator event (breaker opened/closed), TTL 90 days
 //
-//	GATEREP#<k>#<provider>#<account>, GATE   replica k (k < Replicas, default 16): dirty=true, or absent
+//	GATEREP#<k>#<provider>#<account>, GATE   replica k (k < RegistryShards): dirty=true, or absent
 //
 // A paced attempt costs one UpdateItem (ADD on the slot counter, which
 // returns the whole gate: pause, breaker and the operator's pace come back
@@ -63,9 +63,6 @@ type Gates struct {
 	table string
 	// EventTTL is how long operator events are kept (default 90 days).
 	EventTTL time.Duration
-	// Replicas of each gate for unpaced attempts' reads (default
-	// RegistryShards, 16).
-	Replicas int
 	// TidyEvery spaces one process's tries to tidy a gate's replicas
 	// (default 1 s).
 	TidyEvery time.Duration
@@ -105,8 +102,8 @@ func gateReplicaKey(key string, k int) map[string]types.AttributeValue {
 // replicaMarks are the transaction items that mark every replica of key
 // dirty (sending its readers to the gate itself).
 func (g *Gates) replicaMarks(key string) []types.TransactWriteItem {
-	items := make([]types.TransactWriteItem, 0, g.replicas())
-	for k := 0; k < g.replicas(); k++ {
+	items := make([]types.TransactWriteItem, 0, RegistryShards)
+	for k := 0; k < RegistryShards; k++ {
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(g.table), Key: gateReplicaKey(key, k),
 			UpdateExpression:          aws.String("SET dirty = :t"),
@@ -114,13 +111,6 @@ func (g *Gates) replicaMarks(key string) []types.TransactWriteItem {
 		}})
 	}
 	return items
-}
-
-func (g *Gates) replicas() int {
-	if g.Replicas > 0 {
-		return g.Replicas
-	}
-	return RegistryShards
 }
 
 func avBool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
@@ -288,7 +278,7 @@ func (g *Gates) State(ctx context.Context, key string) (core.GateState, error) {
 // reader that then finds the gate clean tidies the replicas.
 func (g *Gates) StateFor(ctx context.Context, key, id string, now time.Time) (core.GateState, error) {
 	out, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table),
-		Key: gateReplicaKey(key, shardOf(id, g.replicas())), ConsistentRead: aws.Bool(true)})
+		Key: gateReplicaKey(key, shardOf(id, RegistryShards)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return core.GateState{}, fmt.Errorf("read gate %s: %w", key, err)
 	}
@@ -334,7 +324,7 @@ func (g *Gates) tidy(ctx context.Context, key string, now time.Time) {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true), ":f": avBool(false),
 			":cut": avT(now.Add(-core.GateCleanSettle))},
 	}}}
-	for k := 0; k < g.replicas(); k++ {
+	for k := 0; k < RegistryShards; k++ {
 		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(g.table), Key: gateReplicaKey(key, k)}})
 	}
 	_, _ = g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

@@ -60,10 +60,6 @@ type Registry struct {
 	table string
 	// BatchTries bounds the re-requests of unprocessed keys (throttling).
 	BatchTries int
-	// Replicas of each grant and capability item (default
-	// RegistryShards). Stored keys depend on it: change it only
-	// on an empty table.
-	Replicas int
 }
 
 var (
@@ -114,13 +110,6 @@ func CapabilityReplicaPK(provider, account string, k int) string {
 	return capRepPfx + strconv.Itoa(k) + "#" + url.PathEscape(provider) + "#" + account
 }
 
-func (r *Registry) replicas() int {
-	if r.Replicas > 0 {
-		return r.Replicas
-	}
-	return RegistryShards
-}
-
 // ReplicaShard is the replica (0..RegistryShards-1)
 // an attempt of intent id reads.
 func ReplicaShard(id string) int { return shardOf(id, RegistryShards) }
@@ -131,7 +120,7 @@ func ReplicaShard(id string) int { return shardOf(id, RegistryShards) }
 func (r *Registry) putReplicated(ctx context.Context, what string, item map[string]types.AttributeValue, expected int64, replicaPK func(k int) string) error {
 	canonical := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: item}
 	regVersionCondition(canonical, expected)
-	n := r.replicas()
+	n := RegistryShards
 	items := make([]types.TransactWriteItem, 0, n+1)
 	items = append(items, types.TransactWriteItem{Put: &types.Put{
 		TableName: canonical.TableName, Item: item, ConditionExpression: canonical.ConditionExpression,
@@ -427,7 +416,7 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 // replicas of the intent's shard) and (if it names one) its source in one
 // strongly consistent BatchGetItem.
 func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.RevalidationFacts, error) {
-	k := shardOf(in.ID, r.replicas())
+	k := shardOf(in.ID, RegistryShards)
 	keys := []map[string]types.AttributeValue{
 		regKey(GrantReplicaPK(in.Grant.ID, k), grantSK),
 		regKey(CapabilityReplicaPK(in.Provider, in.Account, k), capabilitySK),
