@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -250,9 +251,39 @@ func (r *runner) inline() error {
 		return time.Since(t0), nil
 	}
 
-	// 2. Inline, counted, interleaved with the floor (order alternating).
+	// The floor plus what the issue's own rules add to any inline road: one
+	// read before the put (revalidation, barrier and gate decided first; here
+	// a single GetItem, the least those reads can cost) behind the HTTP API
+	// and its authorizer (an authorised GET of one intent: the gateway hop,
+	// the authorizer, one GetItem), then the floor. Not the outbox's
+	// requests: uncounted. inline_rules_floor_vs_floor_p99 is what the
+	// rules alone cost over the floor, the bound below which no design that
+	// keeps them can bring inline_vs_floor_p99.
+	getURL := api + "/v1/intents/" + tmplID
+	rulesFloor := func(i int) (time.Duration, error) {
+		t0 := time.Now()
+		req, err := http.NewRequestWithContext(uncounted(r.ctx), http.MethodGet, getURL, nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+benchToken)
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("rules floor: GET %s: %d", getURL, resp.StatusCode)
+		}
+		_, err = floor(n + i) // its own ids, apart from the floor's
+		return time.Since(t0), err
+	}
+
+	// 2. Inline, counted, interleaved with the floor and the rules' floor
+	// (the order rotating).
 	r.meter.reset()
-	var inl, flo []time.Duration
+	var inl, flo, rfl []time.Duration
 	succeeded := 0
 	var inlineIDs []string
 	for i := 0; i < n; i++ {
@@ -276,15 +307,16 @@ func (r *runner) inline() error {
 			flo = append(flo, d)
 			return err
 		}
-		first, second := doInline, doFloor
-		if i%2 == 1 {
-			first, second = doFloor, doInline
-		}
-		if err := first(); err != nil {
+		doRules := func() error {
+			d, err := rulesFloor(i)
+			rfl = append(rfl, d)
 			return err
 		}
-		if err := second(); err != nil {
-			return err
+		order := []func() error{doInline, doFloor, doRules}
+		for k := range order {
+			if err := order[(k+i)%len(order)](); err != nil {
+				return err
+			}
 		}
 	}
 	time.Sleep(2 * r.f.e2ePoll) // nothing more should be written; let a straggler show
@@ -312,6 +344,14 @@ func (r *runner) inline() error {
 	}
 	if fp := pct(flo, 50); fp > 0 {
 		r.set("inline_vs_floor_p50", round(pct(inl, 50)/fp, 3))
+	}
+	r.set("inline_rules_floor_p50_ms", pct(rfl, 50))
+	r.set("inline_rules_floor_p99_ms", pct(rfl, 99))
+	if fp := pct(flo, 99); fp > 0 {
+		r.set("inline_rules_floor_vs_floor_p99", round(pct(rfl, 99)/fp, 3))
+	}
+	if fp := pct(flo, 50); fp > 0 {
+		r.set("inline_rules_floor_vs_floor_p50", round(pct(rfl, 50)/fp, 3))
 	}
 	r.set("inline_async_writes_per_delivered_intent", round(float64(ac.writes())/nf, 3))
 	r.set("inline_async_wcu_per_delivered_intent", round(ac.WCU/nf, 3))

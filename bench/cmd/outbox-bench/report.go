@@ -220,6 +220,7 @@ func (r *runner) printTable(w io.Writer) {
 		{"inline_writes / wcu per delivered intent", v("inline_writes_per_delivered_intent") + " / " + v("inline_wcu_per_delivered_intent"), goal("inline_writes_per_delivered_intent") + " " + goal("inline_wcu_per_delivered_intent")},
 		{"inline_e2e_p50_ms / p99 (floor p99)", v("inline_e2e_p50_ms") + " / " + v("inline_e2e_p99_ms") + " (" + v("inline_floor_p99_ms") + ")", "POST with Prefer: wait -> 201 succeeded"},
 		{"inline_vs_floor_p99", v("inline_vs_floor_p99"), goal("inline_vs_floor_p99")},
+		{"inline_rules_floor_vs_floor_p99 / p50", v("inline_rules_floor_vs_floor_p99") + " / " + v("inline_rules_floor_vs_floor_p50"), "the floor + one read behind the HTTP API: what the rules alone add"},
 		{"inline_share", v("inline_share"), goal("inline_share")},
 		{"usd_per_million_delivered async / inline", v("usd_per_million_delivered_async") + " / " + v("usd_per_million_delivered_inline"), goal("inline_vs_async_usd")},
 		{"wcu_per_delivered_intent (gsi part)", v("wcu_per_delivered_intent") + " (" + v("wcu_gsi_per_delivered_intent") + ")", ""},
