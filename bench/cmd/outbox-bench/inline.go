@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -152,7 +151,7 @@ func (r *runner) inline() error {
 	defer stop()
 	c := httpClient(1)
 	prefix := randName("inl-")
-	n := r.f.e2eN
+	n, ni := r.f.e2eN, r.f.inlineN
 	body := func(i int) string { return intakeBody(account, fmt.Sprintf("chat-%d", i%7)) }
 
 	// Warm-up of both roads (JIT, connections, caches), uncounted.
@@ -251,32 +250,26 @@ func (r *runner) inline() error {
 		return time.Since(t0), nil
 	}
 
-	// The floor plus what the issue's own rules add to any inline road: one
-	// read before the put (revalidation, barrier and gate decided first; here
-	// a single GetItem, the least those reads can cost) behind the HTTP API
-	// and its authorizer (an authorised GET of one intent: the gateway hop,
-	// the authorizer, one GetItem), then the floor. Not the outbox's
-	// requests: uncounted. inline_rules_floor_vs_floor_p99 is what the
-	// rules alone cost over the floor, the bound below which no design that
-	// keeps them can bring inline_vs_floor_p99.
-	getURL := api + "/v1/intents/" + tmplID
+	// The floor plus what the issue's own rules add to any inline road: the
+	// HTTP API and its authorizer (a POST to the same intake function that
+	// it refuses before any read: a body that is not JSON) and one read
+	// before the put (revalidation, barrier and gate are decided first; one
+	// raw GetItem is the least those reads can cost), then the floor. None
+	// of it is the outbox's work: uncounted (the refused POST reads
+	// nothing). inline_rules_floor_vs_floor_p99 is what the rules alone
+	// cost over the floor: the bound below which no design that keeps them
+	// can bring inline_vs_floor_p99.
+	readKey := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: dynamo.IntentPK(tmplID)}, "sk": &types.AttributeValueMemberS{Value: "INTENT"}}
 	rulesFloor := func(i int) (time.Duration, error) {
 		t0 := time.Now()
-		req, err := http.NewRequestWithContext(uncounted(r.ctx), http.MethodGet, getURL, nil)
-		if err != nil {
+		p, err := postPrefer(uncounted(r.ctx), c, api, fmt.Sprintf("%s-r-%d", prefix, i), "{", inlineWait)
+		if err != nil || p.status != http.StatusBadRequest {
+			return 0, fmt.Errorf("rules floor: a body that is not JSON answered %d (%v), want 400", p.status, err)
+		}
+		if _, err := db.GetItem(uncounted(r.ctx), &dynamodb.GetItemInput{TableName: aws.String(table), Key: readKey, ConsistentRead: aws.Bool(true)}); err != nil {
 			return 0, err
 		}
-		req.Header.Set("Authorization", "Bearer "+benchToken)
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("rules floor: GET %s: %d", getURL, resp.StatusCode)
-		}
-		_, err = floor(n + i) // its own ids, apart from the floor's
+		_, err = floor(ni + i) // its own ids, apart from the floor's
 		return time.Since(t0), err
 	}
 
@@ -286,7 +279,7 @@ func (r *runner) inline() error {
 	var inl, flo, rfl []time.Duration
 	succeeded := 0
 	var inlineIDs []string
-	for i := 0; i < n; i++ {
+	for i := 0; i < ni; i++ {
 		doInline := func() error {
 			p, err := postPrefer(r.ctx, c, api, fmt.Sprintf("%s-i-%d", prefix, i), body(i), inlineWait)
 			if err != nil {
@@ -327,8 +320,8 @@ func (r *runner) inline() error {
 		}
 	}
 
-	nf := float64(n)
-	r.set("inline_n", n)
+	nf, af := float64(ni), float64(n)
+	r.set("inline_n", ni)
 	r.set("inline_share", round(float64(succeeded)/nf, 4))
 	r.set("inline_writes_per_delivered_intent", round(float64(ic.writes())/nf, 3))
 	r.set("inline_wcu_per_delivered_intent", round(ic.WCU/nf, 3))
@@ -353,8 +346,8 @@ func (r *runner) inline() error {
 	if fp := pct(flo, 50); fp > 0 {
 		r.set("inline_rules_floor_vs_floor_p50", round(pct(rfl, 50)/fp, 3))
 	}
-	r.set("inline_async_writes_per_delivered_intent", round(float64(ac.writes())/nf, 3))
-	r.set("inline_async_wcu_per_delivered_intent", round(ac.WCU/nf, 3))
+	r.set("inline_async_writes_per_delivered_intent", round(float64(ac.writes())/af, 3))
+	r.set("inline_async_wcu_per_delivered_intent", round(ac.WCU/af, 3))
 	r.set("inline_async_e2e_p50_ms", pct(asyncE2E, 50))
 	r.set("inline_async_e2e_p99_ms", pct(asyncE2E, 99))
 
@@ -385,7 +378,7 @@ func (r *runner) inline() error {
 		}
 		return 1
 	}
-	async := roadCost{WRU: ac.WCU / nf, RRU: ac.RCU / nf, SQS: float64(ac.sqsRequests()) / nf, HTTP: 1,
+	async := roadCost{WRU: ac.WCU / af, RRU: ac.RCU / af, SQS: float64(ac.sqsRequests()) / af, HTTP: 1,
 		Invocations: map[string]float64{"authorizer": 1, "intake": 1, "dispatcher": 1, "retrier": 1},
 		BilledMS: map[string]float64{"authorizer": 1, "intake": meanDur(asyncPost), "dispatcher": sqsMean(ac) + 1,
 			"retrier": meanDur(asyncDispatch) + getMean(ac) + 1}}
@@ -456,6 +449,6 @@ func (r *runner) inline() error {
 	r.set("inline_paced_not_exactly_one_effect", notOnce)
 	fmt.Fprintf(os.Stderr, "bench:   inline: share %.3f, %.2f writes %.2f WCU/intent, p50 %.1fms p99 %.1fms (floor p99 %.1fms, ratio %.2f); async %.2f writes; USD/M async %.2f inline %.2f; paced burst %d inline / %d fell back\n",
 		float64(succeeded)/nf, float64(ic.writes())/nf, ic.WCU/nf, pct(inl, 50), pct(inl, 99), pct(flo, 99), pct(inl, 99)/math.Max(pct(flo, 99), 0.001),
-		float64(ac.writes())/nf, au, iu, applied, pending)
+		float64(ac.writes())/af, au, iu, applied, pending)
 	return nil
 }

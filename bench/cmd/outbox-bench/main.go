@@ -66,6 +66,7 @@ type flags struct {
 	verbose        bool
 	e2eMax         time.Duration
 	e2eWarm        int
+	inlineN        int
 	paceN          int
 	paceRate       int
 	paceWorkers    int
@@ -109,6 +110,7 @@ func main() {
 	flag.IntVar(&f.isoN, "iso-n", 90, "healthy intents per isolation slice")
 	flag.StringVar(&f.prices, "prices", "bench/prices.json", "the price table of the cost figures (usd_per_million_delivered_*)")
 	flag.BoolVar(&f.verbose, "v", false, "print every measured slice")
+	flag.IntVar(&f.inlineN, "inline-n", 600, "inline POSTs of the inline run, each interleaved with a floor sample and a rules-floor sample (a p99 over 600 is the 6th-worst sample, over 150 the 2nd)")
 	flag.IntVar(&f.e2eWarm, "e2e-warmup", 25, "unmeasured intents before each end-to-end run")
 	flag.DurationVar(&f.e2eMax, "e2e-max", 25*time.Second, "cap on each end-to-end run (fewer than -e2e-n intents on a slow machine)")
 	flag.IntVar(&f.paceN, "pace-n", 500, "intents of the paced run (issue 15)")
