@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,8 +77,6 @@ func NewOperatorEventLedger(db API, table string) *OperatorEventLedger {
 
 // opEventItem is the stored shape of a ledger record.
 type opEventItem struct {
-	PK         string            `dynamodbav:"pk"`
-	SK         string            `dynamodbav:"sk"`
 	State      string            `dynamodbav:"state"`
 	Owner      string            `dynamodbav:"owner"`
 	LeaseUntil string            `dynamodbav:"leaseUntil"`
@@ -99,16 +98,12 @@ type opEventItem struct {
 }
 
 // opEventKey is the key of ev's record (see the layout above).
-func opEventKey(ev core.OperatorEvent) (pk, sk string) {
+func opEventKey(ev core.OperatorEvent) map[string]types.AttributeValue {
 	if ev.Type == core.EventBreakerOpened || ev.Type == core.EventBreakerClosed {
-		return GatePK(core.GateKey(ev.Provider, ev.Account)), gateEvtPfx + ev.At.UTC().Format(timeKey) + "#" + ev.Type
+		return map[string]types.AttributeValue{"pk": avS(GatePK(core.GateKey(ev.Provider, ev.Account))),
+			"sk": avS(gateEvtPfx + ev.At.UTC().Format(timeKey) + "#" + ev.Type)}
 	}
-	return "OPEVENT#" + ev.ID, opEventSK
-}
-
-func opEventKeyAV(ev core.OperatorEvent) map[string]types.AttributeValue {
-	pk, sk := opEventKey(ev)
-	return map[string]types.AttributeValue{"pk": avS(pk), "sk": avS(sk)}
+	return map[string]types.AttributeValue{"pk": avS("OPEVENT#" + ev.ID), "sk": avS(opEventSK)}
 }
 
 func (it opEventItem) event() core.OperatorEvent {
@@ -119,8 +114,7 @@ func (it opEventItem) event() core.OperatorEvent {
 // claimItem is ev's record claimed by owner until until.
 func claimItem(ev core.OperatorEvent, owner string, until time.Time) (map[string]types.AttributeValue, error) {
 	lease := until.UTC().Format(timeKey)
-	pk, sk := opEventKey(ev)
-	it := opEventItem{PK: pk, SK: sk, State: opStateClaimed, Owner: owner, LeaseUntil: lease,
+	it := opEventItem{State: opStateClaimed, Owner: owner, LeaseUntil: lease,
 		GSI1PK: opEventUnpublished, GSI1SK: lease + "#" + ev.ID,
 		GSI2PK: shardKey(opEventsTimeline, shardOf(ev.ID, OpEventShards)), GSI2SK: opEventTimelineSK(ev),
 		ID: ev.ID, Type: ev.Type, At: ev.At, IntentID: ev.IntentID, Bot: ev.Bot, Provider: ev.Provider, Account: ev.Account,
@@ -129,6 +123,7 @@ func claimItem(ev core.OperatorEvent, owner string, until time.Time) (map[string
 	if err != nil {
 		return nil, fmt.Errorf("marshal operator event %s: %w", ev.ID, err)
 	}
+	maps.Copy(item, opEventKey(ev))
 	return item, nil
 }
 
@@ -165,7 +160,7 @@ func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, 
 func (l *OperatorEventLedger) MarkPublished(ctx context.Context, ev core.OperatorEvent, owner string, now time.Time) error {
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(l.table),
-		Key:                 opEventKeyAV(ev),
+		Key:                 opEventKey(ev),
 		UpdateExpression:    aws.String("SET #s = :published, publishedAt = :now, " + TTLAttribute + " = :ttl REMOVE gsi1pk, gsi1sk"),
 		ConditionExpression: aws.String("#o = :owner AND #s = :claimed"),
 		ExpressionAttributeNames: map[string]string{
@@ -196,7 +191,7 @@ func (l *OperatorEventLedger) Release(ctx context.Context, ev core.OperatorEvent
 	t := now.UTC().Format(timeKey)
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
-		Key:                       opEventKeyAV(ev),
+		Key:                       opEventKey(ev),
 		UpdateExpression:          aws.String("SET leaseUntil = :now, gsi1sk = :sk"),
 		ConditionExpression:       aws.String("#o = :owner AND #s = :claimed"),
 		ExpressionAttributeNames:  map[string]string{"#s": "state", "#o": "owner"},

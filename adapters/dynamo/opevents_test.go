@@ -55,7 +55,7 @@ func TestBreakerEventIsStoredOnceAsItsLedgerRecord(t *testing.T) {
 		t.Fatalf("gate history %+v (%v)", evs, err)
 	}
 	for _, ev := range evs {
-		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: opEventKeyAV(core.OperatorEvent{ID: ev.ID})})
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: opEventKey(core.OperatorEvent{ID: ev.ID})})
 		if err != nil || out.Item != nil {
 			t.Fatalf("a second record of %s: %v %v", ev.ID, out.Item, err)
 		}

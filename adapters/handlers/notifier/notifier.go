@@ -47,8 +47,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			h.log().Log(ctx, level, "operator event not published yet; record will be retried", "intent", oe.IntentID, "bot", oe.Bot, "attempt", oe.Attempts, "event", oe.ID, "err", err.Error())
 			return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: rec.Change.SequenceNumber}}}, nil
 		}
-		done[oe.ID] = true
-		h.log().InfoContext(ctx, "operator event published", "intent", oe.IntentID, "bot", oe.Bot, "attempt", oe.Attempts, "event", oe.ID, "type", oe.Type)
+		done[oe.ID] = true // published now (the notifier logs it) or before
 	}
 	return events.DynamoDBEventResponse{}, nil
 }
