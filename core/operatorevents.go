@@ -4,47 +4,57 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // Operator event types. An operator event tells a person that something now
-// waits for them (or gave up); subscribers (email, Slack, a pager) attach to
-// the SNS topic in AWS or to the signed webhook locally.
+// waits for them (or gave up) or that a provider account's circuit breaker
+// moved; subscribers (email, Slack, a pager) attach to the SNS topic in AWS
+// or to the signed webhook locally.
 const (
 	OperatorEventNeedsHuman = "intent.needs_human"
 	OperatorEventFailed     = "intent.failed"
 	OperatorEventExpired    = "intent.expired"
+	EventBreakerOpened      = "breaker.opened"
+	EventBreakerClosed      = "breaker.closed"
 )
 
-// OperatorNotice is one episode an operator must hear about exactly once. ID
+// OperatorEvent is one episode an operator must hear about exactly once. ID
 // is stable per episode, so every (re)delivery of the same episode carries the
-// same ID and subscribers can drop repeats.
-type OperatorNotice struct {
-	ID   string
-	Type string
-	// At is when the episode began (entered needs-human, ended failed/expired).
-	At       time.Time
-	IntentID string
-	Bot      string
-	Provider string
-	Account  string
-	Action   string
-	Reason   string
-	Attempts int
-	// Fields carries extra facts for event types without an intent (e.g. a
-	// provider circuit breaker opening): short strings, never payload bodies.
-	Fields map[string]string
+// same ID and subscribers can drop repeats. Its JSON is the breaker history
+// GET .../pace lists (kind, provider, account, at, detail); subscribers get
+// adapters/operatorevents.Payload.
+type OperatorEvent struct {
+	ID   string `json:"-"`
+	Type string `json:"kind"`
+	// At is when the episode began (entered needs-human, ended failed/expired,
+	// the breaker opened or closed).
+	At       time.Time `json:"at"`
+	IntentID string    `json:"-"`
+	Bot      string    `json:"-"`
+	Provider string    `json:"provider"`
+	Account  string    `json:"account"`
+	Action   string    `json:"-"`
+	Reason   string    `json:"detail"`
+	Attempts int       `json:"-"`
+	// Fields carries extra facts for event types without an intent: short
+	// strings, never payload bodies.
+	Fields map[string]string `json:"-"`
 }
 
-// OperatorEventPublisher delivers an operator event to its subscribers (SNS in
-// AWS, a Standard Webhooks-signed POST locally). It may be called more than
-// once for one event ID (after a crash between publishing and recording it):
-// the ID is what lets subscribers deduplicate. Issue 15 (breakers) and any
-// other source of operator events publish through OperatorNotifier.Notify,
-// which adds the once-per-ID ledger in front of this port.
-type OperatorEventPublisher interface {
-	PublishOperatorEvent(ctx context.Context, ev OperatorNotice) error
+// OperatorEvents is the one port operator events go through: the
+// subscribers (SNS in AWS, a Standard Webhooks-signed POST locally)
+// implement it, and so does OperatorNotifier, which puts the once-per-ID
+// ledger, the log line and the metric in front of them. Every producer (the
+// notifier stream handler, the gate's breaker) publishes to an
+// OperatorNotifier. A subscriber may be called more than once for one event
+// ID (after a crash between publishing and recording it): the ID is what
+// lets subscribers deduplicate.
+type OperatorEvents interface {
+	Publish(ctx context.Context, ev OperatorEvent) error
 }
 
 // ClaimResult is what the ledger says about an event ID.
@@ -63,24 +73,30 @@ const (
 )
 
 // OperatorEventLedger records which operator events were published, with a
-// conditional write on the event ID (adapters/dynamo implements it).
+// conditional write on the event ID (adapters/dynamo implements it). A store
+// may write an event's record as an unpublished claim whose lease is over in
+// the same write as the change it reports (adapters/dynamo.Gates: a breaker
+// opening or closing), so the event is stored once and is redriven if the
+// producer dies before publishing it.
 type OperatorEventLedger interface {
 	// Claim records ev as being published by owner until `until`, if no
 	// record exists or the existing claim's lease has expired unpublished.
-	Claim(ctx context.Context, ev OperatorNotice, owner string, now, until time.Time) (ClaimResult, error)
+	Claim(ctx context.Context, ev OperatorEvent, owner string, now, until time.Time) (ClaimResult, error)
 	// MarkPublished completes owner's claim.
-	MarkPublished(ctx context.Context, id, owner string, now time.Time) error
+	MarkPublished(ctx context.Context, ev OperatorEvent, owner string, now time.Time) error
 	// Release gives up owner's claim at once (publishing failed), so the next
 	// try need not wait for the lease.
-	Release(ctx context.Context, id, owner string, now time.Time) error
+	Release(ctx context.Context, ev OperatorEvent, owner string, now time.Time) error
 	// Unpublished lists claims whose lease ran out before they were published
 	// (a crash between claim and publish), oldest first.
-	Unpublished(ctx context.Context, now time.Time, limit int) ([]OperatorNotice, error)
+	Unpublished(ctx context.Context, now time.Time, limit int) ([]OperatorEvent, error)
 }
 
 // OperatorNotifier publishes each operator event ID once: claim in the ledger
-// (conditional write), publish, mark published. What that guarantees:
-//   - one event ID per episode (OperatorEventFor derives it from the intent);
+// (conditional write), log and count it, hand it to the subscriber, mark it
+// published. What that guarantees:
+//   - one event ID per episode (OperatorEventFor derives it from the intent,
+//     BreakerEvent from the gate's move, which only one worker wins);
 //   - duplicate or reordered stream records, and concurrent workers, publish
 //     an ID at most once while the ledger says it is published or claimed;
 //   - a crash after the claim and before publishing leaves an unpublished
@@ -91,21 +107,30 @@ type OperatorEventLedger interface {
 //     SNS message attribute eventId). No exactly-once claim across SNS or
 //     HTTP is made.
 type OperatorNotifier struct {
-	Ledger    OperatorEventLedger
-	Publisher OperatorEventPublisher
-	Clock     Clock
-	Owner     string
+	Ledger OperatorEventLedger
+	// Subscriber receives each event; nil: none is configured, and the
+	// events are only logged and counted (and recorded once per episode).
+	Subscriber OperatorEvents
+	// Metrics counts each event under its type with "_" for "." (the
+	// stack's alarm watches breaker_opened); Log writes it as a warning.
+	Metrics Metrics
+	Log     *slog.Logger
+	Clock   Clock
+	Owner   string
 	// Lease bounds how long a claim blocks other deliveries (default 30s);
-	// it must exceed the publisher's timeout.
+	// it must exceed the subscriber's timeout.
 	Lease time.Duration
 }
+
+var _ OperatorEvents = (*OperatorNotifier)(nil)
 
 // ErrOperatorEventHeld: another worker holds the event's claim; retry later.
 var ErrOperatorEventHeld = errors.New("operator event is being published by another worker")
 
-// Notify publishes ev unless its ID was already published. A nil error means
-// the event is published (now or before); ErrOperatorEventHeld means retry.
-func (n *OperatorNotifier) Notify(ctx context.Context, ev OperatorNotice) error {
+// Publish publishes ev unless its ID was already published. A nil error
+// means the event is published (now or before); ErrOperatorEventHeld means
+// retry.
+func (n *OperatorNotifier) Publish(ctx context.Context, ev OperatorEvent) error {
 	if ev.ID == "" {
 		return errors.New("operator event without an id")
 	}
@@ -123,14 +148,23 @@ func (n *OperatorNotifier) Notify(ctx context.Context, ev OperatorNotice) error 
 	return n.publish(ctx, ev)
 }
 
-func (n *OperatorNotifier) publish(ctx context.Context, ev OperatorNotice) error {
-	if err := n.Publisher.PublishOperatorEvent(ctx, ev); err != nil {
-		if rerr := n.Ledger.Release(ctx, ev.ID, n.Owner, n.clock().Now()); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return fmt.Errorf("publish operator event %s: %w", ev.ID, err)
+func (n *OperatorNotifier) publish(ctx context.Context, ev OperatorEvent) error {
+	if n.Log != nil {
+		n.Log.WarnContext(ctx, "operator event", "event", ev.ID, "type", ev.Type, "provider", ev.Provider,
+			"account", ev.Account, "intent", ev.IntentID, "bot", ev.Bot, "at", ev.At, "detail", ev.Reason)
 	}
-	if err := n.Ledger.MarkPublished(ctx, ev.ID, n.Owner, n.clock().Now()); err != nil {
+	if n.Metrics != nil {
+		n.Metrics.Count(strings.ReplaceAll(ev.Type, ".", "_"), 1)
+	}
+	if n.Subscriber != nil {
+		if err := n.Subscriber.Publish(ctx, ev); err != nil {
+			if rerr := n.Ledger.Release(ctx, ev, n.Owner, n.clock().Now()); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return fmt.Errorf("publish operator event %s: %w", ev.ID, err)
+		}
+	}
+	if err := n.Ledger.MarkPublished(ctx, ev, n.Owner, n.clock().Now()); err != nil {
 		return fmt.Errorf("mark operator event %s published: %w", ev.ID, err)
 	}
 	return nil
@@ -146,7 +180,7 @@ func (n *OperatorNotifier) Redrive(ctx context.Context, limit int) (int, error) 
 	done := 0
 	var errs []error
 	for _, ev := range evs {
-		if err := n.Notify(ctx, ev); err != nil && !errors.Is(err, ErrOperatorEventHeld) {
+		if err := n.Publish(ctx, ev); err != nil && !errors.Is(err, ErrOperatorEventHeld) {
 			errs = append(errs, err)
 			continue
 		}
@@ -205,11 +239,11 @@ func NeedsHumanSince(in *Intent) time.Time {
 // in needs-human (one event per episode), or it ended failed, or expired
 // after at least one attempt. Safe on duplicate and reordered records: the
 // event ID depends only on the episode, never on which record carried it.
-func OperatorEventFor(old, cur *Intent) (OperatorNotice, bool) {
+func OperatorEventFor(old, cur *Intent) (OperatorEvent, bool) {
 	if cur == nil {
-		return OperatorNotice{}, false
+		return OperatorEvent{}, false
 	}
-	ev := OperatorNotice{IntentID: cur.ID, Bot: cur.Bot, Provider: cur.Provider, Account: cur.Account,
+	ev := OperatorEvent{IntentID: cur.ID, Bot: cur.Bot, Provider: cur.Provider, Account: cur.Account,
 		Action: cur.Action, Reason: cur.StatusReason, Attempts: cur.AttemptCount}
 	entered := old == nil || old.Status != cur.Status
 	switch cur.Status {
@@ -223,13 +257,13 @@ func OperatorEventFor(old, cur *Intent) (OperatorNotice, bool) {
 		ev.At = cur.UpdatedAt
 	case StatusExpired:
 		if cur.AttemptCount == 0 {
-			return OperatorNotice{}, false // expired before any attempt: nothing was tried, nobody to wake
+			return OperatorEvent{}, false // expired before any attempt: nothing was tried, nobody to wake
 		}
 		ev.Type = OperatorEventExpired
 		ev.ID = cur.ID + ".expired"
 		ev.At = cur.UpdatedAt
 	default:
-		return OperatorNotice{}, false
+		return OperatorEvent{}, false
 	}
 	if entered && cur.Status == StatusNeedsHuman {
 		ev.At = cur.UpdatedAt // the transition record knows the exact moment
@@ -269,17 +303,13 @@ func (f IntentFilter) Matches(in *Intent, now time.Time) bool {
 	return true
 }
 
-// NoticeForGateEvent turns an account gate event (a circuit breaker opening
-// or closing, published once by the gate's own conditional write) into an
-// operator notice with a stable id, so it reaches the same subscribers
-// (SNS / signed webhook) once.
-func NoticeForGateEvent(ev OperatorEvent) OperatorNotice {
-	return OperatorNotice{
-		ID:       "gate." + ev.Provider + "/" + ev.Account + "." + ev.Kind + "." + strconv.FormatInt(ev.At.UnixNano(), 10),
-		Type:     ev.Kind,
-		At:       ev.At,
-		Provider: ev.Provider,
-		Account:  ev.Account,
-		Reason:   ev.Detail,
+// BreakerEvent is the operator event of an account's circuit breaker opening
+// or closing (kind EventBreakerOpened or EventBreakerClosed), with an id
+// stable for that move: the gate's conditional write lets one worker make
+// each move, and that worker publishes it.
+func BreakerEvent(kind, provider, account string, at time.Time, detail string) OperatorEvent {
+	return OperatorEvent{
+		ID:   "gate." + provider + "/" + account + "." + kind + "." + strconv.FormatInt(at.UnixNano(), 10),
+		Type: kind, At: at, Provider: provider, Account: account, Reason: detail,
 	}
 }

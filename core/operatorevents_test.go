@@ -76,13 +76,13 @@ type memLedger struct {
 }
 
 type memClaim struct {
-	ev        OperatorNotice
+	ev        OperatorEvent
 	owner     string
 	until     time.Time
 	published bool
 }
 
-func (l *memLedger) Claim(_ context.Context, ev OperatorNotice, owner string, now, until time.Time) (ClaimResult, error) {
+func (l *memLedger) Claim(_ context.Context, ev OperatorEvent, owner string, now, until time.Time) (ClaimResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.recs == nil {
@@ -102,29 +102,29 @@ func (l *memLedger) Claim(_ context.Context, ev OperatorNotice, owner string, no
 	return ClaimedToPublish, nil
 }
 
-func (l *memLedger) MarkPublished(_ context.Context, id, owner string, _ time.Time) error {
+func (l *memLedger) MarkPublished(_ context.Context, ev OperatorEvent, owner string, _ time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c := l.recs[id]; c != nil && c.owner == owner {
+	if c := l.recs[ev.ID]; c != nil && c.owner == owner {
 		c.published = true
 		return nil
 	}
 	return ErrConflict
 }
 
-func (l *memLedger) Release(_ context.Context, id, owner string, now time.Time) error {
+func (l *memLedger) Release(_ context.Context, ev OperatorEvent, owner string, now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c := l.recs[id]; c != nil && c.owner == owner && !c.published {
+	if c := l.recs[ev.ID]; c != nil && c.owner == owner && !c.published {
 		c.until = now
 	}
 	return nil
 }
 
-func (l *memLedger) Unpublished(_ context.Context, now time.Time, _ int) ([]OperatorNotice, error) {
+func (l *memLedger) Unpublished(_ context.Context, now time.Time, _ int) ([]OperatorEvent, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []OperatorNotice
+	var out []OperatorEvent
 	for _, c := range l.recs {
 		if !c.published && !now.Before(c.until) {
 			out = append(out, c.ev)
@@ -133,13 +133,13 @@ func (l *memLedger) Unpublished(_ context.Context, now time.Time, _ int) ([]Oper
 	return out, nil
 }
 
-type countingPublisher struct {
+type countingSubscriber struct {
 	mu    sync.Mutex
 	ids   []string
 	fails int
 }
 
-func (p *countingPublisher) PublishOperatorEvent(_ context.Context, ev OperatorNotice) error {
+func (p *countingSubscriber) Publish(_ context.Context, ev OperatorEvent) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fails > 0 {
@@ -154,13 +154,13 @@ func TestOperatorNotifierOncePerID(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := ClockFunc(func() time.Time { return now })
 	ledger := &memLedger{}
-	pub := &countingPublisher{}
-	a := &OperatorNotifier{Ledger: ledger, Publisher: pub, Clock: clock, Owner: "a", Lease: 10 * time.Second}
-	ev := OperatorNotice{ID: "it_x.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_x"}
+	pub := &countingSubscriber{}
+	a := &OperatorNotifier{Ledger: ledger, Subscriber: pub, Clock: clock, Owner: "a", Lease: 10 * time.Second}
+	ev := OperatorEvent{ID: "it_x.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_x"}
 
 	// Duplicate deliveries of the same episode publish once.
 	for i := 0; i < 3; i++ {
-		if err := a.Notify(context.Background(), ev); err != nil {
+		if err := a.Publish(context.Background(), ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,12 +170,12 @@ func TestOperatorNotifierOncePerID(t *testing.T) {
 
 	// A crash after the claim, before publishing: another worker is told to
 	// wait while the lease lives, then the sweeper's redrive publishes once.
-	ev2 := OperatorNotice{ID: "it_y.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_y"}
+	ev2 := OperatorEvent{ID: "it_y.needs-human.1", Type: OperatorEventNeedsHuman, IntentID: "it_y"}
 	if res, _ := ledger.Claim(context.Background(), ev2, "crashed", now, now.Add(10*time.Second)); res != ClaimedToPublish {
 		t.Fatal("claim")
 	}
-	b := &OperatorNotifier{Ledger: ledger, Publisher: pub, Clock: clock, Owner: "b", Lease: 10 * time.Second}
-	if err := b.Notify(context.Background(), ev2); !errors.Is(err, ErrOperatorEventHeld) {
+	b := &OperatorNotifier{Ledger: ledger, Subscriber: pub, Clock: clock, Owner: "b", Lease: 10 * time.Second}
+	if err := b.Publish(context.Background(), ev2); !errors.Is(err, ErrOperatorEventHeld) {
 		t.Fatalf("live claim: %v", err)
 	}
 	if n, _ := b.Redrive(context.Background(), 10); n != 0 {
@@ -185,7 +185,7 @@ func TestOperatorNotifierOncePerID(t *testing.T) {
 	if n, err := b.Redrive(context.Background(), 10); err != nil || n != 1 {
 		t.Fatalf("redrive: %d %v", n, err)
 	}
-	if err := a.Notify(context.Background(), ev2); err != nil {
+	if err := a.Publish(context.Background(), ev2); err != nil {
 		t.Fatal(err)
 	}
 	if len(pub.ids) != 2 || pub.ids[1] != ev2.ID {
@@ -194,15 +194,55 @@ func TestOperatorNotifierOncePerID(t *testing.T) {
 
 	// A publish error releases the claim: the next try publishes at once.
 	pub.fails = 1
-	ev3 := OperatorNotice{ID: "it_z.failed", Type: OperatorEventFailed, IntentID: "it_z"}
-	if err := a.Notify(context.Background(), ev3); err == nil {
+	ev3 := OperatorEvent{ID: "it_z.failed", Type: OperatorEventFailed, IntentID: "it_z"}
+	if err := a.Publish(context.Background(), ev3); err == nil {
 		t.Fatal("want the publish error")
 	}
-	if err := b.Notify(context.Background(), ev3); err != nil {
+	if err := b.Publish(context.Background(), ev3); err != nil {
 		t.Fatal(err)
 	}
 	if len(pub.ids) != 3 {
 		t.Fatalf("published %v", pub.ids)
+	}
+}
+
+type countMetrics map[string]int
+
+func (m countMetrics) Count(name string, n int) { m[name] += n }
+
+// TestOperatorNotifierPublishesAStoreRecordedEventOnce: a breaker move the
+// gate store recorded as an unpublished claim whose lease is over (the
+// event's only record) is published, logged and counted once by the
+// worker that made the move, not again by the sweeper; one whose worker
+// died first is published by the sweeper.
+func TestOperatorNotifierPublishesAStoreRecordedEventOnce(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ledger := &memLedger{}
+	sub := &countingSubscriber{}
+	metrics := countMetrics{}
+	n := &OperatorNotifier{Ledger: ledger, Subscriber: sub, Metrics: metrics, Clock: ClockFunc(func() time.Time { return now }), Owner: "w"}
+	opened := BreakerEvent(EventBreakerOpened, "sandbox", "a1", now, "3 failures")
+	closed := BreakerEvent(EventBreakerClosed, "sandbox", "a1", now.Add(time.Second), "ok")
+	for _, ev := range []OperatorEvent{opened, closed} {
+		if res, _ := ledger.Claim(context.Background(), ev, "", ev.At, ev.At); res != ClaimedToPublish {
+			t.Fatal("the store's record")
+		}
+	}
+	now = now.Add(time.Second)
+	if err := n.Publish(context.Background(), opened); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := n.Redrive(context.Background(), 10); err != nil || got != 1 {
+		t.Fatalf("redrive of the dead worker's move: %d %v", got, err)
+	}
+	if got, _ := n.Redrive(context.Background(), 10); got != 0 {
+		t.Fatalf("second redrive published %d", got)
+	}
+	if len(sub.ids) != 2 || sub.ids[0] != opened.ID || sub.ids[1] != closed.ID {
+		t.Fatalf("published %v", sub.ids)
+	}
+	if metrics["breaker_opened"] != 1 || metrics["breaker_closed"] != 1 {
+		t.Fatalf("metrics %v", metrics)
 	}
 }
 
@@ -233,18 +273,16 @@ func TestIntentFilterMatches(t *testing.T) {
 	}
 }
 
-func TestNoticeForGateEvent(t *testing.T) {
+func TestBreakerEvent(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
-	ev := OperatorEvent{Kind: EventBreakerOpened, Provider: "sandbox", Account: "a1", At: at, Detail: "3 failures"}
-	n := NoticeForGateEvent(ev)
+	n := BreakerEvent(EventBreakerOpened, "sandbox", "a1", at, "3 failures")
 	if n.ID != "gate.sandbox/a1.breaker.opened.1767225600000000005" || n.Type != EventBreakerOpened || n.Reason != "3 failures" || n.Provider != "sandbox" || n.Account != "a1" || !n.At.Equal(at) {
 		t.Fatalf("%+v", n)
 	}
-	if NoticeForGateEvent(ev).ID != n.ID {
+	if BreakerEvent(EventBreakerOpened, "sandbox", "a1", at, "other words").ID != n.ID {
 		t.Fatal("the id must be stable for the same gate event")
 	}
-	ev.Kind = EventBreakerClosed
-	if NoticeForGateEvent(ev).ID == n.ID {
-		t.Fatal("closing is another notice")
+	if BreakerEvent(EventBreakerClosed, "sandbox", "a1", at, "3 failures").ID == n.ID {
+		t.Fatal("closing is another event")
 	}
 }

@@ -211,7 +211,7 @@ func BreakerPhase(b Breaker, now time.Time) string {
 func LastGateMove(st GateState, newest *OperatorEvent) *GateMove {
 	var m *GateMove
 	if newest != nil {
-		m = &GateMove{Kind: newest.Kind, At: newest.At, Detail: newest.Detail}
+		m = &GateMove{Kind: newest.Type, At: newest.At, Detail: newest.Reason}
 	}
 	if o := st.Override; o != nil && (m == nil || o.At.After(m.At)) {
 		m = &GateMove{Kind: GateMovePaceOverride, At: o.At, Detail: o.Reason + " (by " + o.By + ")"}

@@ -27,7 +27,7 @@ func TestBreakerPhase(t *testing.T) {
 
 func TestLastGateMove(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	ev := &OperatorEvent{Kind: EventBreakerOpened, At: t0, Detail: "5 failures"}
+	ev := &OperatorEvent{Type: EventBreakerOpened, At: t0, Reason: "5 failures"}
 	o := &PaceOverride{Reason: "slow down", By: "ops", At: t0.Add(time.Second)}
 	if m := LastGateMove(GateState{}, nil); m != nil {
 		t.Fatalf("nothing recorded: %+v, want nil", m)

@@ -138,29 +138,6 @@ type GateState struct {
 	Breaker     Breaker       `json:"breaker"`
 }
 
-// OperatorEvent is something an operator should hear about: a breaker
-// opening or closing.
-type OperatorEvent struct {
-	Kind     string    `json:"kind"`
-	Provider string    `json:"provider"`
-	Account  string    `json:"account"`
-	At       time.Time `json:"at"`
-	Detail   string    `json:"detail"`
-}
-
-// Operator event kinds.
-const (
-	EventBreakerOpened = "breaker.opened"
-	EventBreakerClosed = "breaker.closed"
-)
-
-// OperatorEvents publishes operator events. Until the console's operator
-// event channel exists, the adapter writes a structured log line and an EMF
-// metric (adapters/emf.OperatorEvents).
-type OperatorEvents interface {
-	Publish(ctx context.Context, ev OperatorEvent)
-}
-
 // GateStore is the shared state of account gates, one key per account.
 // Every method is one conditional or atomic write (or one read); the
 // DynamoDB adapter is adapters/dynamo/pace.go, MemoryGates the in-process one.
@@ -399,7 +376,8 @@ type Gate struct {
 	// Declared returns the pace declared in the provider configuration.
 	Declared func(provider, account string) (Pace, bool)
 	Breaker  BreakerPolicy
-	Events   OperatorEvents
+	// Events publishes each breaker open and close (an OperatorNotifier).
+	Events OperatorEvents
 	// MaxHold is the longest in-process wait for a fresh slot (default
 	// 300 ms, the lead included); a slot further away is deferred through
 	// the retry queue, so the stream's dispatcher never sits on waits and
@@ -1038,8 +1016,8 @@ func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr err
 		if !EndsStreak(t.probe, t.state, countedHere) {
 			return // the common case writes nothing
 		}
-		ev := OperatorEvent{Kind: EventBreakerClosed, Provider: in.Provider, Account: in.Account, At: now,
-			Detail: fmt.Sprintf("a send to %s account %q succeeded (intent %s); sends resume", in.Provider, in.Account, in.ID)}
+		ev := BreakerEvent(EventBreakerClosed, in.Provider, in.Account, now,
+			fmt.Sprintf("a send to %s account %q succeeded (intent %s); sends resume", in.Provider, in.Account, in.ID))
 		closed, err := g.Store.Close(ctx, t.key, ev)
 		warn("close", err)
 		if closed {
@@ -1077,8 +1055,8 @@ func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr err
 			return
 		}
 		cool := g.Breaker.CooldownAfter(st.Breaker.Opens + 1)
-		ev := OperatorEvent{Kind: EventBreakerOpened, Provider: in.Provider, Account: in.Account, At: now,
-			Detail: fmt.Sprintf("%d consecutive transient failures sending to %s account %q (last: intent %s); no sends for %s, then one probe", st.Breaker.Failures, in.Provider, in.Account, in.ID, cool)}
+		ev := BreakerEvent(EventBreakerOpened, in.Provider, in.Account, now,
+			fmt.Sprintf("%d consecutive transient failures sending to %s account %q (last: intent %s); no sends for %s, then one probe", st.Breaker.Failures, in.Provider, in.Account, in.ID, cool))
 		opened, err := g.Store.Open(ctx, t.key, now.Add(cool), false, ev)
 		warn("open", err)
 		if opened {
@@ -1087,13 +1065,15 @@ func (d *Dispatcher) sent(ctx context.Context, in *Intent, t ticket, sendErr err
 	}
 }
 
+// publish hands the gate's move to the operator-event path; the store
+// recorded it with the move, so one that is not published now is redriven.
 func (d *Dispatcher) publish(ctx context.Context, ev OperatorEvent) {
-	d.metrics().Count(strings.ReplaceAll(ev.Kind, ".", "_"), 1)
-	if d.Gate.Events != nil {
-		d.Gate.Events.Publish(ctx, ev)
+	if d.Gate.Events == nil {
 		return
 	}
-	d.log().WarnContext(ctx, "operator event", slog.String("event", ev.Kind), slog.String("provider", ev.Provider), slog.String("account", ev.Account), slog.String("detail", ev.Detail))
+	if err := d.Gate.Events.Publish(ctx, ev); err != nil {
+		d.log().WarnContext(ctx, "operator event not published yet", "event", ev.ID, "err", err.Error())
+	}
 }
 
 // ---- operators: pace overrides and the gate's state ----

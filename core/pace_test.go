@@ -159,7 +159,10 @@ func gateRig(pace *Pace, script ...error) (*rig, *MemoryGates, *fakeEvents) {
 
 type fakeEvents struct{ got []OperatorEvent }
 
-func (f *fakeEvents) Publish(_ context.Context, ev OperatorEvent) { f.got = append(f.got, ev) }
+func (f *fakeEvents) Publish(_ context.Context, ev OperatorEvent) error {
+	f.got = append(f.got, ev)
+	return nil
+}
 
 func (r *rig) submitKey(t *testing.T, key string) *Intent {
 	t.Helper()
@@ -308,7 +311,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	if r.prov.sends != 2 {
 		t.Fatalf("sends %d, want 2 (the breaker opens after 2)", r.prov.sends)
 	}
-	if len(ev.got) != 1 || ev.got[0].Kind != EventBreakerOpened {
+	if len(ev.got) != 1 || ev.got[0].Type != EventBreakerOpened {
 		t.Fatalf("events %+v", ev.got)
 	}
 	st, _ := gates.State(ctx, GateKey("fake", "a1"))
@@ -335,11 +338,11 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ = gates.State(ctx, GateKey("fake", "a1"))
-	if st.Breaker.Open || st.Breaker.Failures != 0 || len(ev.got) != 2 || ev.got[1].Kind != EventBreakerClosed {
+	if st.Breaker.Open || st.Breaker.Failures != 0 || len(ev.got) != 2 || ev.got[1].Type != EventBreakerClosed {
 		t.Fatalf("after a good probe: %+v, events %+v", st.Breaker, ev.got)
 	}
 	evs, _ := gates.Events(ctx, GateKey("fake", "a1"), 10)
-	if len(evs) != 2 || evs[0].Kind != EventBreakerClosed {
+	if len(evs) != 2 || evs[0].Type != EventBreakerClosed {
 		t.Fatalf("stored events %+v", evs)
 	}
 }

@@ -150,9 +150,9 @@ func (tap *recordTap) record(t *testing.T, id string) events.DynamoDBEventRecord
 	return found
 }
 
-type crashingPublisher struct{}
+type crashingSubscriber struct{}
 
-func (crashingPublisher) PublishOperatorEvent(context.Context, core.OperatorNotice) error {
+func (crashingSubscriber) Publish(context.Context, core.OperatorEvent) error {
 	panic("worker crashed between recording the claim and publishing")
 }
 
@@ -188,13 +188,13 @@ func TestOperatorEventOncePerEpisode(t *testing.T) {
 
 	// A worker claims the episode's event and crashes before publishing.
 	crashed := &notifier.Handler{N: &core.OperatorNotifier{
-		Ledger: dynamo.NewOperatorEventLedger(e.clients.DynamoDB, e.table), Publisher: crashingPublisher{},
+		Ledger: dynamo.NewOperatorEventLedger(e.clients.DynamoDB, e.table), Subscriber: crashingSubscriber{},
 		Owner: "crashed-worker", Lease: time.Second,
 	}}
 	func() {
 		defer func() {
 			if recover() == nil {
-				t.Fatal("the crashing publisher did not run")
+				t.Fatal("the crashing subscriber did not run")
 			}
 		}()
 		_, _ = crashed.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}})

@@ -174,7 +174,7 @@ func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *test
 	r.json(t, &doc)
 	var opened, closed int
 	for _, ev := range doc.Pacing.Events {
-		switch ev.Kind {
+		switch ev.Type {
 		case core.EventBreakerOpened:
 			opened++
 		case core.EventBreakerClosed:

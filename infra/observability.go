@@ -30,7 +30,8 @@ const (
 	// MetricNeedsHumanOldestAge is the sweeper's gauge of the longest
 	// needs-human wait, in seconds.
 	MetricNeedsHumanOldestAge = "NeedsHumanOldestAgeSeconds"
-	// MetricBreakerOpened counts circuit breakers opening (core/pace.go).
+	// MetricBreakerOpened counts circuit breakers opening (core.OperatorNotifier
+	// counts every operator event under its type).
 	MetricBreakerOpened = "breaker_opened"
 	// MetricAccountPaused counts 429 pauses.
 	MetricAccountPaused = "AccountPaused"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,15 @@ import (
 
 // Operator event ledger items (one per event id):
 //
-//	OPEVENT#<id>, OPEVENT   state claimed|published, owner, leaseUntil, the event
+//	OPEVENT#<id>, OPEVENT                  state claimed|published, owner, leaseUntil, the event
+//	GATE#<provider>#<account>, EVENT#<t>#<type>  the same, for a breaker's open or close
+//
+// A breaker event's record lives in its gate's partition: the gate's open
+// or close writes it, in the same transaction, as a claim whose lease is
+// already over (Gates.Open, Gates.Close), so the move and its event are one
+// write, GET .../pace lists the gate's history from the same records
+// (Gates.Events) and the worker that moved the gate, or else the sweeper,
+// publishes it through the ledger like any other event.
 //
 // An unpublished claim is listed in gsi1 under OPEVENTS#UNPUBLISHED (sort key:
 // lease end), so the sweeper finds claims a crash left behind; publishing
@@ -45,7 +54,7 @@ const (
 	OpEventShards    = 32
 )
 
-func opEventTimelineSK(ev core.OperatorNotice) string {
+func opEventTimelineSK(ev core.OperatorEvent) string {
 	return ev.At.UTC().Format(timeKey) + "#" + ev.Type + "#" + ev.ID
 }
 
@@ -68,8 +77,6 @@ func NewOperatorEventLedger(db API, table string) *OperatorEventLedger {
 
 // opEventItem is the stored shape of a ledger record.
 type opEventItem struct {
-	PK         string            `dynamodbav:"pk"`
-	SK         string            `dynamodbav:"sk"`
 	State      string            `dynamodbav:"state"`
 	Owner      string            `dynamodbav:"owner"`
 	LeaseUntil string            `dynamodbav:"leaseUntil"`
@@ -90,30 +97,42 @@ type opEventItem struct {
 	Fields     map[string]string `dynamodbav:"fields,omitempty"`
 }
 
-func opEventKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "OPEVENT#" + id},
-		"sk": &types.AttributeValueMemberS{Value: opEventSK},
+// opEventKey is the key of ev's record (see the layout above).
+func opEventKey(ev core.OperatorEvent) map[string]types.AttributeValue {
+	if ev.Type == core.EventBreakerOpened || ev.Type == core.EventBreakerClosed {
+		return map[string]types.AttributeValue{"pk": avS(GatePK(core.GateKey(ev.Provider, ev.Account))),
+			"sk": avS(gateEvtPfx + ev.At.UTC().Format(timeKey) + "#" + ev.Type)}
 	}
+	return map[string]types.AttributeValue{"pk": avS("OPEVENT#" + ev.ID), "sk": avS(opEventSK)}
 }
 
-func (it opEventItem) event() core.OperatorNotice {
-	return core.OperatorNotice{ID: it.ID, Type: it.Type, At: it.At, IntentID: it.IntentID, Bot: it.Bot, Provider: it.Provider,
+func (it opEventItem) event() core.OperatorEvent {
+	return core.OperatorEvent{ID: it.ID, Type: it.Type, At: it.At, IntentID: it.IntentID, Bot: it.Bot, Provider: it.Provider,
 		Account: it.Account, Action: it.Action, Reason: it.Reason, Attempts: it.Attempts, Fields: it.Fields}
 }
 
-// Claim writes a claimed record if none exists, or takes over a claim whose
-// lease ran out unpublished. One conditional write either way.
-func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorNotice, owner string, now, until time.Time) (core.ClaimResult, error) {
+// claimItem is ev's record claimed by owner until until.
+func claimItem(ev core.OperatorEvent, owner string, until time.Time) (map[string]types.AttributeValue, error) {
 	lease := until.UTC().Format(timeKey)
-	it := opEventItem{PK: "OPEVENT#" + ev.ID, SK: opEventSK, State: opStateClaimed, Owner: owner, LeaseUntil: lease,
+	it := opEventItem{State: opStateClaimed, Owner: owner, LeaseUntil: lease,
 		GSI1PK: opEventUnpublished, GSI1SK: lease + "#" + ev.ID,
 		GSI2PK: shardKey(opEventsTimeline, shardOf(ev.ID, OpEventShards)), GSI2SK: opEventTimelineSK(ev),
 		ID: ev.ID, Type: ev.Type, At: ev.At, IntentID: ev.IntentID, Bot: ev.Bot, Provider: ev.Provider, Account: ev.Account,
 		Action: ev.Action, Reason: ev.Reason, Attempts: ev.Attempts, Fields: ev.Fields}
 	item, err := attributevalue.MarshalMap(it)
 	if err != nil {
-		return 0, fmt.Errorf("marshal operator event %s: %w", ev.ID, err)
+		return nil, fmt.Errorf("marshal operator event %s: %w", ev.ID, err)
+	}
+	maps.Copy(item, opEventKey(ev))
+	return item, nil
+}
+
+// Claim writes a claimed record if none exists, or takes over a claim whose
+// lease ran out unpublished. One conditional write either way.
+func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, owner string, now, until time.Time) (core.ClaimResult, error) {
+	item, err := claimItem(ev, owner, until)
+	if err != nil {
+		return 0, err
 	}
 	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(l.table),
@@ -138,10 +157,10 @@ func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorNotice,
 
 // MarkPublished completes owner's claim; it drops the record from the
 // unpublished listing and lets it expire after OperatorEventRetention.
-func (l *OperatorEventLedger) MarkPublished(ctx context.Context, id, owner string, now time.Time) error {
+func (l *OperatorEventLedger) MarkPublished(ctx context.Context, ev core.OperatorEvent, owner string, now time.Time) error {
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(l.table),
-		Key:                 opEventKey(id),
+		Key:                 opEventKey(ev),
 		UpdateExpression:    aws.String("SET #s = :published, publishedAt = :now, " + TTLAttribute + " = :ttl REMOVE gsi1pk, gsi1sk"),
 		ConditionExpression: aws.String("#o = :owner AND #s = :claimed"),
 		ExpressionAttributeNames: map[string]string{
@@ -162,25 +181,25 @@ func (l *OperatorEventLedger) MarkPublished(ctx context.Context, id, owner strin
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("mark operator event %s: %w", id, err)
+		return fmt.Errorf("mark operator event %s: %w", ev.ID, err)
 	}
 	return nil
 }
 
 // Release ends owner's claim now, so the next try need not wait the lease.
-func (l *OperatorEventLedger) Release(ctx context.Context, id, owner string, now time.Time) error {
+func (l *OperatorEventLedger) Release(ctx context.Context, ev core.OperatorEvent, owner string, now time.Time) error {
 	t := now.UTC().Format(timeKey)
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
-		Key:                       opEventKey(id),
+		Key:                       opEventKey(ev),
 		UpdateExpression:          aws.String("SET leaseUntil = :now, gsi1sk = :sk"),
 		ConditionExpression:       aws.String("#o = :owner AND #s = :claimed"),
 		ExpressionAttributeNames:  map[string]string{"#s": "state", "#o": "owner"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberS{Value: t}, ":sk": &types.AttributeValueMemberS{Value: t + "#" + id}, ":owner": &types.AttributeValueMemberS{Value: owner}, ":claimed": &types.AttributeValueMemberS{Value: opStateClaimed}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberS{Value: t}, ":sk": &types.AttributeValueMemberS{Value: t + "#" + ev.ID}, ":owner": &types.AttributeValueMemberS{Value: owner}, ":claimed": &types.AttributeValueMemberS{Value: opStateClaimed}},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("release operator event %s: %w", id, err)
+		return fmt.Errorf("release operator event %s: %w", ev.ID, err)
 	}
 	return nil
 }
@@ -202,7 +221,7 @@ func dueQuery(table, pk string, upTo time.Time, start map[string]types.Attribute
 }
 
 // Unpublished lists claims whose lease ended before they were published.
-func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, limit int) ([]core.OperatorNotice, error) {
+func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, limit int) ([]core.OperatorEvent, error) {
 	res, err := l.db.Query(ctx, dueQuery(l.table, opEventUnpublished, now, nil, min(max(limit, 1), 100)))
 	if err != nil {
 		return nil, fmt.Errorf("list unpublished operator events: %w", err)
@@ -211,7 +230,7 @@ func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, li
 	if err != nil {
 		return nil, err
 	}
-	out := make([]core.OperatorNotice, 0, len(items))
+	out := make([]core.OperatorEvent, 0, len(items))
 	for _, item := range items {
 		var it opEventItem
 		if err := attributevalue.UnmarshalMap(item, &it); err != nil {

@@ -40,7 +40,7 @@ func TestLedgerTimelineListsEpisodesSince(t *testing.T) {
 	ctx := context.Background()
 	l := NewOperatorEventLedger(db, table)
 	now := time.Now().UTC()
-	for _, ev := range []core.OperatorNotice{
+	for _, ev := range []core.OperatorEvent{
 		{ID: "i1.needs-human.1", Type: core.OperatorEventNeedsHuman, At: now.Add(-time.Hour), IntentID: "i1"},
 		{ID: "i2.failed", Type: core.OperatorEventFailed, At: now.Add(-2 * time.Hour), IntentID: "i2"},
 		{ID: "i3.needs-human.1", Type: core.OperatorEventNeedsHuman, At: now.Add(-9 * 24 * time.Hour), IntentID: "i3"},
@@ -49,7 +49,7 @@ func TestLedgerTimelineListsEpisodesSince(t *testing.T) {
 			t.Fatalf("claim %s: %v %v", ev.ID, res, err)
 		}
 	}
-	if err := l.MarkPublished(ctx, "i1.needs-human.1", "me", now); err != nil {
+	if err := l.MarkPublished(ctx, core.OperatorEvent{ID: "i1.needs-human.1", Type: core.OperatorEventNeedsHuman}, "me", now); err != nil {
 		t.Fatal(err)
 	}
 	marks, truncated, err := l.EpisodesSince(ctx, now.Add(-core.OverviewWindow), 1000)

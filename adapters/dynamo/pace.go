@@ -4,7 +4,7 @@ package dynamo
 // provider account, shared by every worker.
 //
 //	GATE#<provider>#<account>, GATE          the gate: next free slot, pause, breaker, operator's pace
-//	GATE#<provider>#<account>, EVENT#<time>  an operator event (breaker opened/closed), TTL 90 days
+//	GATE#<provider>#<account>, EVENT#<time>  an operator event (breaker opened/closed): its ledger record (opevents.go)
 //
 //	GATEREP#<k>#<provider>#<account>, GATE   replica k (k < RegistryShards): dirty=true, or absent
 //
@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -61,8 +62,6 @@ import (
 type Gates struct {
 	db    API
 	table string
-	// EventTTL is how long operator events are kept (default 90 days).
-	EventTTL time.Duration
 	// TidyEvery spaces one process's tries to tidy a gate's replicas
 	// (default 1 s).
 	TidyEvery time.Duration
@@ -74,7 +73,7 @@ var _ core.GateStore = (*Gates)(nil)
 
 // NewGates returns the gate store over table.
 func NewGates(db API, table string) *Gates {
-	return &Gates{db: db, table: table, EventTTL: 90 * 24 * time.Hour}
+	return &Gates{db: db, table: table}
 }
 
 const (
@@ -507,16 +506,16 @@ func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error)
 	return gateState(out.Attributes), nil
 }
 
-func (g *Gates) eventPut(key string, ev core.OperatorEvent) *types.Put {
-	return &types.Put{
-		TableName: aws.String(g.table),
-		Item: map[string]types.AttributeValue{
-			"pk": avS(GatePK(key)), "sk": avS(gateEvtPfx + ev.At.UTC().Format(timeKey) + "#" + ev.Kind),
-			"kind": avS(ev.Kind), "provider": avS(ev.Provider), "account": avS(ev.Account),
-			"at": avT(ev.At), "detail": avS(ev.Detail),
-			"expiresAt": avN(ev.At.Add(g.EventTTL).Unix()),
-		},
+// eventPut is ev's operator-event ledger record in key's partition (see
+// opevents.go), unpublished and due at once: the move and its event are one
+// write, and the event is published once even if this worker dies now.
+func (g *Gates) eventPut(key string, ev core.OperatorEvent) (*types.Put, error) {
+	item, err := claimItem(ev, "", ev.At)
+	if err != nil {
+		return nil, err
 	}
+	item["pk"] = avS(GatePK(key))
+	return &types.Put{TableName: aws.String(g.table), Item: item}, nil
 }
 
 // Open opens a closed breaker and records the event with it (marking the
@@ -536,8 +535,12 @@ func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bo
 		return ok, nil
 	}
 	vals[":at"] = avT(ev.At)
+	put, err := g.eventPut(key, ev)
+	if err != nil {
+		return false, err
+	}
 	ok, err := g.unclean(ctx, key, gateChange{set: "#o = :t, openUntil = :u, openedAt = :at", add: "opens :one", remove: "probeUntil",
-		cond: "attribute_not_exists(#o) OR #o <> :t", names: names, vals: vals, also: []types.TransactWriteItem{{Put: g.eventPut(key, ev)}}})
+		cond: "attribute_not_exists(#o) OR #o <> :t", names: names, vals: vals, also: []types.TransactWriteItem{{Put: put}}})
 	if err != nil {
 		return false, fmt.Errorf("open %s: %w", key, err)
 	}
@@ -594,7 +597,11 @@ func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (b
 		ExpressionAttributeNames:  map[string]string{"#o": "open"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": avBool(false), ":t": avBool(true), ":zero": avN(0), ":at": avT(ev.At)},
 	}
-	ok, _, err := g.write(ctx, key, []types.TransactWriteItem{{Update: upd}, {Put: g.eventPut(key, ev)}})
+	put, err := g.eventPut(key, ev)
+	if err != nil {
+		return false, err
+	}
+	ok, _, err := g.write(ctx, key, []types.TransactWriteItem{{Update: upd}, {Put: put}})
 	if err != nil {
 		return false, fmt.Errorf("close %s: %w", key, err)
 	}
@@ -625,7 +632,7 @@ func (g *Gates) SetOverride(ctx context.Context, key string, o *core.PaceOverrid
 	return nil
 }
 
-// Events queries the gate's event items, newest first.
+// Events queries the gate's operator-event records, newest first.
 func (g *Gates) Events(ctx context.Context, key string, limit int) ([]core.OperatorEvent, error) {
 	out, err := g.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(g.table),
@@ -640,12 +647,12 @@ func (g *Gates) Events(ctx context.Context, key string, limit int) ([]core.Opera
 		return nil, fmt.Errorf("list events %s: %w", key, err)
 	}
 	evs := make([]core.OperatorEvent, 0, len(out.Items))
-	for _, it := range out.Items {
-		ev := core.OperatorEvent{Kind: strAttr(it, "kind"), Provider: strAttr(it, "provider"), Account: strAttr(it, "account"), Detail: strAttr(it, "detail")}
-		if t := timeAttr(it, "at"); t != nil {
-			ev.At = *t
+	for _, item := range out.Items {
+		var it opEventItem
+		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+			return nil, fmt.Errorf("unmarshal event of %s: %w", key, err)
 		}
-		evs = append(evs, ev)
+		evs = append(evs, it.event())
 	}
 	return evs, nil
 }

@@ -69,7 +69,7 @@ func TestGateStoreContract(t *testing.T) {
 				t.Fatal(err)
 			}
 			marked("a failure streak below the threshold (Admit never reads the count)", false)
-			if ok, err := g.Open(ctx, k, now.Add(5*time.Second), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now}); err != nil || !ok {
+			if ok, err := g.Open(ctx, k, now.Add(5*time.Second), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now}); err != nil || !ok {
 				t.Fatalf("open: %v %v", ok, err)
 			}
 			marked("open", true)
@@ -78,7 +78,7 @@ func TestGateStoreContract(t *testing.T) {
 			if err := g.Pause(ctx, k, now.Add(10*time.Second)); err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now}); err != nil || !ok {
+			if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now}); err != nil || !ok {
 				t.Fatalf("close: %v %v", ok, err)
 			}
 			g.tidy(ctx, k, now.Add(10*time.Second))
@@ -297,7 +297,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 				t.Fatalf("failure %d: %+v %v", i, st.Breaker, err)
 			}
 		}
-		ev := core.OperatorEvent{Kind: core.EventBreakerOpened, Provider: "sandbox", Account: "a", At: now, Detail: "3 failures"}
+		ev := core.OperatorEvent{Type: core.EventBreakerOpened, Provider: "sandbox", Account: "a", At: now, Reason: "3 failures"}
 		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, ev); err != nil || !ok {
 			t.Fatalf("open: %v %v", ok, err)
 		}
@@ -324,7 +324,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		if st.Breaker.Opens != 2 || st.Breaker.ProbeUntil != nil || !st.Breaker.OpenUntil.Equal(now.Add(40*time.Second)) {
 			t.Fatalf("after reopen %+v", st.Breaker)
 		}
-		closeEv := core.OperatorEvent{Kind: core.EventBreakerClosed, Provider: "sandbox", Account: "a", At: now.Add(41 * time.Second), Detail: "ok"}
+		closeEv := core.OperatorEvent{Type: core.EventBreakerClosed, Provider: "sandbox", Account: "a", At: now.Add(41 * time.Second), Reason: "ok"}
 		if ok, err := g.Close(ctx, k, closeEv); err != nil || !ok {
 			t.Fatalf("close: %v %v", ok, err)
 		}
@@ -336,7 +336,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatalf("closed state %+v", st.Breaker)
 		}
 		evs, err := g.Events(ctx, k, 10)
-		if err != nil || len(evs) != 2 || evs[0].Kind != core.EventBreakerClosed || evs[1].Kind != core.EventBreakerOpened || evs[1].Detail != "3 failures" || !evs[1].At.Equal(now) {
+		if err != nil || len(evs) != 2 || evs[0].Type != core.EventBreakerClosed || evs[1].Type != core.EventBreakerOpened || evs[1].Reason != "3 failures" || !evs[1].At.Equal(now) {
 			t.Fatalf("events %+v (%v)", evs, err)
 		}
 		if ok, _ := g.Open(ctx, k, now, true, core.OperatorEvent{}); ok {
@@ -449,7 +449,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		if _, err := g.Failure(ctx, k); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now}); err != nil || !ok {
+		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now}); err != nil || !ok {
 			t.Fatalf("open: %v %v", ok, err)
 		}
 		check("open", now.Add(time.Second))
@@ -462,18 +462,18 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatalf("reopen: %v %v", ok, err)
 		}
 		check("reopened", now.Add(12*time.Second))
-		if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now.Add(31 * time.Second)}); err != nil || !ok {
+		if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now.Add(31 * time.Second)}); err != nil || !ok {
 			t.Fatalf("close: %v %v", ok, err)
 		}
 		check("closed", now.Add(31*time.Second))
 		check("closed, replicas tidied", now.Add(31*time.Second))
 		// The breaker opens straight from a clean gate (a streak reset and
 		// tidied between the N-th failure and the open).
-		if ok, err := g.Open(ctx, k, now.Add(60*time.Second), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now.Add(32 * time.Second)}); err != nil || !ok {
+		if ok, err := g.Open(ctx, k, now.Add(60*time.Second), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now.Add(32 * time.Second)}); err != nil || !ok {
 			t.Fatalf("open from clean: %v %v", ok, err)
 		}
 		check("opened from a clean gate", now.Add(33*time.Second))
-		if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now.Add(61 * time.Second)}); err != nil || !ok {
+		if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now.Add(61 * time.Second)}); err != nil || !ok {
 			t.Fatalf("close: %v %v", ok, err)
 		}
 		check("closed again", now.Add(62*time.Second))
@@ -560,14 +560,14 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 					t.Fatal(err)
 				}
 			}
-			ok, err := g.Open(ctx, k, now.Add(time.Hour), false, core.OperatorEvent{Kind: core.EventBreakerOpened, At: now.Add(time.Duration(round) * time.Second)})
+			ok, err := g.Open(ctx, k, now.Add(time.Hour), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now.Add(time.Duration(round) * time.Second)})
 			if err != nil || !ok {
 				t.Fatalf("round %d: open: %v %v", round, ok, err)
 			}
 			opened := time.Now()
 			waitReads(2*readers, false)
 			closing := time.Now()
-			if ok, err := g.Close(ctx, k, core.OperatorEvent{Kind: core.EventBreakerClosed, At: now.Add(time.Duration(round)*time.Second + time.Millisecond)}); err != nil || !ok {
+			if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now.Add(time.Duration(round)*time.Second + time.Millisecond)}); err != nil || !ok {
 				t.Fatalf("round %d: close: %v %v", round, ok, err)
 			}
 			mu.Lock()

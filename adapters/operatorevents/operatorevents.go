@@ -1,15 +1,14 @@
-// Package operatorevents delivers core.OperatorNotice to people: an SNS topic
+// Package operatorevents delivers core.OperatorEvent to people: an SNS topic
 // in AWS (email, Slack, a pager subscribe to it) or, locally, a Standard
 // Webhooks-signed POST to OUTBOX_OPERATOR_WEBHOOK_URL. Both implement
-// core.OperatorEventPublisher; core.OperatorNotifier puts the once-per-id
-// ledger in front of them. Both carry the event id (webhook-id header, SNS
-// message attribute "eventId") so a subscriber can drop the rare repeat a
-// crash between publishing and recording it causes.
+// core.OperatorEvents as the subscriber of core.OperatorNotifier, which puts
+// the once-per-id ledger, the log line and the metric in front of them. Both
+// carry the event id (webhook-id header, SNS message attribute "eventId") so
+// a subscriber can drop the rare repeat a crash between publishing and
+// recording it causes.
 //
-// Issue 15 (and any other producer): build a core.OperatorNotice with a stable
-// ID (e.g. "breaker.sandbox/acct-1.opened.<unix>"), a Type such as
-// "provider.breaker_opened", Provider/Account and Fields, and call
-// wire.App.OperatorEvents.Notify(ctx, ev).
+// Any producer builds a core.OperatorEvent with a stable ID, a Type,
+// Provider/Account (and Fields) and calls wire.App.OperatorEvents.Publish.
 package operatorevents
 
 import (
@@ -58,7 +57,7 @@ type Data struct {
 
 // Render builds the payload of ev at now. consoleBase is the console's URL
 // (".../console/"); the link opens the intent's page.
-func Render(ev core.OperatorNotice, consoleBase string, now time.Time) Payload {
+func Render(ev core.OperatorEvent, consoleBase string, now time.Time) Payload {
 	d := Data{EventID: ev.ID, IntentID: ev.IntentID, Bot: ev.Bot, Provider: ev.Provider, Account: ev.Account, Action: ev.Action,
 		Reason: ev.Reason, Attempts: ev.Attempts, Since: ev.At.UTC(), Fields: ev.Fields}
 	if !ev.At.IsZero() && now.After(ev.At) {
@@ -91,8 +90,8 @@ type Webhook struct {
 	Now         func() time.Time
 }
 
-// PublishOperatorEvent implements core.OperatorEventPublisher.
-func (w *Webhook) PublishOperatorEvent(ctx context.Context, ev core.OperatorNotice) error {
+// Publish implements core.OperatorEvents.
+func (w *Webhook) Publish(ctx context.Context, ev core.OperatorEvent) error {
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
@@ -145,8 +144,8 @@ type SNS struct {
 	Now         func() time.Time
 }
 
-// PublishOperatorEvent implements core.OperatorEventPublisher.
-func (s *SNS) PublishOperatorEvent(ctx context.Context, ev core.OperatorNotice) error {
+// Publish implements core.OperatorEvents.
+func (s *SNS) Publish(ctx context.Context, ev core.OperatorEvent) error {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
@@ -171,7 +170,7 @@ func (s *SNS) PublishOperatorEvent(ctx context.Context, ev core.OperatorNotice) 
 }
 
 // Subject is a one-line summary (SNS allows 100 ASCII characters).
-func Subject(ev core.OperatorNotice) string {
+func Subject(ev core.OperatorEvent) string {
 	var s string
 	switch ev.Type {
 	case core.OperatorEventNeedsHuman:
@@ -198,47 +197,5 @@ func Subject(ev core.OperatorNotice) string {
 	return string(b)
 }
 
-// Log is the publisher used when neither a topic nor a webhook is
-// configured: it only reports that no subscriber is set up, so the ledger
-// still records one event per episode (nothing is queued up for later).
-type Log struct {
-	Logf func(msg string, args ...any)
-}
-
-// PublishOperatorEvent implements core.OperatorEventPublisher.
-func (l Log) PublishOperatorEvent(_ context.Context, ev core.OperatorNotice) error {
-	if l.Logf != nil {
-		l.Logf("operator event (no subscriber configured)", "event", ev.ID, "type", ev.Type, "intent", ev.IntentID, "bot", ev.Bot)
-	}
-	return nil
-}
-
 // ErrNoSecret: a webhook URL without a signing secret.
 var ErrNoSecret = errors.New("OUTBOX_OPERATOR_WEBHOOK_SECRET (whsec_...) is required with OUTBOX_OPERATOR_WEBHOOK_URL")
-
-// GateBridge is the account gate's core.OperatorEvents (issue 15's breaker
-// opened/closed): it keeps the existing publisher (log + EMF) and also
-// sends each event, once per id, to the operator-event subscribers.
-type GateBridge struct {
-	Also     core.OperatorEvents
-	Notifier *core.OperatorNotifier
-	Logf     func(msg string, args ...any)
-}
-
-var _ core.OperatorEvents = (*GateBridge)(nil)
-
-// Publish implements core.OperatorEvents.
-func (b *GateBridge) Publish(ctx context.Context, ev core.OperatorEvent) {
-	if b.Also != nil {
-		b.Also.Publish(ctx, ev)
-	}
-	if b.Notifier == nil {
-		return
-	}
-	n := core.NoticeForGateEvent(ev)
-	if err := b.Notifier.Notify(ctx, n); err != nil && b.Logf != nil {
-		// The gate event is in the gate's own record (GET .../pace); a
-		// claim left behind is redriven by the sweeper.
-		b.Logf("operator notice not published", "event", n.ID, "err", err.Error())
-	}
-}

@@ -11,17 +11,17 @@ import (
 	"github.com/botharness/outbox/core"
 )
 
-// wireOperatorEvents builds the once-per-id operator event notifier: SNS when
-// OUTBOX_OPERATOR_TOPIC_ARN is set (AWS), else a Standard Webhooks-signed
-// POST when OUTBOX_OPERATOR_WEBHOOK_URL is set (locally), else a log line.
-// The sweeper redrives claims a crash left unpublished.
+// wireOperatorEvents builds the once-per-id operator event notifier (it logs
+// and counts each event too) and gives it the gate's breaker moves: its
+// subscriber is SNS when OUTBOX_OPERATOR_TOPIC_ARN is set (AWS), else a
+// Standard Webhooks-signed POST when OUTBOX_OPERATOR_WEBHOOK_URL is set
+// (locally), else none. The sweeper redrives claims a crash left unpublished.
 func wireOperatorEvents(a *App) error {
 	c := a.Config
-	var pub core.OperatorEventPublisher
-	subscribed := true
+	var sub core.OperatorEvents
 	switch {
 	case c.OperatorTopicArn != "" && a.Clients.SNS != nil:
-		pub = &operatorevents.SNS{Client: a.Clients.SNS, TopicArn: c.OperatorTopicArn, ConsoleBase: c.ConsoleURL}
+		sub = &operatorevents.SNS{Client: a.Clients.SNS, TopicArn: c.OperatorTopicArn, ConsoleBase: c.ConsoleURL}
 	case c.OperatorWebhookURL != "":
 		if c.OperatorWebhookSecret == "" {
 			return operatorevents.ErrNoSecret
@@ -29,23 +29,22 @@ func wireOperatorEvents(a *App) error {
 		if err := webhooksig.CheckSecret(c.OperatorWebhookSecret); err != nil {
 			return err
 		}
-		pub = &operatorevents.Webhook{URL: c.OperatorWebhookURL, Secret: c.OperatorWebhookSecret, ConsoleBase: c.ConsoleURL,
+		sub = &operatorevents.Webhook{URL: c.OperatorWebhookURL, Secret: c.OperatorWebhookSecret, ConsoleBase: c.ConsoleURL,
 			Client: &http.Client{Timeout: 10 * time.Second}}
-	default:
-		pub = operatorevents.Log{Logf: a.Log.Info}
-		subscribed = false
 	}
 	a.OperatorEvents = &core.OperatorNotifier{
-		Ledger:    dynamo.NewOperatorEventLedger(a.Clients.DynamoDB, c.Table),
-		Publisher: pub,
-		Clock:     c.Clock,
-		Owner:     c.Owner,
-		Lease:     30 * time.Second,
+		Ledger:     dynamo.NewOperatorEventLedger(a.Clients.DynamoDB, c.Table),
+		Subscriber: sub,
+		Metrics:    a.Metrics,
+		Log:        a.Log,
+		Clock:      c.Clock,
+		Owner:      c.Owner,
+		Lease:      30 * time.Second,
 	}
-	if a.Gate != nil && subscribed {
-		// Breaker opened/closed (issue 15) reach the same subscribers.
-		a.Gate.Events = &operatorevents.GateBridge{Also: a.Gate.Events, Notifier: a.OperatorEvents, Logf: a.Log.Warn}
+	if a.Gate != nil {
+		a.Gate.Events = a.OperatorEvents
 	}
+	subscribed := sub != nil
 	if subscribed {
 		// Without a subscriber nothing can be left unpublished worth a query.
 		a.Sweeper.OperatorEvents = a.OperatorEvents

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/dynamo"
-	"github.com/botharness/outbox/adapters/emf"
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/core"
 )
@@ -106,7 +105,6 @@ func wirePacing(a *App, ps *PacingSettings) {
 		Declared:       ps.declared,
 		DeclaredTarget: ps.declaredTarget,
 		Breaker:        ps.breaker(),
-		Events:         &emf.OperatorEvents{Log: a.Log, Metrics: a.Metrics},
 		MaxHold:        time.Duration(ps.MaxHoldMs) * time.Millisecond,
 		QueueMargin:    time.Duration(ps.QueueMarginMs) * time.Millisecond,
 		Lead:           250 * time.Millisecond,

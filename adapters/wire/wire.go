@@ -195,8 +195,9 @@ type App struct {
 	Backups *backup.Service
 	// Gate is the account gate (pace, pauses, breaker); nil when pacing is off.
 	Gate *core.Gate
-	// OperatorEvents publishes operator events once per id (ledger + SNS or
-	// webhook); never nil after New. See adapters/operatorevents.
+	// OperatorEvents publishes operator events (the notifier stream's and
+	// the gate's breaker moves) once per id: ledger, log, metric, then SNS
+	// or the webhook; never nil after New. See adapters/operatorevents.
 	OperatorEvents *core.OperatorNotifier
 	// Payloads is the claim-check store (nil without a payload bucket).
 	Payloads *payloads.Store

@@ -39,7 +39,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		if !ok || done[oe.ID] {
 			continue
 		}
-		if err := h.N.Notify(ctx, oe); err != nil {
+		if err := h.N.Publish(ctx, oe); err != nil {
 			level := slog.LevelError
 			if errors.Is(err, core.ErrOperatorEventHeld) {
 				level = slog.LevelInfo
@@ -47,30 +47,29 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			h.log().Log(ctx, level, "operator event not published yet; record will be retried", "intent", oe.IntentID, "bot", oe.Bot, "attempt", oe.Attempts, "event", oe.ID, "err", err.Error())
 			return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: rec.Change.SequenceNumber}}}, nil
 		}
-		done[oe.ID] = true
-		h.log().InfoContext(ctx, "operator event published", "intent", oe.IntentID, "bot", oe.Bot, "attempt", oe.Attempts, "event", oe.ID, "type", oe.Type)
+		done[oe.ID] = true // published now (the notifier logs it) or before
 	}
 	return events.DynamoDBEventResponse{}, nil
 }
 
 // EventOf reads a stream record's images and asks core whether it carries an
 // operator event.
-func EventOf(rec events.DynamoDBEventRecord) (core.OperatorNotice, bool, error) {
+func EventOf(rec events.DynamoDBEventRecord) (core.OperatorEvent, bool, error) {
 	newImg := rec.Change.NewImage
 	if len(newImg) == 0 {
-		return core.OperatorNotice{}, false, nil
+		return core.OperatorEvent{}, false, nil
 	}
 	if sk, ok := newImg["sk"]; !ok || sk.DataType() != events.DataTypeString || sk.String() != "INTENT" {
-		return core.OperatorNotice{}, false, nil
+		return core.OperatorEvent{}, false, nil
 	}
 	cur, err := dynamo.IntentFromImage(newImg)
 	if err != nil {
-		return core.OperatorNotice{}, false, err
+		return core.OperatorEvent{}, false, err
 	}
 	var old *core.Intent
 	if len(rec.Change.OldImage) > 0 {
 		if old, err = dynamo.IntentFromImage(rec.Change.OldImage); err != nil {
-			return core.OperatorNotice{}, false, err
+			return core.OperatorEvent{}, false, err
 		}
 	}
 	oe, ok := core.OperatorEventFor(old, cur)
