@@ -67,9 +67,32 @@ const (
 	InlinePollMax   = 500 * time.Millisecond
 )
 
+// InlinePreflight reads, in one round trip, what an inline attempt decides
+// before its put: the revalidation facts (as FactReader reads them), the
+// backup barrier shard covering the intent (as BarrierCheck reads it) and
+// the account gate's replica for the intent (as GateStore.StateFor reads
+// it first). adapters/dynamo: one BatchGetItem. Without it the three are
+// read side by side.
+type InlinePreflight interface {
+	Preflight(ctx context.Context, in *Intent, gateKey string) (Preflight, error)
+}
+
+// Preflight is what InlinePreflight read.
+type Preflight struct {
+	Facts     RevalidationFacts
+	BarrierUp bool
+	// GateClean: the gate's replica says the gate is clean (no pause, no
+	// breaker, no operator pace), so an unpaced account's state is empty;
+	// otherwise the gate itself is read, as StateFor does.
+	GateClean bool
+}
+
 // Inline makes first attempts inside the intake request that asks to wait.
 type Inline struct {
 	D *Dispatcher
+	// Preflight, when set (with the dispatcher's Revalidator, Barrier and
+	// Gate), reads the three in one request.
+	Preflight InlinePreflight
 	// MaxWait caps the wait a request may ask for (default DefaultInlineMaxWait).
 	MaxWait time.Duration
 	// Sleep waits between a replay's polls (tests inject it); nil: a timer.
@@ -125,18 +148,30 @@ func (l *Inline) plan(ctx context.Context, in *Intent) (*inlinePlan, error) {
 		rvErr, bErr, gErr error
 		up                bool
 	)
-	if d.Revalidator != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); checks, blocked, rvErr = d.Revalidator.Revalidate(ctx, in) }()
-	}
-	if d.Barrier != nil {
+	held := slots{}
+	if l.Preflight != nil && d.Revalidator != nil && d.Barrier != nil && d.Gate != nil {
 		p.barrierAsked = l.mono() // real latency, not d.Clock
-		wg.Add(1)
-		go func() { defer wg.Done(); _, up, bErr = d.Barrier.BarrierUp(ctx, in) }()
+		pf, err := l.Preflight.Preflight(ctx, in, GateKey(in.Provider, in.Account))
+		if err != nil {
+			p.why = "the checks before the put could not be read: " + err.Error()
+			return p, nil
+		}
+		checks, blocked = Evaluate(in, pf.Facts, d.Clock.Now())
+		up, held.gateClean = pf.BarrierUp, pf.GateClean
+	} else {
+		if d.Revalidator != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); checks, blocked, rvErr = d.Revalidator.Revalidate(ctx, in) }()
+		}
+		if d.Barrier != nil {
+			p.barrierAsked = l.mono() // real latency, not d.Clock
+			wg.Add(1)
+			go func() { defer wg.Done(); _, up, bErr = d.Barrier.BarrierUp(ctx, in) }()
+		}
 	}
 	// The gate last, in this goroutine: a gate error must not leak a slot
 	// reservation unseen, and admit's own reads are the slowest.
-	t, gErr := d.admit(ctx, in.ID, TriggerInline, slots{}, in)
+	t, gErr := d.admit(ctx, in.ID, TriggerInline, held, in)
 	wg.Wait()
 	p.ticket = t
 	switch {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -289,6 +290,65 @@ func TestInlineBarrierReadStandsForTheReadAfterTheClaimOnlyWhileFresh(t *testing
 			}
 			if c.wantSends == 1 && got.Status != StatusSucceeded {
 				t.Fatalf("status %s", got.Status)
+			}
+		})
+	}
+}
+
+// fakePreflight answers the inline intake's one read before its put.
+type fakePreflight struct {
+	pf    Preflight
+	err   error
+	calls int
+}
+
+func (f *fakePreflight) Preflight(context.Context, *Intent, string) (Preflight, error) {
+	f.calls++
+	return f.pf, f.err
+}
+
+// With a Preflight, its one read decides what the three reads decide
+// (revalidation, barrier, gate): they are not read again before the put,
+// and each of its answers that says no makes the put the pending intent.
+func TestInlinePreflightStandsForTheThreeReads(t *testing.T) {
+	grant := &Grant{ID: "g1", Version: 1, Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"*"}}
+	ok := Preflight{Facts: RevalidationFacts{Grant: grant}, GateClean: true}
+	for _, c := range []struct {
+		name   string
+		pf     Preflight
+		err    error
+		pause  bool
+		inline bool
+	}{
+		{"all clear", ok, nil, false, true},
+		{"barrier up", Preflight{Facts: ok.Facts, BarrierUp: true, GateClean: true}, nil, false, false},
+		{"grant gone", Preflight{GateClean: true}, nil, false, false},
+		{"gate not clean, paused", Preflight{Facts: ok.Facts}, nil, true, false},
+		{"gate not clean, nothing there", Preflight{Facts: ok.Facts}, nil, false, true},
+		{"unreadable", Preflight{}, errors.New("throttled"), false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, gates, _ := gateRig(nil)
+			inlineRig(r)
+			pre := &fakePreflight{pf: c.pf, err: c.err}
+			b := &barrierUp{}
+			r.d.Barrier, r.d.Revalidator, r.in.Inline.Preflight = b, blockAll{}, pre
+			if c.pause {
+				if err := gates.Pause(context.Background(), GateKey("fake", "a1"), r.clock.Now().Add(time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := r.submitWait(t, "k1", 5*time.Second)
+			if pre.calls != 1 || b.calls != 0 {
+				t.Fatalf("preflight read %d times, barrier %d times before the put; want 1 and 0", pre.calls, b.calls)
+			}
+			if !c.inline {
+				assertFallback(t, r, res)
+				return
+			}
+			// blockAll would refuse it: the preflight's facts decided.
+			if !res.Waited || res.Intent.Status != StatusSucceeded || r.prov.sends != 1 {
+				t.Fatalf("inline: waited=%v %s sends %d", res.Waited, res.Intent.Status, r.prov.sends)
 			}
 		})
 	}

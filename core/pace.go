@@ -658,7 +658,9 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		// Unpaced: the breaker and pause state is all this attempt needs;
 		// read where the store spreads it (a replica by intent id, the gate
 		// itself whenever it is not clean).
-		t.state, err = g.Store.StateFor(ctx, key, in.ID, now)
+		if !held.gateClean {
+			t.state, err = g.Store.StateFor(ctx, key, in.ID, now)
+		}
 		if err == nil && t.state.Override != nil {
 			// Paced only by an operator: take a slot now that we know.
 			pace, paced = t.state.Override.Pace, true
@@ -1171,4 +1173,8 @@ func (p *Pacing) Set(ctx context.Context, pr Principal, provider, account string
 // slots are the pace slots a deferred attempt carries back from the queue.
 type slots struct {
 	account, target *time.Time
+	// gateClean: the caller read the gate's replica for the intent and
+	// found the gate clean (Preflight.GateClean): an unpaced account's
+	// state is empty, without another read.
+	gateClean bool
 }

@@ -44,7 +44,12 @@ func (s *Store) BarrierUp(ctx context.Context, in *core.Intent) (time.Time, bool
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("read barrier of %s: %w", in.Bot, err)
 	}
-	u, ok := out.Item["until"].(*types.AttributeValueMemberN)
+	return barrierFrom(out.Item, in)
+}
+
+// barrierFrom reads a barrier shard's item (nil: none) as BarrierUp answers.
+func barrierFrom(item map[string]types.AttributeValue, in *core.Intent) (time.Time, bool, error) {
+	u, ok := item["until"].(*types.AttributeValueMemberN)
 	if !ok {
 		return time.Time{}, false, nil
 	}

@@ -416,6 +416,34 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 // replicas of the intent's shard) and (if it names one) its source in one
 // strongly consistent BatchGetItem.
 func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.RevalidationFacts, error) {
+	f, _, err := r.readFacts(ctx, in)
+	return f, err
+}
+
+var _ core.InlinePreflight = (*Registry)(nil)
+
+// Preflight reads what an inline attempt decides before its put in the one
+// BatchGetItem of ReadFacts: the facts, the barrier shard covering the
+// intent (as BarrierUp reads it) and the gate's replica for the intent (as
+// Gates.StateFor reads it first).
+func (r *Registry) Preflight(ctx context.Context, in *core.Intent, gateKey string) (core.Preflight, error) {
+	bk := barrierKey(in.Bot, shardOf(in.ID, BarrierShards))
+	gk := gateReplicaKey(gateKey, shardOf(in.ID, RegistryShards))
+	f, extra, err := r.readFacts(ctx, in, bk, gk)
+	if err != nil {
+		return core.Preflight{}, err
+	}
+	pf := core.Preflight{Facts: f}
+	if _, pf.BarrierUp, err = barrierFrom(extra[0], in); err != nil {
+		return pf, err
+	}
+	pf.GateClean = !boolAttr(extra[1], "dirty")
+	return pf, nil
+}
+
+// readFacts is ReadFacts reading the extra keys in the same batch: their
+// items come back in the order asked (nil where none exists).
+func (r *Registry) readFacts(ctx context.Context, in *core.Intent, extra ...map[string]types.AttributeValue) (core.RevalidationFacts, []map[string]types.AttributeValue, error) {
 	k := shardOf(in.ID, RegistryShards)
 	keys := []map[string]types.AttributeValue{
 		regKey(GrantReplicaPK(in.Grant.ID, k), grantSK),
@@ -424,16 +452,25 @@ func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.Revalid
 	if in.Source != nil {
 		keys = append(keys, regKey(SourcePK(in.Bot, in.Source.ID), sourceSK))
 	}
+	keys = append(keys, extra...)
+	extraItems := make([]map[string]types.AttributeValue, len(extra))
+	pkOf := func(item map[string]types.AttributeValue) string {
+		v, _ := item["pk"].(*types.AttributeValueMemberS)
+		if v == nil {
+			return ""
+		}
+		return v.Value
+	}
 	var f core.RevalidationFacts
 	tries := max(r.BatchTries, 1)
 	for i := 0; len(keys) > 0; i++ {
 		if i == tries {
-			return f, fmt.Errorf("read revalidation facts of %s: %d keys unprocessed after %d tries", in.ID, len(keys), tries)
+			return f, nil, fmt.Errorf("read revalidation facts of %s: %d keys unprocessed after %d tries", in.ID, len(keys), tries)
 		}
 		if i > 0 {
 			select {
 			case <-ctx.Done():
-				return f, ctx.Err()
+				return f, nil, ctx.Err()
 			case <-time.After(time.Duration(25<<i) * time.Millisecond):
 			}
 		}
@@ -441,9 +478,16 @@ func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.Revalid
 			RequestItems: map[string]types.KeysAndAttributes{r.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
 		})
 		if err != nil {
-			return f, fmt.Errorf("read revalidation facts of %s: %w", in.ID, err)
+			return f, nil, fmt.Errorf("read revalidation facts of %s: %w", in.ID, err)
 		}
+	items:
 		for _, item := range out.Responses[r.table] {
+			for j, ek := range extra {
+				if pkOf(item) == pkOf(ek) {
+					extraItems[j] = item
+					continue items
+				}
+			}
 			sk, _ := item["sk"].(*types.AttributeValueMemberS)
 			if sk == nil {
 				continue
@@ -451,19 +495,19 @@ func (r *Registry) ReadFacts(ctx context.Context, in *core.Intent) (core.Revalid
 			switch sk.Value {
 			case grantSK:
 				if f.Grant, err = unmarshalGrant(item); err != nil {
-					return f, err
+					return f, nil, err
 				}
 			case capabilitySK:
 				if f.Capability, err = unmarshalCapability(item); err != nil {
-					return f, err
+					return f, nil, err
 				}
 			case sourceSK:
 				if f.Source, err = unmarshalSource(item); err != nil {
-					return f, err
+					return f, nil, err
 				}
 			}
 		}
 		keys = out.UnprocessedKeys[r.table].Keys
 	}
-	return f, nil
+	return f, extraItems, nil
 }

@@ -28,6 +28,7 @@ func wireRevalidation(a *App) error {
 		rv.Grants = ttlcache.NewGrants(reg, a.Config.RequestCacheTTL)
 	}
 	a.Dispatcher.Revalidator = rv
+	a.Intake.Inline.Preflight = reg // facts, barrier and gate replica in one BatchGetItem
 	a.Intake.Grants = rv
 	a.Resolver.Gate = rv
 	a.Sources = &intake.Sources{Sources: &core.Sources{Store: reg, Clock: a.Config.Clock}}
