@@ -74,6 +74,7 @@ type flags struct {
 	paceHold       time.Duration
 	paceQueueConc  int
 	paceAllStreams bool
+	paceWarm       int
 	scaleN         int
 	orphans        int
 	scaleParts     string
@@ -119,6 +120,7 @@ func main() {
 	flag.DurationVar(&f.paceHold, "pace-hold", 2*time.Second, "longest in-process wait for a fresh slot (pacing.maxHoldMs)")
 	flag.IntVar(&f.paceQueueConc, "pace-queue-concurrency", 16, "retrier batches at once per worker in the paced run (AWS: the retrier mapping scales to RetrierMaxConcurrency, default 200, batches; 4 workers x 16 = 64 here)")
 	flag.BoolVar(&f.paceAllStreams, "pace-all-streams", false, "every worker of the paced run reads the stream (each record then reaches every worker: 4 copies, which AWS does not make; default: one stream consumer as in AWS, every worker on the work queue)")
+	flag.IntVar(&f.paceWarm, "pace-warmup", 200, "unmeasured intents of the paced run's warm-up burst (an account paced at 200/s), before the measured one")
 	flag.IntVar(&f.paceLimit, "pace-limit", 22, "the sandbox's rate limit (per second) on the paced account: the declared rate plus the 10% the goal allows")
 	flag.IntVar(&f.retentionN, "retention-n", 1000, "delivered intents of the retention phase (issue 27)")
 	flag.DurationVar(&f.retentionWindow, "retention-window", 30*time.Second, "the intent retention window of the retention phase (shortened)")
