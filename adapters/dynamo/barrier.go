@@ -24,10 +24,7 @@ var ErrProfileFrozen = errors.New("profile is behind a backup barrier")
 // only the shard of its intent (core.BarrierCheck), so no item is read by
 // every claim of a bot.
 func barrierKey(bot string, k int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "BARRIER#" + bot + "#" + strconv.Itoa(k)},
-		"sk": &types.AttributeValueMemberS{Value: "BARRIER"},
-	}
+	return key("BARRIER#"+bot+"#"+strconv.Itoa(k), "BARRIER")
 }
 
 var _ core.BarrierCheck = (*Store)(nil)
@@ -137,14 +134,7 @@ func (s *Store) ProfileKeys(ctx context.Context, bot string, page func(keys []ma
 			defer wg.Done()
 			var start map[string]types.AttributeValue
 			for {
-				out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-					TableName:                 aws.String(s.table),
-					IndexName:                 aws.String(gsi2Name),
-					KeyConditionExpression:    aws.String("gsi2pk = :p"),
-					ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: profileShardPK(bot, shard)}},
-					ExclusiveStartKey:         start,
-					Limit:                     aws.Int32(100),
-				})
+				out, err := s.db.Query(ctx, listingQuery(s.table, gsi2Name, profileShardPK(bot, shard), start, 100))
 				if err != nil {
 					errs[shard] = fmt.Errorf("list profile %s: %w", bot, err)
 					return

@@ -235,10 +235,10 @@ func (r *OpenRecount) recountBot(ctx context.Context, bot string, due []core.Ope
 		}
 		to, lower := core.OpenRecountTo(cur, core.HeldOpen(intents, d.Shard, now, settle))
 		set := "SET #rc = :now"
-		vals := map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":lw": num(cur.LastWrite.UnixMilli()), ":o": num(int64(cur.Open))}
+		vals := map[string]types.AttributeValue{":now": avN(now.UnixMilli()), ":lw": avN(cur.LastWrite.UnixMilli()), ":o": avN(int64(cur.Open))}
 		if lower {
 			set += ", #o = :to"
-			vals[":to"] = num(int64(to))
+			vals[":to"] = avN(int64(to))
 		}
 		_, err = r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(r.table), Key: botLimitKey(bot, d.Shard),

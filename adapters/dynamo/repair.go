@@ -24,10 +24,7 @@ var _ core.RepairIndex = (*Store)(nil)
 const sweepSK = "SWEEP"
 
 func sweepKey(shard int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "SWEEP#" + strconv.Itoa(shard)},
-		"sk": &types.AttributeValueMemberS{Value: sweepSK},
-	}
+	return key("SWEEP#"+strconv.Itoa(shard), sweepSK)
 }
 
 // RepairShards is the number of repair-index shards.
@@ -213,14 +210,9 @@ func (s *Store) queryHumanShards(ctx context.Context, sel types.Select, limit in
 		go func(shard int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:                 aws.String(s.table),
-				IndexName:                 aws.String(gsiName),
-				KeyConditionExpression:    aws.String("gsi1pk = :p"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: shardKey(humanPfx, shard)}},
-				Select:                    sel,
-				Limit:                     aws.Int32(int32(limit)),
-			})
+			in := listingQuery(s.table, gsiName, shardKey(humanPfx, shard), nil, limit)
+			in.Select = sel
+			res, err := s.db.Query(ctx, in)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -81,6 +81,23 @@ const (
 	humanPfx = "HUMAN#"
 )
 
+// listingQuery reads one page, from start, of the listing pk on an index
+// (gsiName: gsi1pk = pk; gsi2Name: gsi2pk = pk), at most limit items.
+func listingQuery(table, index, pk string, start map[string]types.AttributeValue, limit int) *dynamodb.QueryInput {
+	attr := "gsi1pk"
+	if index == gsi2Name {
+		attr = "gsi2pk"
+	}
+	return &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		IndexName:                 aws.String(index),
+		KeyConditionExpression:    aws.String(attr + " = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(pk)},
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(limit)),
+	}
+}
+
 // IntentPK is the partition key of an intent item.
 func IntentPK(id string) string { return "INTENT#" + id }
 
@@ -102,10 +119,7 @@ func ProfilePK(bot, itemID string, shards int) string {
 func profileShardPK(bot string, s int) string { return "PROFILE#" + bot + "#" + strconv.Itoa(s) }
 
 func intentKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: IntentPK(id)},
-		"sk": &types.AttributeValueMemberS{Value: intentSK},
-	}
+	return key(IntentPK(id), intentSK)
 }
 
 // MarshalIntent renders an intent as its table item (default sharding).

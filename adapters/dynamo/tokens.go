@@ -39,17 +39,11 @@ const (
 )
 
 func tokenKey(hash string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: tokenPfx + hash},
-		"sk": &types.AttributeValueMemberS{Value: "TOKEN"},
-	}
+	return key(tokenPfx+hash, "TOKEN")
 }
 
 func tokenIDKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: tokenIDPfx + id},
-		"sk": &types.AttributeValueMemberS{Value: "TOKENID"},
-	}
+	return key(tokenIDPfx+id, "TOKENID")
 }
 
 // IssueToken stores a new token record; it never overwrites one.
@@ -218,14 +212,7 @@ func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]co
 	if err != nil {
 		return nil, "", err
 	}
-	res, err := t.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(t.table),
-		IndexName:                 aws.String(gsiName),
-		KeyConditionExpression:    aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(tokensGSI)},
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
-	})
+	res, err := t.db.Query(ctx, listingQuery(t.table, gsiName, tokensGSI, start, min(max(limit, 1), 100)))
 	if err != nil {
 		return nil, "", fmt.Errorf("list tokens: %w", err)
 	}

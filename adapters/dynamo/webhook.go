@@ -76,11 +76,9 @@ func MappingPK(provider, account, messageID string) string {
 	return "EXTMSG#" + keyPart(provider) + "#" + keyPart(account) + "#" + keyPart(messageID)
 }
 
+// key is an item's primary key.
 func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: pk},
-		"sk": &types.AttributeValueMemberS{Value: sk},
-	}
+	return map[string]types.AttributeValue{"pk": avS(pk), "sk": avS(sk)}
 }
 
 func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeValue, error) {
