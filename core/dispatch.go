@@ -547,7 +547,7 @@ const ResultHeldByBarrier AttemptResult = "held-by-barrier"
 // barrier can have been lifted, and a queue message brings it back.
 func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att Attempt, until time.Time, cause error, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
-	next := now.Add(orDuration(d.BarrierRecheck, 15*time.Second))
+	next := now.Add(OrDefault(d.BarrierRecheck, 15*time.Second))
 	if !until.IsZero() && until.Before(next) && until.After(now) {
 		next = until
 	}

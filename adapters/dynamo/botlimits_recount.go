@@ -63,23 +63,16 @@ func NewOpenRecount(store *Store, tokens *Tokens) *OpenRecount {
 
 var _ core.OpenRecounter = (*OpenRecount)(nil)
 
-func orDur(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}
-
 // RecountOpen makes one scan (if ScanEvery has passed since the last one).
 func (r *OpenRecount) RecountOpen(ctx context.Context, now time.Time) (int, error) {
 	r.mu.Lock()
-	if !r.lastScan.IsZero() && now.Sub(r.lastScan) < orDur(r.ScanEvery, OpenRecountScanEvery) && now.After(r.lastScan) {
+	if !r.lastScan.IsZero() && now.Sub(r.lastScan) < core.OrDefault(r.ScanEvery, OpenRecountScanEvery) && now.After(r.lastScan) {
 		r.mu.Unlock()
 		return 0, nil
 	}
 	r.lastScan = now
 	r.mu.Unlock()
-	settle, every := orDur(r.Settle, core.OpenRecountSettle), orDur(r.Every, core.OpenRecountEvery)
+	settle, every := core.OrDefault(r.Settle, core.OpenRecountSettle), core.OrDefault(r.Every, core.OpenRecountEvery)
 	bots, err := r.bots(ctx)
 	if err != nil {
 		return 0, err
