@@ -245,15 +245,7 @@ func (r *Registry) SeedGrant(ctx context.Context, g core.Grant) (bool, error) {
 
 // ListGrants pages through grants by id over gsi1 (eventually consistent).
 func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int) ([]*core.Grant, string, error) {
-	start, err := decodeCursor(cursor, cursorShape{partitionAttr: "gsi1pk", partition: grantsGSI, pkPrefix: grantPfx, sk: grantSK})
-	if err != nil {
-		return nil, "", err
-	}
-	res, err := r.db.Query(ctx, listingQuery(r.table, gsiName, grantsGSI, start, min(max(limit, 1), 100)))
-	if err != nil {
-		return nil, "", fmt.Errorf("list grants: %w", err)
-	}
-	items, err := hydrate(ctx, r.db, r.table, res.Items)
+	items, next, err := hydratedPage(ctx, r.db, r.table, "grants", cursorShape{partitionAttr: "gsi1pk", partition: grantsGSI, pkPrefix: grantPfx, sk: grantSK}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -268,7 +260,6 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 		}
 		out = append(out, g)
 	}
-	next := encodeCursor(res.LastEvaluatedKey)
 	return out, next, nil
 }
 

@@ -208,15 +208,7 @@ func (t *Tokens) ExpireToken(ctx context.Context, id string, at time.Time, rotat
 
 // ListTokens lists token records, oldest first, with an opaque cursor.
 func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]core.Token, string, error) {
-	start, err := decodeCursor(cursor, cursorShape{partitionAttr: "gsi1pk", partition: tokensGSI, pkPrefix: tokenPfx, sk: "TOKEN"})
-	if err != nil {
-		return nil, "", err
-	}
-	res, err := t.db.Query(ctx, listingQuery(t.table, gsiName, tokensGSI, start, min(max(limit, 1), 100)))
-	if err != nil {
-		return nil, "", fmt.Errorf("list tokens: %w", err)
-	}
-	items, err := hydrate(ctx, t.db, t.table, res.Items)
+	items, next, err := hydratedPage(ctx, t.db, t.table, "tokens", cursorShape{partitionAttr: "gsi1pk", partition: tokensGSI, pkPrefix: tokenPfx, sk: "TOKEN"}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -224,7 +216,7 @@ func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]co
 	for _, item := range items {
 		out = append(out, tokenFromItem(item))
 	}
-	return out, encodeCursor(res.LastEvaluatedKey), nil
+	return out, next, nil
 }
 
 // AdoptToken gives a record written before tokens had ids (kind and name
