@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,12 +107,7 @@ func (d *Dispatcher) metrics() Metrics {
 	return d.Metrics
 }
 
-func (d *Dispatcher) log() *slog.Logger {
-	if d.Log == nil {
-		return slog.Default()
-	}
-	return d.Log
-}
+func (d *Dispatcher) log() *slog.Logger { return cmp.Or(d.Log, slog.Default()) }
 
 // errDeadlinePassed: the claim found the intent's deadline passed; it is
 // expired with an ordinary update instead.

@@ -11,6 +11,7 @@ package backup
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/hmac"
@@ -123,12 +124,7 @@ type Service struct {
 	Progress func(backupID string, items int)
 }
 
-func (s *Service) log() *slog.Logger {
-	if s.Log == nil {
-		return slog.Default()
-	}
-	return s.Log
-}
+func (s *Service) log() *slog.Logger { return cmp.Or(s.Log, slog.Default()) }
 
 // Prefix is where every snapshot object lives in the backup bucket (the
 // stack grants object access under it only).
