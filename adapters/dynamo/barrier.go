@@ -63,15 +63,15 @@ func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time
 	items := make([]types.TransactWriteItem, 0, k)
 	for i := 0; i < k; i++ {
 		item := barrierKey(bot, i)
-		item["backupId"] = &types.AttributeValueMemberS{Value: backupID}
-		item["raisedAt"] = &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)}
-		item["until"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(ttl).Unix(), 10)}
+		item["backupId"] = avS(backupID)
+		item["raisedAt"] = avS(now.UTC().Format(time.RFC3339Nano))
+		item["until"] = avN(now.Add(ttl).Unix())
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:                 aws.String(s.table),
 			Item:                      item,
 			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u < :now OR backupId = :b"),
 			ExpressionAttributeNames:  map[string]string{"#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}, ":b": &types.AttributeValueMemberS{Value: backupID}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": avN(now.Unix()), ":b": avS(backupID)},
 		}})
 	}
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -106,7 +106,7 @@ func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
 				UpdateExpression:          aws.String("SET #u = :zero"),
 				ConditionExpression:       aws.String("backupId = :b"),
 				ExpressionAttributeNames:  map[string]string{"#u": "until"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberS{Value: backupID}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":b": avS(backupID), ":zero": &types.AttributeValueMemberN{Value: "0"}},
 			})
 			var ccf *types.ConditionalCheckFailedException
 			if err != nil && !errors.As(err, &ccf) {

@@ -118,9 +118,9 @@ func mergedPage(ctx context.Context, db API, table string, shape mergedShape, pf
 			pk := shardKey(pfx, shard)
 			var start map[string]types.AttributeValue
 			if p, ok := cur.Pos[strconv.Itoa(shard)]; ok {
-				start = map[string]types.AttributeValue{"gsi1pk": &types.AttributeValueMemberS{Value: pk},
-					"gsi1sk": &types.AttributeValueMemberS{Value: p.SK}, "pk": &types.AttributeValueMemberS{Value: p.PK},
-					"sk": &types.AttributeValueMemberS{Value: p.SKey}}
+				start = map[string]types.AttributeValue{"gsi1pk": avS(pk),
+					"gsi1sk": avS(p.SK), "pk": avS(p.PK),
+					"sk": avS(p.SKey)}
 			}
 			res, err := db.Query(ctx, listingQuery(table, gsiName, pk, start, limit))
 			mu.Lock()

@@ -52,8 +52,8 @@ func (s *Store) DueRepairs(ctx context.Context, shard int, upTo time.Time, limit
 	if sk, ok := cp["wmsk"].(*types.AttributeValueMemberS); ok {
 		if p, ok := cp["wmpk"].(*types.AttributeValueMemberS); ok {
 			start = map[string]types.AttributeValue{
-				"gsi1pk": &types.AttributeValueMemberS{Value: pk}, "gsi1sk": sk,
-				"pk": p, "sk": &types.AttributeValueMemberS{Value: intentSK},
+				"gsi1pk": avS(pk), "gsi1sk": sk,
+				"pk": p, "sk": avS(intentSK),
 			}
 		}
 	}
@@ -147,7 +147,7 @@ func (s *Store) AdvanceRepairs(ctx context.Context, shard int, pos string) error
 		UpdateExpression:    aws.String("SET wmsk = :s, wmpk = :p"),
 		ConditionExpression: aws.String("attribute_not_exists(wmsk) OR wmsk < :s"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":s": &types.AttributeValueMemberS{Value: p.SK}, ":p": &types.AttributeValueMemberS{Value: p.PK},
+			":s": avS(p.SK), ":p": avS(p.PK),
 		},
 	})
 	var ccf *types.ConditionalCheckFailedException

@@ -137,13 +137,13 @@ func marshalIntent(in *core.Intent, sh Sharding) (map[string]types.AttributeValu
 	if err != nil {
 		return nil, fmt.Errorf("marshal intent %s: %w", in.ID, err)
 	}
-	item["pk"] = &types.AttributeValueMemberS{Value: IntentPK(in.ID)}
-	item["sk"] = &types.AttributeValueMemberS{Value: intentSK}
+	item["pk"] = avS(IntentPK(in.ID))
+	item["sk"] = avS(intentSK)
 	// Every intent is listed under its profile (its bot) for backups; the
 	// index projects keys only, so later writes that leave these two
 	// attributes unchanged cost no index write.
-	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, ProfileShards)}
-	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID}
+	item["gsi2pk"] = avS(ProfilePK(in.Bot, in.ID, ProfileShards))
+	item["gsi2sk"] = avS(in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID)
 	delete(item, "repairAt")
 	if !in.RepairAt.IsZero() {
 		// The repair entry: its key changes only when repairAt or the human
@@ -152,8 +152,8 @@ func marshalIntent(in *core.Intent, sh Sharding) (map[string]types.AttributeValu
 		if in.Status == core.StatusNeedsHuman {
 			pfx = humanPfx
 		}
-		item["gsi1pk"] = &types.AttributeValueMemberS{Value: shardKey(pfx, shardOf(in.ID, sh.Repair))}
-		item["gsi1sk"] = &types.AttributeValueMemberS{Value: in.RepairAt.UTC().Format(timeKey) + "#" + in.ID}
+		item["gsi1pk"] = avS(shardKey(pfx, shardOf(in.ID, sh.Repair)))
+		item["gsi1sk"] = avS(in.RepairAt.UTC().Format(timeKey) + "#" + in.ID)
 	}
 	return item, nil
 }
@@ -308,7 +308,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			Item:                      item,
 			ConditionExpression:       aws.String("#v = :v"),
 			ExpressionAttributeNames:  map[string]string{"#v": "version"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(readVersion, 10)}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(readVersion)},
 		}
 		if len(pages) > 0 {
 			retry, err := s.writeWithHistory(ctx, put, cur, pages)
