@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +16,10 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/chaos"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/emulatortest"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			fmt.Fprintln(os.Stderr, "chaos: OUTBOX_REQUIRE_EMULATORS=1 but no emulator endpoint is set")
-			os.Exit(1)
-		}
-		fmt.Println("chaos: skipped: no emulator endpoints (run `make test`)")
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { emulatortest.Main(m, "chaos") }
 
 func run(t *testing.T, cfg chaos.Config) chaos.Summary {
 	t.Helper()

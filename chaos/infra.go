@@ -351,42 +351,6 @@ func sqsEvent(qs []queued) events.SQSEvent {
 
 // --- stream images -> intents ---------------------------------------------
 
-func toAV(v events.DynamoDBAttributeValue) types.AttributeValue {
-	switch v.DataType() {
-	case events.DataTypeString:
-		return &types.AttributeValueMemberS{Value: v.String()}
-	case events.DataTypeNumber:
-		return &types.AttributeValueMemberN{Value: v.Number()}
-	case events.DataTypeBoolean:
-		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}
-	case events.DataTypeBinary:
-		return &types.AttributeValueMemberB{Value: v.Binary()}
-	case events.DataTypeStringSet:
-		return &types.AttributeValueMemberSS{Value: v.StringSet()}
-	case events.DataTypeNumberSet:
-		return &types.AttributeValueMemberNS{Value: v.NumberSet()}
-	case events.DataTypeBinarySet:
-		return &types.AttributeValueMemberBS{Value: v.BinarySet()}
-	case events.DataTypeList:
-		var l []types.AttributeValue
-		for _, e := range v.List() {
-			l = append(l, toAV(e))
-		}
-		return &types.AttributeValueMemberL{Value: l}
-	case events.DataTypeMap:
-		return &types.AttributeValueMemberM{Value: toAVMap(v.Map())}
-	}
-	return &types.AttributeValueMemberNULL{Value: true}
-}
-
-func toAVMap(m map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
-	out := make(map[string]types.AttributeValue, len(m))
-	for k, v := range m {
-		out[k] = toAV(v)
-	}
-	return out
-}
-
 // imageIntent decodes a stream record's new image (nil for a removal or a non-intent item).
 func imageIntent(r events.DynamoDBEventRecord) (*core.Intent, error) {
 	img := r.Change.NewImage
@@ -397,8 +361,9 @@ func imageIntent(r events.DynamoDBEventRecord) (*core.Intent, error) {
 		return nil, nil
 	}
 	// History entries are flat (no empty maps, which DynamoDB Local's stream
-	// images garble), so the image decodes as stored.
-	return dynamo.UnmarshalIntent(toAVMap(img))
+	// images garble), so the image decodes as stored (as the notifier and
+	// pruner read it).
+	return dynamo.IntentFromImage(img)
 }
 
 type dynamoAV = types.AttributeValue

@@ -236,15 +236,22 @@ type Manifest struct {
 	ItemsSHA256      string         `json:"itemsSha256"`
 	StatusCounts     map[string]int `json:"statusCounts"`
 	InFlightAtCutoff []string       `json:"inFlightAtCutoff"`
-	// Claim-checked payloads the snapshot carries (absent when none).
+	// Payloads kept out of intent items (claim-check) travel with the
+	// snapshot: one gzip JSON line per object, {ref, hash, data} (absent
+	// when none).
 	PayloadsObject  string `json:"payloadsObject,omitempty"`
 	PayloadCount    int    `json:"payloadCount,omitempty"`
 	PayloadsBytes   int64  `json:"payloadsBytes,omitempty"`
 	PayloadsSHA256  string `json:"payloadsSha256,omitempty"`
 	PayloadsMissing int    `json:"payloadsMissing,omitempty"`
-	ManifestSHA256  string `json:"manifestSha256"`
-	// Signature: HMAC-SHA256 under the deployment's backup key.
-	Signature string `json:"signature"`
+	// ManifestSHA256 covers every other field (computed with it and
+	// Signature empty).
+	ManifestSHA256 string `json:"manifestSha256"`
+	// Signature is HMAC-SHA256, under the deployment's backup key, of the
+	// manifest with Signature empty (so it covers the checksums of the items
+	// and payloads objects). Without the key nobody can make a snapshot
+	// restore accepts (docs/decisions.md "Backup and restore").
+	Signature string `json:"signature,omitempty"`
 }
 
 // RestoreReport says what a restore wrote.

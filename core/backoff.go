@@ -1,9 +1,26 @@
 package core
 
 import (
+	"context"
 	"math"
 	"time"
 )
+
+// sleep waits d, or until ctx ends (its error); injected (a test's clock),
+// when set, waits instead.
+func sleep(ctx context.Context, d time.Duration, injected func(context.Context, time.Duration) error) error {
+	if injected != nil {
+		return injected(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // BackoffPolicy bounds automatic retries: exponential growth with full
 // jitter, a per-delay cap, a cap on attempts and on total age since the first

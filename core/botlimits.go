@@ -172,7 +172,7 @@ type LimitPlan struct {
 // refuse a little early, never late. Pure.
 func PlanLimit(l BotLimits, intentID string, now time.Time) LimitPlan {
 	n := LimitShards(l)
-	p := LimitPlan{Shard: limitShardOf(intentID, n), Shards: n}
+	p := LimitPlan{Shard: ShardOf(intentID, n), Shards: n}
 	if l.Rate.N > 0 {
 		per := l.Rate.Per.Nanoseconds()
 		p.Window = now.UnixNano() / per
@@ -218,8 +218,10 @@ func (p LimitPlan) Refusal(c LimitCounter, now time.Time) *LimitError {
 	return nil
 }
 
-// limitShardOf maps an intent id to one of n counter shards (FNV-1a).
-func limitShardOf(id string, n int) int {
+// ShardOf maps an id to one of n shards (FNV-1a, stable across releases:
+// stored keys depend on it): a bot's limit counters here, the table's
+// sharded items in adapters/dynamo.
+func ShardOf(id string, n int) int {
 	if n <= 1 {
 		return 0
 	}

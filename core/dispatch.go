@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,12 +107,7 @@ func (d *Dispatcher) metrics() Metrics {
 	return d.Metrics
 }
 
-func (d *Dispatcher) log() *slog.Logger {
-	if d.Log == nil {
-		return slog.Default()
-	}
-	return d.Log
-}
+func (d *Dispatcher) log() *slog.Logger { return cmp.Or(d.Log, slog.Default()) }
 
 // errDeadlinePassed: the claim found the intent's deadline passed; it is
 // expired with an ordinary update instead.
@@ -547,7 +543,7 @@ const ResultHeldByBarrier AttemptResult = "held-by-barrier"
 // barrier can have been lifted, and a queue message brings it back.
 func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att Attempt, until time.Time, cause error, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
-	next := now.Add(orDuration(d.BarrierRecheck, 15*time.Second))
+	next := now.Add(OrDefault(d.BarrierRecheck, 15*time.Second))
 	if !until.IsZero() && until.Before(next) && until.After(now) {
 		next = until
 	}

@@ -121,7 +121,7 @@ func (l *Inline) Wait(asked time.Duration) time.Duration {
 	if l == nil || l.D == nil || asked <= 0 {
 		return 0
 	}
-	return min(asked, orDuration(l.MaxWait, DefaultInlineMaxWait))
+	return min(asked, OrDefault(l.MaxWait, DefaultInlineMaxWait))
 }
 
 // inlinePlan is the intake's decision for one intent that asked to wait.
@@ -302,19 +302,7 @@ func (l *Inline) await(ctx context.Context, in *Intent, wait time.Duration) (*In
 	}
 }
 
-func (l *Inline) sleep(ctx context.Context, d time.Duration) error {
-	if l.Sleep != nil {
-		return l.Sleep(ctx, d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (l *Inline) sleep(ctx context.Context, d time.Duration) error { return sleep(ctx, d, l.Sleep) }
 
 // submitInline is the intake's step for a submission that asked to wait,
 // after it decided to accept in and before its put: it plans the inline

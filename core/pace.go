@@ -507,17 +507,7 @@ func (g *Gate) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	if g.Sleep != nil {
-		return g.Sleep(ctx, d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, d, g.Sleep)
 }
 
 // PaceFor is the pace that applies: the operator's override, else the declared one.

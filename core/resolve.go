@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,12 +67,7 @@ type Resolver struct {
 	Log   *slog.Logger
 }
 
-func (r *Resolver) log() *slog.Logger {
-	if r.Log == nil {
-		return slog.Default()
-	}
-	return r.Log
-}
+func (r *Resolver) log() *slog.Logger { return cmp.Or(r.Log, slog.Default()) }
 
 func validDecision(d Decision) bool {
 	switch d {

@@ -114,8 +114,8 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	// entry written a little late (a writer's clock behind ours, a slow
 	// write) is read on the next run instead of being passed for good.
 	upTo := now
-	settled := now.Add(-orDuration(s.Skew, 5*time.Second))
-	deadline := time.Now().Add(orDuration(s.Budget, 20*time.Second))
+	settled := now.Add(-OrDefault(s.Skew, 5*time.Second))
+	deadline := time.Now().Add(OrDefault(s.Budget, 20*time.Second))
 	page := s.PageSize
 	if page <= 0 {
 		page = 100
@@ -174,7 +174,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 		rep.Errors += s.hand(ctx, work)
 	}
 	if s.Index != nil {
-		n, exact, err := s.Index.CountNeedsHuman(ctx, orInt(s.HumanGaugeBound, 10000))
+		n, exact, err := s.Index.CountNeedsHuman(ctx, OrDefault(s.HumanGaugeBound, 10000))
 		errs = append(errs, err)
 		rep.NeedingHuman, rep.HumanExact = n, exact
 		if s.Gauges != nil && err == nil {
@@ -194,7 +194,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	}
 	if s.OperatorEvents != nil {
 		var err error
-		rep.EventsRedrive, err = s.OperatorEvents.Redrive(ctx, orInt(s.PageSize, 100))
+		rep.EventsRedrive, err = s.OperatorEvents.Redrive(ctx, OrDefault(s.PageSize, 100))
 		errs = append(errs, err)
 	}
 	if s.OpenCounts != nil {
@@ -458,14 +458,9 @@ func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time
 	return true, nil
 }
 
-func orDuration(v, def time.Duration) time.Duration {
-	if v > 0 {
-		return v
-	}
-	return def
-}
-
-func orInt(v, def int) int {
+// OrDefault is v when it is positive, else def: an option left unset (or
+// set to nonsense) takes its default.
+func OrDefault[T ~int | ~int64](v, def T) T {
 	if v > 0 {
 		return v
 	}

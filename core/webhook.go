@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -153,12 +154,7 @@ type Webhooks struct {
 	Tracer Tracer
 }
 
-func (w *Webhooks) log() *slog.Logger {
-	if w.Log == nil {
-		return slog.Default()
-	}
-	return w.Log
-}
+func (w *Webhooks) log() *slog.Logger { return cmp.Or(w.Log, slog.Default()) }
 
 func (w *Webhooks) metrics() Metrics {
 	if w.Metrics == nil {

@@ -177,7 +177,7 @@ func TestRestoreIsIdempotentAndRefusesCorruptSnapshots(t *testing.T) {
 		t.Fatalf("restore: %d %s", r.status, r.body)
 	}
 	first := dst.dump()
-	if r, rep := dst.restore(m.BackupID); r.status != 200 || rep.Written != 0 || rep.Kept != 2 {
+	if r, rep := dst.restore(m.BackupID); r.status != 200 || rep.Written != 0 || rep.KeptExisting != 2 {
 		t.Fatalf("second restore: %d %s", r.status, r.body)
 	}
 	if second := dst.dump(); !equal(first, second) {

@@ -13,14 +13,23 @@ import (
 	"github.com/botharness/outbox/core"
 )
 
+// buildBinary builds the program in dir (a path from the module root, as
+// "cmd/outboxctl") into the test's temporary directory.
+func buildBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
+	cmd := exec.Command("go", "build", "-o", bin, "./"+dir)
+	cmd.Dir = ".." // go test runs in e2e/
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", dir, err, out)
+	}
+	return bin
+}
+
 // The operator CLI, built and run as an operator would, against the local API.
 func TestOperatorCLI(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "outboxctl")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/outboxctl")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build outboxctl: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, "cmd/outboxctl")
 	e := newEnv(t, options{})
 	id := needsHuman(t, e, "acct-cli", "cli-1")
 	run := func(args ...string) string {
@@ -83,10 +92,7 @@ func TestOperatorCLI(t *testing.T) {
 // over an existing token), list (no secrets), rotate with an overlap, revoke.
 func TestTokenCLI(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "outboxctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/outboxctl").CombinedOutput(); err != nil {
-		t.Fatalf("build outboxctl: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, "cmd/outboxctl")
 	e := newEnv(t, options{})
 	run := func(wantOK bool, args ...string) string {
 		t.Helper()

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -418,10 +417,7 @@ func clientGoroutines() int {
 // nothing is sent twice.
 func TestExampleBot(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "bot")
-	if out, err := exec.Command("go", "build", "-o", bin, "../examples/bot").CombinedOutput(); err != nil {
-		t.Fatalf("build examples/bot: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, "examples/bot")
 	e := newEnv(t, options{})
 	run := func() string {
 		t.Helper()

@@ -27,21 +27,12 @@ import (
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/api/apitest"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/emulatortest"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			fmt.Fprintln(os.Stderr, "e2e: OUTBOX_REQUIRE_EMULATORS=1 but no emulator endpoint is set")
-			os.Exit(1)
-		}
-		fmt.Println("e2e: skipped: no emulator endpoints (run `make test`)")
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { emulatortest.Main(m, "e2e") }
 
 const (
 	botToken   = "tok-bot-1"

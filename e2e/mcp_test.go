@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -333,23 +331,10 @@ func TestMCPToolsPerPrincipalAndOwnIntentsOnly(t *testing.T) {
 	}
 }
 
-// buildMCPBinary builds cmd/outbox-mcp once per test.
-func buildMCPBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "outbox-mcp")
-	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/outbox-mcp")
-	cmd.Dir = filepath.Dir(filepath.Dir(file))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build outbox-mcp: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func TestMCPStdioBinary(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
-	bin := buildMCPBinary(t)
+	bin := buildBinary(t, "cmd/outbox-mcp")
 	connect := func(token string) *mcp.ClientSession {
 		cmd := exec.Command(bin)
 		cmd.Env = append(cmd.Environ(), "OUTBOX_API_URL="+e.api.URL, "OUTBOX_TOKEN="+token)
@@ -396,10 +381,7 @@ func TestMCPStdioBinary(t *testing.T) {
 // intents and three effects; run again, every step replays.
 func TestExampleAgent(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "agent")
-	if out, err := exec.Command("go", "build", "-o", bin, "../examples/agent").CombinedOutput(); err != nil {
-		t.Fatalf("build examples/agent: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, "examples/agent")
 	e := newEnv(t, options{})
 	e.st.SetAPIURL(e.api.URL)
 	run := func() string {

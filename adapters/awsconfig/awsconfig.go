@@ -19,6 +19,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
+// Emulated reports whether an endpoint is set for service ("DYNAMODB",
+// "S3": AWS_ENDPOINT_URL_<service>, or AWS_ENDPOINT_URL for every service),
+// as the local emulators set them; AWS itself needs none.
+func Emulated(service string) bool {
+	return os.Getenv("AWS_ENDPOINT_URL_"+service) != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+}
+
 // Load reads the default AWS configuration (environment, shared files, role).
 func Load(ctx context.Context) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -44,9 +51,7 @@ func New(cfg aws.Config) Clients {
 		DynamoDB: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 			// DynamoDB Local sends error responses whose CRC32 header does not
 			// match the body; against an emulator the check only produces noise.
-			if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
-				o.DisableValidateResponseChecksum = true
-			}
+			o.DisableValidateResponseChecksum = Emulated("DYNAMODB")
 		}),
 		Streams: dynamodbstreams.NewFromConfig(cfg),
 		SQS:     sqs.NewFromConfig(cfg),
@@ -54,7 +59,7 @@ func New(cfg aws.Config) Clients {
 		SNS:     sns.NewFromConfig(cfg),
 		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {
 			// Emulators (fauxqs, LocalStack) serve buckets by path, not by host.
-			o.UsePathStyle = os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+			o.UsePathStyle = Emulated("S3")
 		}),
 	}
 }

@@ -11,6 +11,7 @@ package backup
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/hmac"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/payloads"
+	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
 )
 
@@ -41,36 +43,9 @@ type ObjectStore interface {
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 }
 
-// Manifest describes one snapshot.
-type Manifest struct {
-	Format           int            `json:"format"`
-	BackupID         string         `json:"backupId"`
-	Profile          string         `json:"profile"`
-	Table            string         `json:"table"`
-	BarrierAt        time.Time      `json:"barrierAt"`
-	CompletedAt      time.Time      `json:"completedAt"`
-	ItemsObject      string         `json:"itemsObject"`
-	ItemCount        int            `json:"itemCount"`
-	ItemsBytes       int64          `json:"itemsBytes"`
-	ItemsSHA256      string         `json:"itemsSha256"`
-	StatusCounts     map[string]int `json:"statusCounts"`
-	InFlightAtCutoff []string       `json:"inFlightAtCutoff"`
-	// Payloads kept out of intent items (claim-check) travel with the
-	// snapshot: one gzip JSON line per object, {ref, hash, data}.
-	PayloadsObject  string `json:"payloadsObject,omitempty"`
-	PayloadCount    int    `json:"payloadCount,omitempty"`
-	PayloadsBytes   int64  `json:"payloadsBytes,omitempty"`
-	PayloadsSHA256  string `json:"payloadsSha256,omitempty"`
-	PayloadsMissing int    `json:"payloadsMissing,omitempty"`
-	// ManifestSHA256 covers every other field (computed with it and
-	// Signature empty).
-	ManifestSHA256 string `json:"manifestSha256"`
-	// Signature is HMAC-SHA256, under the deployment's backup key, of the
-	// manifest with Signature empty (so it covers the checksums of the items
-	// and payloads objects). Without the key nobody can make a snapshot
-	// restore accepts (docs/decisions.md "Backup and restore").
-	Signature string `json:"signature,omitempty"`
-}
+// Manifest describes one snapshot. It is the admin API's body too, so the
+// one struct is client.Manifest; the methods below are the server's.
+type Manifest client.Manifest
 
 // ManifestFormat is the manifest format this code writes and restores: 2
 // is signed; format 1 (unsigned) is refused.
@@ -149,12 +124,7 @@ type Service struct {
 	Progress func(backupID string, items int)
 }
 
-func (s *Service) log() *slog.Logger {
-	if s.Log == nil {
-		return slog.Default()
-	}
-	return s.Log
-}
+func (s *Service) log() *slog.Logger { return cmp.Or(s.Log, slog.Default()) }
 
 // Prefix is where every snapshot object lives in the backup bucket (the
 // stack grants object access under it only).
@@ -378,16 +348,9 @@ func (s *Service) get(ctx context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-// RestoreReport counts what a restore did.
-type RestoreReport struct {
-	BackupID   string         `json:"backupId"`
-	Profile    string         `json:"profile"`
-	Items      int            `json:"items"`
-	Written    int            `json:"written"`
-	Kept       int            `json:"keptExisting"`
-	Outcomes   map[string]int `json:"outcomes"`
-	Reconciled []string       `json:"reconciled"`
-}
+// RestoreReport counts what a restore did (the admin API's body,
+// client.RestoreReport).
+type RestoreReport = client.RestoreReport
 
 // Restore verifies the snapshot completely, then writes every item the table
 // does not already hold (existing items are newer facts and win), turning
@@ -464,7 +427,7 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 				return rep, err
 			}
 			if !written {
-				rep.Kept++
+				rep.KeptExisting++
 				continue
 			}
 			rep.Written++
@@ -481,7 +444,7 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 		if written {
 			rep.Written++
 		} else {
-			rep.Kept++
+			rep.KeptExisting++
 		}
 	}
 	for _, iid := range toReconcile {
@@ -492,7 +455,7 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 		}
 		rep.Reconciled = append(rep.Reconciled, iid)
 	}
-	s.log().InfoContext(ctx, "restore complete", "backup", id, "profile", m.Profile, "written", rep.Written, "kept", rep.Kept)
+	s.log().InfoContext(ctx, "restore complete", "backup", id, "profile", m.Profile, "written", rep.Written, "kept", rep.KeptExisting)
 	return rep, nil
 }
 

@@ -24,10 +24,7 @@ var ErrProfileFrozen = errors.New("profile is behind a backup barrier")
 // only the shard of its intent (core.BarrierCheck), so no item is read by
 // every claim of a bot.
 func barrierKey(bot string, k int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "BARRIER#" + bot + "#" + strconv.Itoa(k)},
-		"sk": &types.AttributeValueMemberS{Value: "BARRIER"},
-	}
+	return key("BARRIER#"+bot+"#"+strconv.Itoa(k), "BARRIER")
 }
 
 var _ core.BarrierCheck = (*Store)(nil)
@@ -71,15 +68,15 @@ func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time
 	items := make([]types.TransactWriteItem, 0, k)
 	for i := 0; i < k; i++ {
 		item := barrierKey(bot, i)
-		item["backupId"] = &types.AttributeValueMemberS{Value: backupID}
-		item["raisedAt"] = &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)}
-		item["until"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(ttl).Unix(), 10)}
+		item["backupId"] = avS(backupID)
+		item["raisedAt"] = avS(now.UTC().Format(time.RFC3339Nano))
+		item["until"] = avN(now.Add(ttl).Unix())
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:                 aws.String(s.table),
 			Item:                      item,
 			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u < :now OR backupId = :b"),
 			ExpressionAttributeNames:  map[string]string{"#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}, ":b": &types.AttributeValueMemberS{Value: backupID}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": avN(now.Unix()), ":b": avS(backupID)},
 		}})
 	}
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -114,7 +111,7 @@ func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
 				UpdateExpression:          aws.String("SET #u = :zero"),
 				ConditionExpression:       aws.String("backupId = :b"),
 				ExpressionAttributeNames:  map[string]string{"#u": "until"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberS{Value: backupID}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":b": avS(backupID), ":zero": &types.AttributeValueMemberN{Value: "0"}},
 			})
 			var ccf *types.ConditionalCheckFailedException
 			if err != nil && !errors.As(err, &ccf) {
@@ -142,14 +139,7 @@ func (s *Store) ProfileKeys(ctx context.Context, bot string, page func(keys []ma
 			defer wg.Done()
 			var start map[string]types.AttributeValue
 			for {
-				out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-					TableName:                 aws.String(s.table),
-					IndexName:                 aws.String(gsi2Name),
-					KeyConditionExpression:    aws.String("gsi2pk = :p"),
-					ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: profileShardPK(bot, shard)}},
-					ExclusiveStartKey:         start,
-					Limit:                     aws.Int32(100),
-				})
+				out, err := s.db.Query(ctx, listingQuery(s.table, gsi2Name, profileShardPK(bot, shard), start, 100))
 				if err != nil {
 					errs[shard] = fmt.Errorf("list profile %s: %w", bot, err)
 					return

@@ -35,11 +35,7 @@ const botLimitSK = "BOTLIMIT"
 func BotLimitPK(bot string, shard int) string { return "BOTLIMIT#" + bot + "#" + strconv.Itoa(shard) }
 
 func botLimitKey(bot string, shard int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": regS(BotLimitPK(bot, shard)), "sk": regS(botLimitSK)}
-}
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+	return key(BotLimitPK(bot, shard), botLimitSK)
 }
 
 // BotLimiter implements core.BotLimiter on the table.
@@ -117,16 +113,16 @@ var errCounterRefused = errors.New("counter condition failed")
 // older window starts the plan's window at 1.
 func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (core.LimitCounter, error) {
 	names := map[string]string{"#lw": "lw"}
-	vals := map[string]types.AttributeValue{":one": num(1), ":lw": num(time.Now().UnixMilli())}
+	vals := map[string]types.AttributeValue{":one": avN(1), ":lw": avN(time.Now().UnixMilli())}
 	set := []string{"#lw = :lw"} // the recount's "nothing under way" (core.OpenRecountSettle)
 	var add, cond []string
 	if p.RateQuota > 0 {
 		names["#w"], names["#n"] = "win", "wn"
-		vals[":w"] = num(p.Window)
+		vals[":w"] = avN(p.Window)
 	}
 	if p.OpenQuota > 0 {
 		names["#o"] = "open"
-		vals[":oq"] = num(int64(p.OpenQuota))
+		vals[":oq"] = avN(int64(p.OpenQuota))
 		add = append(add, "#o :one")
 		cond = append(cond, "(attribute_not_exists(#o) OR #o < :oq)")
 	}
@@ -134,7 +130,7 @@ func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (c
 	if p.RateQuota > 0 {
 		if old.Window == p.Window {
 			add = append(add, "#n :one")
-			vals[":rq"] = num(int64(p.RateQuota))
+			vals[":rq"] = avN(int64(p.RateQuota))
 			cond = append(cond, "#w = :w AND #n < :rq")
 		} else {
 			set = append(set, "#w = :w", "#n = :one")
@@ -202,7 +198,7 @@ func (b *BotLimiter) release(ctx context.Context, bot string, p core.LimitPlan) 
 			UpdateExpression:          aws.String("SET #lw = :lw ADD #n :m"),
 			ConditionExpression:       aws.String("#w = :w AND #n > :z"),
 			ExpressionAttributeNames:  map[string]string{"#w": "win", "#n": "wn", "#lw": "lw"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":w": num(p.Window), ":z": num(0), ":lw": num(time.Now().UnixMilli())},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":m": avN(-1), ":w": avN(p.Window), ":z": avN(0), ":lw": avN(time.Now().UnixMilli())},
 		})
 	}
 	if p.OpenQuota > 0 {
@@ -225,7 +221,7 @@ func closeOpenN(ctx context.Context, db API, table, bot string, shard, n int) {
 			UpdateExpression:          aws.String("SET #lw = :lw ADD #o :m"),
 			ConditionExpression:       aws.String("#o >= :n"),
 			ExpressionAttributeNames:  map[string]string{"#o": "open", "#lw": "lw"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(int64(-n)), ":n": num(int64(n)), ":lw": num(time.Now().UnixMilli())},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":m": avN(int64(-n)), ":n": avN(int64(n)), ":lw": avN(time.Now().UnixMilli())},
 		})
 		var ccf *types.ConditionalCheckFailedException
 		if err == nil || !errors.As(err, &ccf) {
@@ -241,7 +237,7 @@ func closeOpenN(ctx context.Context, db API, table, bot string, shard, n int) {
 		UpdateExpression:          aws.String("SET #lw = :lw ADD #o :m"),
 		ConditionExpression:       aws.String("#o > :z"),
 		ExpressionAttributeNames:  map[string]string{"#o": "open", "#lw": "lw"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":m": num(-1), ":z": num(0), ":lw": num(time.Now().UnixMilli())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":m": avN(-1), ":z": avN(0), ":lw": avN(time.Now().UnixMilli())},
 	})
 }
 

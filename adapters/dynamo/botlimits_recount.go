@@ -63,23 +63,16 @@ func NewOpenRecount(store *Store, tokens *Tokens) *OpenRecount {
 
 var _ core.OpenRecounter = (*OpenRecount)(nil)
 
-func orDur(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}
-
 // RecountOpen makes one scan (if ScanEvery has passed since the last one).
 func (r *OpenRecount) RecountOpen(ctx context.Context, now time.Time) (int, error) {
 	r.mu.Lock()
-	if !r.lastScan.IsZero() && now.Sub(r.lastScan) < orDur(r.ScanEvery, OpenRecountScanEvery) && now.After(r.lastScan) {
+	if !r.lastScan.IsZero() && now.Sub(r.lastScan) < core.OrDefault(r.ScanEvery, OpenRecountScanEvery) && now.After(r.lastScan) {
 		r.mu.Unlock()
 		return 0, nil
 	}
 	r.lastScan = now
 	r.mu.Unlock()
-	settle, every := orDur(r.Settle, core.OpenRecountSettle), orDur(r.Every, core.OpenRecountEvery)
+	settle, every := core.OrDefault(r.Settle, core.OpenRecountSettle), core.OrDefault(r.Every, core.OpenRecountEvery)
 	bots, err := r.bots(ctx)
 	if err != nil {
 		return 0, err
@@ -235,10 +228,10 @@ func (r *OpenRecount) recountBot(ctx context.Context, bot string, due []core.Ope
 		}
 		to, lower := core.OpenRecountTo(cur, core.HeldOpen(intents, d.Shard, now, settle))
 		set := "SET #rc = :now"
-		vals := map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":lw": num(cur.LastWrite.UnixMilli()), ":o": num(int64(cur.Open))}
+		vals := map[string]types.AttributeValue{":now": avN(now.UnixMilli()), ":lw": avN(cur.LastWrite.UnixMilli()), ":o": avN(int64(cur.Open))}
 		if lower {
 			set += ", #o = :to"
-			vals[":to"] = num(int64(to))
+			vals[":to"] = avN(int64(to))
 		}
 		_, err = r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(r.table), Key: botLimitKey(bot, d.Shard),

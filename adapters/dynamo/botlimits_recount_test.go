@@ -213,7 +213,7 @@ func TestCoalescedGiveBacksOneWritePerShard(t *testing.T) {
 	short := admit(10, 3)
 	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: botLimitKey("bot-co", 0),
 		UpdateExpression: aws.String("SET #o = :one"), ExpressionAttributeNames: map[string]string{"#o": "open"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}}); err != nil {
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": avN(1)}}); err != nil {
 		t.Fatal(err)
 	}
 	bctx, flush = store.CoalesceGiveBacks(ctx)

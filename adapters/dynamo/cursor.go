@@ -88,7 +88,7 @@ func decodeCursor(cursor string, shape cursorShape) (map[string]types.AttributeV
 	}
 	start := map[string]types.AttributeValue{}
 	for k, v := range keys {
-		start[k] = &types.AttributeValueMemberS{Value: v}
+		start[k] = avS(v)
 	}
 	return start, nil
 }

@@ -31,11 +31,11 @@ func MarshalHistoryPage(in *core.Intent, p core.HistoryPage) (map[string]types.A
 	if err != nil {
 		return nil, fmt.Errorf("marshal history page %d of %s: %w", p.Seq, in.ID, err)
 	}
-	item["pk"] = &types.AttributeValueMemberS{Value: IntentPK(in.ID)}
-	item["sk"] = &types.AttributeValueMemberS{Value: HistorySK(p.Seq)}
-	item["intentId"] = &types.AttributeValueMemberS{Value: in.ID}
-	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, ProfileShards)}
-	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID + "#" + strconv.Itoa(p.Seq)}
+	item["pk"] = avS(IntentPK(in.ID))
+	item["sk"] = avS(HistorySK(p.Seq))
+	item["intentId"] = avS(in.ID)
+	item["gsi2pk"] = avS(ProfilePK(in.Bot, in.ID, ProfileShards))
+	item["gsi2sk"] = avS(in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID + "#" + strconv.Itoa(p.Seq))
 	return item, nil
 }
 
@@ -111,9 +111,9 @@ func (s *Store) HistoryPages(ctx context.Context, id string, from, to int) ([]co
 			TableName:              aws.String(s.table),
 			KeyConditionExpression: aws.String("pk = :p AND sk BETWEEN :from AND :to"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":p":    &types.AttributeValueMemberS{Value: IntentPK(id)},
-				":from": &types.AttributeValueMemberS{Value: HistorySK(from)},
-				":to":   &types.AttributeValueMemberS{Value: HistorySK(to)},
+				":p":    avS(IntentPK(id)),
+				":from": avS(HistorySK(from)),
+				":to":   avS(HistorySK(to)),
 			},
 			ConsistentRead:    aws.Bool(true),
 			ExclusiveStartKey: start,

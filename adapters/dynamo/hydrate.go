@@ -9,6 +9,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// hydratedPage reads one page (at most limit, 1..100) of the gsi1 listing
+// shape.partition from cursor, hydrated, and the cursor of the next page
+// ("" after the last); what names the listing in errors.
+func hydratedPage(ctx context.Context, db API, table, what string, shape cursorShape, cursor string, limit int) ([]map[string]types.AttributeValue, string, error) {
+	start, err := decodeCursor(cursor, shape)
+	if err != nil {
+		return nil, "", err
+	}
+	res, err := db.Query(ctx, listingQuery(table, gsiName, shape.partition, start, min(max(limit, 1), 100)))
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s: %w", what, err)
+	}
+	items, err := hydrate(ctx, db, table, res.Items)
+	if err != nil {
+		return nil, "", err
+	}
+	return items, encodeCursor(res.LastEvaluatedKey), nil
+}
+
 // hydrate reads the full items behind index entries. The indexes project
 // keys only: every status change moves an intent between gsi1 partitions,
 // and copying the whole item into the index on each move would more than

@@ -87,15 +87,15 @@ const (
 // GatePK is the partition key of a gate's items.
 func GatePK(key string) string { return "GATE#" + key }
 
-func gateKey(key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": avS(GatePK(key)), "sk": avS(gateSK)}
+func gateKey(k string) map[string]types.AttributeValue {
+	return key(GatePK(k), gateSK)
 }
 
 // GateReplicaPK is the partition key of replica k of a gate.
 func GateReplicaPK(key string, k int) string { return "GATEREP#" + strconv.Itoa(k) + "#" + key }
 
-func gateReplicaKey(key string, k int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": avS(GateReplicaPK(key, k)), "sk": avS(gateSK)}
+func gateReplicaKey(gate string, k int) map[string]types.AttributeValue {
+	return key(GateReplicaPK(gate, k), gateSK)
 }
 
 // replicaMarks are the transaction items that mark every replica of key
@@ -665,14 +665,7 @@ func (g *Gates) ListGates(ctx context.Context, limit int) ([]string, bool, error
 	var keys []string
 	var start map[string]types.AttributeValue
 	for {
-		out, err := g.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(g.table),
-			IndexName:                 aws.String(gsiName),
-			KeyConditionExpression:    aws.String("gsi1pk = :p"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(gatesListing)},
-			ExclusiveStartKey:         start,
-			Limit:                     aws.Int32(int32(min(max(limit-len(keys), 1)+1, 1000))),
-		})
+		out, err := g.db.Query(ctx, listingQuery(g.table, gsiName, gatesListing, start, min(max(limit-len(keys), 1)+1, 1000)))
 		if err != nil {
 			return nil, false, fmt.Errorf("list gates: %w", err)
 		}

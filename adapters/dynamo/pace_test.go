@@ -2,10 +2,7 @@ package dynamo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/core"
 )
 
@@ -25,37 +21,22 @@ func TestGateStoreContract(t *testing.T) {
 	t.Parallel()
 	t.Run("memory", func(t *testing.T) { gateContract(t, func() core.GateStore { return core.NewMemoryGates() }) })
 	t.Run("dynamodb", func(t *testing.T) {
-		if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-			t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
-		}
+		db, table := testTable(t, "gate")
 		ctx := context.Background()
-		clients, err := awsconfig.LoadClients(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b [5]byte
-		_, _ = rand.Read(b[:])
-		table := "gate_" + hex.EncodeToString(b[:])
-		if err := EnsureTable(ctx, clients.DynamoDB, table); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-		})
 		gateContract(t, func() core.GateStore {
-			g := NewGates(clients.DynamoDB, table)
+			g := NewGates(db, table)
 			g.TidyEvery = time.Millisecond // every reader that finds the gate clean tidies: the races get tried
 			return g
 		})
 		t.Run("tidy leaves the replicas marked while the gate is not clean", func(t *testing.T) {
-			g := NewGates(clients.DynamoDB, table)
+			g := NewGates(db, table)
 			g.TidyEvery = time.Millisecond
 			now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 			k := "sandbox#" + t.Name()
 			marked := func(what string, want bool) {
 				t.Helper()
 				for r := 0; r < RegistryShards; r++ {
-					out, err := clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: gateReplicaKey(k, r), ConsistentRead: aws.Bool(true)})
+					out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: gateReplicaKey(k, r), ConsistentRead: aws.Bool(true)})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -94,7 +75,7 @@ func TestGateStoreContract(t *testing.T) {
 			// AWS. A failure streak needs no marks at all; a 429 on a clean
 			// account does, and every worker that sees it finds the gate
 			// unmarked at once.
-			db := &gateWriteCounter{API: clients.DynamoDB}
+			db := &gateWriteCounter{API: db}
 			g := NewGates(db, table)
 			k := "sandbox#" + t.Name()
 			run := func(n int, f func(i int)) {

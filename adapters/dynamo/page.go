@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
@@ -120,18 +118,11 @@ func mergedPage(ctx context.Context, db API, table string, shape mergedShape, pf
 			pk := shardKey(pfx, shard)
 			var start map[string]types.AttributeValue
 			if p, ok := cur.Pos[strconv.Itoa(shard)]; ok {
-				start = map[string]types.AttributeValue{"gsi1pk": &types.AttributeValueMemberS{Value: pk},
-					"gsi1sk": &types.AttributeValueMemberS{Value: p.SK}, "pk": &types.AttributeValueMemberS{Value: p.PK},
-					"sk": &types.AttributeValueMemberS{Value: p.SKey}}
+				start = map[string]types.AttributeValue{"gsi1pk": avS(pk),
+					"gsi1sk": avS(p.SK), "pk": avS(p.PK),
+					"sk": avS(p.SKey)}
 			}
-			res, err := db.Query(ctx, &dynamodb.QueryInput{
-				TableName:                 aws.String(table),
-				IndexName:                 aws.String(gsiName),
-				KeyConditionExpression:    aws.String("gsi1pk = :p"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: pk}},
-				ExclusiveStartKey:         start,
-				Limit:                     aws.Int32(int32(limit)),
-			})
+			res, err := db.Query(ctx, listingQuery(table, gsiName, pk, start, limit))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

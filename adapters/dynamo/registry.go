@@ -86,13 +86,6 @@ const (
 	sourcePfx    = "SOURCE#"
 )
 
-func regKey(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: pk},
-		"sk": &types.AttributeValueMemberS{Value: sk},
-	}
-}
-
 // GrantPK is the partition key of a grant item.
 func GrantPK(id string) string { return grantPfx + id }
 
@@ -135,7 +128,7 @@ func (r *Registry) putReplicated(ctx context.Context, what string, item map[stri
 			}
 			rep[a] = v
 		}
-		rep["pk"] = regS(replicaPK(k))
+		rep["pk"] = avS(replicaPK(k))
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(r.table), Item: rep}})
 	}
 	_, err := r.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -159,11 +152,6 @@ func SourcePK(bot, sourceID string) string {
 	return sourcePfx + url.PathEscape(bot) + "#" + sourceID
 }
 
-func regS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func regN(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
 func regCCF(err error) (*types.ConditionalCheckFailedException, bool) {
 	var ccf *types.ConditionalCheckFailedException
 	return ccf, errors.As(err, &ccf)
@@ -178,7 +166,7 @@ func regVersionCondition(in *dynamodb.PutItemInput, expected int64) {
 	}
 	in.ConditionExpression = aws.String("#v = :v")
 	in.ExpressionAttributeNames = map[string]string{"#v": "version"}
-	in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": regN(expected)}
+	in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": avN(expected)}
 }
 
 // ---- grants ----
@@ -188,8 +176,8 @@ func marshalGrant(g *core.Grant) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal grant %s: %w", g.ID, err)
 	}
-	item["pk"], item["sk"] = regS(GrantPK(g.ID)), regS(grantSK)
-	item["gsi1pk"], item["gsi1sk"] = regS(grantsGSI), regS(g.ID)
+	item["pk"], item["sk"] = avS(GrantPK(g.ID)), avS(grantSK)
+	item["gsi1pk"], item["gsi1sk"] = avS(grantsGSI), avS(g.ID)
 	return item, nil
 }
 
@@ -211,7 +199,7 @@ func unmarshalGrant(item map[string]types.AttributeValue) (*core.Grant, error) {
 // GetGrant reads a grant with a strongly consistent read.
 func (r *Registry) GetGrant(ctx context.Context, id string) (*core.Grant, error) {
 	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(r.table), Key: regKey(GrantPK(id), grantSK), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(r.table), Key: key(GrantPK(id), grantSK), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get grant %s: %w", id, err)
@@ -257,23 +245,7 @@ func (r *Registry) SeedGrant(ctx context.Context, g core.Grant) (bool, error) {
 
 // ListGrants pages through grants by id over gsi1 (eventually consistent).
 func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int) ([]*core.Grant, string, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(r.table),
-		IndexName:                 aws.String(gsiName),
-		KeyConditionExpression:    aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": regS(grantsGSI)},
-		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
-	}
-	start, err := decodeCursor(cursor, cursorShape{partitionAttr: "gsi1pk", partition: grantsGSI, pkPrefix: grantPfx, sk: grantSK})
-	if err != nil {
-		return nil, "", err
-	}
-	in.ExclusiveStartKey = start
-	res, err := r.db.Query(ctx, in)
-	if err != nil {
-		return nil, "", fmt.Errorf("list grants: %w", err)
-	}
-	items, err := hydrate(ctx, r.db, r.table, res.Items)
+	items, next, err := hydratedPage(ctx, r.db, r.table, "grants", cursorShape{partitionAttr: "gsi1pk", partition: grantsGSI, pkPrefix: grantPfx, sk: grantSK}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -288,7 +260,6 @@ func (r *Registry) ListGrants(ctx context.Context, bot, cursor string, limit int
 		}
 		out = append(out, g)
 	}
-	next := encodeCursor(res.LastEvaluatedKey)
 	return out, next, nil
 }
 
@@ -301,7 +272,7 @@ func unmarshalCapability(item map[string]types.AttributeValue) (*core.Capability
 // GetCapability reads an account's capability state (ErrNotFound: none).
 func (r *Registry) GetCapability(ctx context.Context, provider, account string) (*core.Capability, error) {
 	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(r.table), Key: regKey(CapabilityPK(provider, account), capabilitySK), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(r.table), Key: key(CapabilityPK(provider, account), capabilitySK), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get capability %s/%s: %w", provider, account, err)
@@ -319,7 +290,7 @@ func (r *Registry) PutCapability(ctx context.Context, c *core.Capability, expect
 	if err != nil {
 		return fmt.Errorf("marshal capability: %w", err)
 	}
-	item["pk"], item["sk"] = regS(CapabilityPK(c.Provider, c.Account)), regS(capabilitySK)
+	item["pk"], item["sk"] = avS(CapabilityPK(c.Provider, c.Account)), avS(capabilitySK)
 	return r.putReplicated(ctx, "capability "+c.Provider+"/"+c.Account, item, expected,
 		func(k int) string { return CapabilityReplicaPK(c.Provider, c.Account, k) })
 }
@@ -336,13 +307,13 @@ func unmarshalSource(item map[string]types.AttributeValue) (*core.SourceState, e
 // deleted is sticky and is recorded whatever the revision (a second,
 // conditional update when the revision did not move).
 func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *int64, deleted bool, now time.Time) (*core.SourceState, bool, error) {
-	k := regKey(SourcePK(bot, id), sourceSK)
+	k := key(SourcePK(bot, id), sourceSK)
 	// gsi2 (the profile index) lists the source with its bot's outbox, so a
 	// profile backup carries the revisions its intents are checked against.
 	names := map[string]string{"#r": "revision", "#d": "deleted", "#u": "updatedAt", "#b": "bot", "#s": "sourceId", "#g2p": "gsi2pk", "#g2s": "gsi2sk"}
 	vals := map[string]types.AttributeValue{
-		":u": regS(now.UTC().Format(time.RFC3339Nano)), ":b": regS(bot), ":s": regS(id),
-		":g2p": regS(ProfilePK(bot, id, ProfileShards)), ":g2s": regS("SOURCE#" + id),
+		":u": avS(now.UTC().Format(time.RFC3339Nano)), ":b": avS(bot), ":s": avS(id),
+		":g2p": avS(ProfilePK(bot, id, ProfileShards)), ":g2s": avS("SOURCE#" + id),
 		":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
 	}
 	update := func(expr, cond string, vals map[string]types.AttributeValue) (map[string]types.AttributeValue, bool, error) {
@@ -373,7 +344,7 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 	var applied bool
 	var err error
 	if revision != nil {
-		v := map[string]types.AttributeValue{":r": regN(*revision)}
+		v := map[string]types.AttributeValue{":r": avN(*revision)}
 		for kk, vv := range vals {
 			v[kk] = vv
 		}
@@ -393,7 +364,7 @@ func (r *Registry) AdvanceSource(ctx context.Context, bot, id string, revision *
 	}
 	if deleted && !applied {
 		// Not moved forward (or no revision given): record the deletion anyway.
-		v := map[string]types.AttributeValue{":z": regN(0)}
+		v := map[string]types.AttributeValue{":z": avN(0)}
 		for kk, vv := range vals {
 			v[kk] = vv
 		}
@@ -446,11 +417,11 @@ func (r *Registry) Preflight(ctx context.Context, in *core.Intent, gateKey strin
 func (r *Registry) readFacts(ctx context.Context, in *core.Intent, extra ...map[string]types.AttributeValue) (core.RevalidationFacts, []map[string]types.AttributeValue, error) {
 	k := shardOf(in.ID, RegistryShards)
 	keys := []map[string]types.AttributeValue{
-		regKey(GrantReplicaPK(in.Grant.ID, k), grantSK),
-		regKey(CapabilityReplicaPK(in.Provider, in.Account, k), capabilitySK),
+		key(GrantReplicaPK(in.Grant.ID, k), grantSK),
+		key(CapabilityReplicaPK(in.Provider, in.Account, k), capabilitySK),
 	}
 	if in.Source != nil {
-		keys = append(keys, regKey(SourcePK(in.Bot, in.Source.ID), sourceSK))
+		keys = append(keys, key(SourcePK(in.Bot, in.Source.ID), sourceSK))
 	}
 	keys = append(keys, extra...)
 	extraItems := make([]map[string]types.AttributeValue, len(extra))

@@ -89,7 +89,7 @@ func TestRegistryReadFactsIsOneBatchGet(t *testing.T) {
 		t.Fatalf("%+v %v batches=%d", f, err, db.batches.Load())
 	}
 	// The grant's expiry is not the table's TTL attribute.
-	out, err := db.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(reg.table), Key: regKey(GrantPK("g-1"), grantSK)})
+	out, err := db.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(reg.table), Key: key(GrantPK("g-1"), grantSK)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,7 @@ var _ core.RepairIndex = (*Store)(nil)
 const sweepSK = "SWEEP"
 
 func sweepKey(shard int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "SWEEP#" + strconv.Itoa(shard)},
-		"sk": &types.AttributeValueMemberS{Value: sweepSK},
-	}
+	return key("SWEEP#"+strconv.Itoa(shard), sweepSK)
 }
 
 // RepairShards is the number of repair-index shards.
@@ -55,8 +52,8 @@ func (s *Store) DueRepairs(ctx context.Context, shard int, upTo time.Time, limit
 	if sk, ok := cp["wmsk"].(*types.AttributeValueMemberS); ok {
 		if p, ok := cp["wmpk"].(*types.AttributeValueMemberS); ok {
 			start = map[string]types.AttributeValue{
-				"gsi1pk": &types.AttributeValueMemberS{Value: pk}, "gsi1sk": sk,
-				"pk": p, "sk": &types.AttributeValueMemberS{Value: intentSK},
+				"gsi1pk": avS(pk), "gsi1sk": sk,
+				"pk": p, "sk": avS(intentSK),
 			}
 		}
 	}
@@ -150,7 +147,7 @@ func (s *Store) AdvanceRepairs(ctx context.Context, shard int, pos string) error
 		UpdateExpression:    aws.String("SET wmsk = :s, wmpk = :p"),
 		ConditionExpression: aws.String("attribute_not_exists(wmsk) OR wmsk < :s"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":s": &types.AttributeValueMemberS{Value: p.SK}, ":p": &types.AttributeValueMemberS{Value: p.PK},
+			":s": avS(p.SK), ":p": avS(p.PK),
 		},
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -213,14 +210,9 @@ func (s *Store) queryHumanShards(ctx context.Context, sel types.Select, limit in
 		go func(shard int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:                 aws.String(s.table),
-				IndexName:                 aws.String(gsiName),
-				KeyConditionExpression:    aws.String("gsi1pk = :p"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: shardKey(humanPfx, shard)}},
-				Select:                    sel,
-				Limit:                     aws.Int32(int32(limit)),
-			})
+			in := listingQuery(s.table, gsiName, shardKey(humanPfx, shard), nil, limit)
+			in.Select = sel
+			res, err := s.db.Query(ctx, in)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

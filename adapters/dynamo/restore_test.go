@@ -7,7 +7,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
 )
@@ -40,9 +39,7 @@ func TestRestoredIntentIsFiledAheadOfTheSweepCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The intent is lost, then restored from its snapshot.
-	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: IntentPK(in.ID)}, "sk": &types.AttributeValueMemberS{Value: intentSK},
-	}}); err != nil {
+	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: intentKey(in.ID)}); err != nil {
 		t.Fatal(err)
 	}
 	written, err := s.RestoreIntent(ctx, snapshot, later)

@@ -1,8 +1,9 @@
 package dynamo
 
 import (
-	"hash/fnv"
 	"strconv"
+
+	"github.com/botharness/outbox/core"
 )
 
 // Sharding: how many partition-key values each low-cardinality key is spread
@@ -44,16 +45,9 @@ const (
 	RegistryShards = 16
 )
 
-// shardOf maps an id to one of n shards (FNV-1a, stable across releases:
-// stored keys depend on it).
-func shardOf(id string, n int) int {
-	if n <= 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % uint32(n))
-}
+// shardOf maps an id to one of n shards: core.ShardOf (FNV-1a, stable
+// across releases: stored keys depend on it).
+var shardOf = core.ShardOf
 
 func shardKey(prefix string, s int) string { return prefix + strconv.Itoa(s) }
 

@@ -81,6 +81,23 @@ const (
 	humanPfx = "HUMAN#"
 )
 
+// listingQuery reads one page, from start, of the listing pk on an index
+// (gsiName: gsi1pk = pk; gsi2Name: gsi2pk = pk), at most limit items.
+func listingQuery(table, index, pk string, start map[string]types.AttributeValue, limit int) *dynamodb.QueryInput {
+	attr := "gsi1pk"
+	if index == gsi2Name {
+		attr = "gsi2pk"
+	}
+	return &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		IndexName:                 aws.String(index),
+		KeyConditionExpression:    aws.String(attr + " = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(pk)},
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(limit)),
+	}
+}
+
 // IntentPK is the partition key of an intent item.
 func IntentPK(id string) string { return "INTENT#" + id }
 
@@ -102,10 +119,7 @@ func ProfilePK(bot, itemID string, shards int) string {
 func profileShardPK(bot string, s int) string { return "PROFILE#" + bot + "#" + strconv.Itoa(s) }
 
 func intentKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: IntentPK(id)},
-		"sk": &types.AttributeValueMemberS{Value: intentSK},
-	}
+	return key(IntentPK(id), intentSK)
 }
 
 // MarshalIntent renders an intent as its table item (default sharding).
@@ -123,13 +137,13 @@ func marshalIntent(in *core.Intent, sh Sharding) (map[string]types.AttributeValu
 	if err != nil {
 		return nil, fmt.Errorf("marshal intent %s: %w", in.ID, err)
 	}
-	item["pk"] = &types.AttributeValueMemberS{Value: IntentPK(in.ID)}
-	item["sk"] = &types.AttributeValueMemberS{Value: intentSK}
+	item["pk"] = avS(IntentPK(in.ID))
+	item["sk"] = avS(intentSK)
 	// Every intent is listed under its profile (its bot) for backups; the
 	// index projects keys only, so later writes that leave these two
 	// attributes unchanged cost no index write.
-	item["gsi2pk"] = &types.AttributeValueMemberS{Value: ProfilePK(in.Bot, in.ID, ProfileShards)}
-	item["gsi2sk"] = &types.AttributeValueMemberS{Value: in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID}
+	item["gsi2pk"] = avS(ProfilePK(in.Bot, in.ID, ProfileShards))
+	item["gsi2sk"] = avS(in.CreatedAt.UTC().Format(timeKey) + "#" + in.ID)
 	delete(item, "repairAt")
 	if !in.RepairAt.IsZero() {
 		// The repair entry: its key changes only when repairAt or the human
@@ -138,8 +152,8 @@ func marshalIntent(in *core.Intent, sh Sharding) (map[string]types.AttributeValu
 		if in.Status == core.StatusNeedsHuman {
 			pfx = humanPfx
 		}
-		item["gsi1pk"] = &types.AttributeValueMemberS{Value: shardKey(pfx, shardOf(in.ID, sh.Repair))}
-		item["gsi1sk"] = &types.AttributeValueMemberS{Value: in.RepairAt.UTC().Format(timeKey) + "#" + in.ID}
+		item["gsi1pk"] = avS(shardKey(pfx, shardOf(in.ID, sh.Repair)))
+		item["gsi1sk"] = avS(in.RepairAt.UTC().Format(timeKey) + "#" + in.ID)
 	}
 	return item, nil
 }
@@ -294,7 +308,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			Item:                      item,
 			ConditionExpression:       aws.String("#v = :v"),
 			ExpressionAttributeNames:  map[string]string{"#v": "version"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(readVersion, 10)}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(readVersion)},
 		}
 		if len(pages) > 0 {
 			retry, err := s.writeWithHistory(ctx, put, cur, pages)

@@ -13,6 +13,16 @@ import (
 // event's attribute values), as UnmarshalIntent reads a stored item: the
 // stream consumers (notifier, pruner) read the rows this package writes.
 func IntentFromImage(img map[string]events.DynamoDBAttributeValue) (*core.Intent, error) {
+	item, err := ItemFromImage(img)
+	if err != nil {
+		return nil, err
+	}
+	return UnmarshalIntent(item)
+}
+
+// ItemFromImage converts an item in the Lambda event's attribute values (a
+// stream image, or DynamoDB JSON decoded into them) to the SDK's.
+func ItemFromImage(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
 	item := make(map[string]types.AttributeValue, len(img))
 	for k, v := range img {
 		av, err := toSDK(v)
@@ -21,7 +31,60 @@ func IntentFromImage(img map[string]events.DynamoDBAttributeValue) (*core.Intent
 		}
 		item[k] = av
 	}
-	return UnmarshalIntent(item)
+	return item, nil
+}
+
+// ImageFromItem is the inverse of ItemFromImage; the image marshals to
+// DynamoDB JSON ({"S": ...}, {"N": ...}).
+func ImageFromItem(item map[string]types.AttributeValue) (map[string]events.DynamoDBAttributeValue, error) {
+	img := make(map[string]events.DynamoDBAttributeValue, len(item))
+	for k, v := range item {
+		e, err := fromSDK(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", k, err)
+		}
+		img[k] = e
+	}
+	return img, nil
+}
+
+// fromSDK converts an SDK attribute value to the Lambda event's type.
+func fromSDK(v types.AttributeValue) (events.DynamoDBAttributeValue, error) {
+	switch t := v.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(t.Value), nil
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(t.Value), nil
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(t.Value), nil
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(t.Value), nil
+	case *types.AttributeValueMemberNULL:
+		return events.NewNullAttribute(), nil
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(t.Value), nil
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(t.Value), nil
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(t.Value), nil
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(t.Value))
+		for i, e := range t.Value {
+			c, err := fromSDK(e)
+			if err != nil {
+				return events.DynamoDBAttributeValue{}, err
+			}
+			l[i] = c
+		}
+		return events.NewListAttribute(l), nil
+	case *types.AttributeValueMemberM:
+		m, err := ImageFromItem(t.Value)
+		if err != nil {
+			return events.DynamoDBAttributeValue{}, err
+		}
+		return events.NewMapAttribute(m), nil
+	}
+	return events.DynamoDBAttributeValue{}, fmt.Errorf("unsupported attribute type %T", v)
 }
 
 // toSDK converts a Lambda event attribute value to the SDK's type.
@@ -55,16 +118,11 @@ func toSDK(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
 		}
 		return &types.AttributeValueMemberL{Value: out}, nil
 	case events.DataTypeMap:
-		m := v.Map()
-		out := make(map[string]types.AttributeValue, len(m))
-		for k, e := range m {
-			av, err := toSDK(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = av
+		m, err := ItemFromImage(v.Map())
+		if err != nil {
+			return nil, err
 		}
-		return &types.AttributeValueMemberM{Value: out}, nil
+		return &types.AttributeValueMemberM{Value: m}, nil
 	}
 	return nil, fmt.Errorf("unsupported attribute type %v", v.DataType())
 }

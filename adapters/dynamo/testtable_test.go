@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/botharness/outbox/adapters/awsconfig"
+	"github.com/botharness/outbox/localstack/emulatortest"
 )
 
 // testTable creates a fresh table on DynamoDB Local for one test and drops it
@@ -18,12 +18,7 @@ import (
 // requires the emulators (OUTBOX_REQUIRE_EMULATORS=1): then it fails.
 func testTable(t *testing.T, prefix string) (*dynamodb.Client, string) {
 	t.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
-		}
-		t.Skip("no DynamoDB emulator (AWS_ENDPOINT_URL_DYNAMODB unset)")
-	}
+	emulatortest.Require(t, "DYNAMODB")
 	ctx := context.Background()
 	clients, err := awsconfig.LoadClients(ctx)
 	if err != nil {

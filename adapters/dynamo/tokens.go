@@ -39,17 +39,11 @@ const (
 )
 
 func tokenKey(hash string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: tokenPfx + hash},
-		"sk": &types.AttributeValueMemberS{Value: "TOKEN"},
-	}
+	return key(tokenPfx+hash, "TOKEN")
 }
 
 func tokenIDKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: tokenIDPfx + id},
-		"sk": &types.AttributeValueMemberS{Value: "TOKENID"},
-	}
+	return key(tokenIDPfx+id, "TOKENID")
 }
 
 // IssueToken stores a new token record; it never overwrites one.
@@ -214,22 +208,7 @@ func (t *Tokens) ExpireToken(ctx context.Context, id string, at time.Time, rotat
 
 // ListTokens lists token records, oldest first, with an opaque cursor.
 func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]core.Token, string, error) {
-	start, err := decodeCursor(cursor, cursorShape{partitionAttr: "gsi1pk", partition: tokensGSI, pkPrefix: tokenPfx, sk: "TOKEN"})
-	if err != nil {
-		return nil, "", err
-	}
-	res, err := t.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(t.table),
-		IndexName:                 aws.String(gsiName),
-		KeyConditionExpression:    aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(tokensGSI)},
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(min(max(limit, 1), 100))),
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("list tokens: %w", err)
-	}
-	items, err := hydrate(ctx, t.db, t.table, res.Items)
+	items, next, err := hydratedPage(ctx, t.db, t.table, "tokens", cursorShape{partitionAttr: "gsi1pk", partition: tokensGSI, pkPrefix: tokenPfx, sk: "TOKEN"}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -237,7 +216,7 @@ func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]co
 	for _, item := range items {
 		out = append(out, tokenFromItem(item))
 	}
-	return out, encodeCursor(res.LastEvaluatedKey), nil
+	return out, next, nil
 }
 
 // AdoptToken gives a record written before tokens had ids (kind and name

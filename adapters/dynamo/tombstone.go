@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -147,15 +146,12 @@ func (s *Store) PutTombstone(ctx context.Context, item map[string]types.Attribut
 func (s *Store) ExpireHistoryPages(ctx context.Context, id string, n int, at time.Time) error {
 	for seq := 1; seq <= n; seq++ {
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(s.table),
-			Key: map[string]types.AttributeValue{
-				"pk": &types.AttributeValueMemberS{Value: IntentPK(id)},
-				"sk": &types.AttributeValueMemberS{Value: HistorySK(seq)},
-			},
+			TableName:                 aws.String(s.table),
+			Key:                       key(IntentPK(id), HistorySK(seq)),
 			UpdateExpression:          aws.String("SET #t = :t"),
 			ConditionExpression:       aws.String("attribute_exists(pk)"),
 			ExpressionAttributeNames:  map[string]string{"#t": TTLAttribute},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Unix(), 10)}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": avN(at.Unix())},
 		})
 		var ccf *types.ConditionalCheckFailedException
 		if err != nil && !errors.As(err, &ccf) {

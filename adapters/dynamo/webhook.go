@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -76,11 +75,9 @@ func MappingPK(provider, account, messageID string) string {
 	return "EXTMSG#" + keyPart(provider) + "#" + keyPart(account) + "#" + keyPart(messageID)
 }
 
+// key is an item's primary key.
 func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: pk},
-		"sk": &types.AttributeValueMemberS{Value: sk},
-	}
+	return map[string]types.AttributeValue{"pk": avS(pk), "sk": avS(sk)}
 }
 
 func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeValue, error) {
@@ -89,13 +86,13 @@ func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeVa
 		return nil, fmt.Errorf("marshal event %s: %w", rec.EventID, err)
 	}
 	pk := EventPK(rec.Provider, rec.Account, rec.EventID)
-	item["pk"] = &types.AttributeValueMemberS{Value: pk}
-	item["sk"] = &types.AttributeValueMemberS{Value: eventSK}
+	item["pk"] = avS(pk)
+	item["sk"] = avS(eventSK)
 	if rec.State == core.EventUnresolved {
-		item["gsi1pk"] = &types.AttributeValueMemberS{Value: shardKey(unresolvedGSIPK+"#", shardOf(pk, WebhookShards))}
-		item["gsi1sk"] = &types.AttributeValueMemberS{Value: rec.ReceivedAt.UTC().Format(timeKey) + "#" + pk}
+		item["gsi1pk"] = avS(shardKey(unresolvedGSIPK+"#", shardOf(pk, WebhookShards)))
+		item["gsi1sk"] = avS(rec.ReceivedAt.UTC().Format(timeKey) + "#" + pk)
 	} else {
-		item[TTLAttribute] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.ReceivedAt.Add(w.EventTTL).Unix(), 10)}
+		item[TTLAttribute] = avN(rec.ReceivedAt.Add(w.EventTTL).Unix())
 	}
 	return item, nil
 }
@@ -203,20 +200,20 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 				TableName: aws.String(w.table), Item: item,
 				ConditionExpression:       aws.String("#v = :v"),
 				ExpressionAttributeNames:  map[string]string{"#v": "version"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(readVersion, 10)}},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(readVersion)},
 			}})
 		}
 		if plan.MapMessage {
 			m := key(MappingPK(rec.Provider, rec.Account, rec.MessageID), mappingSK)
-			m["intentId"] = &types.AttributeValueMemberS{Value: rec.IntentID}
-			m["eventId"] = &types.AttributeValueMemberS{Value: rec.EventID}
-			m["createdAt"] = &types.AttributeValueMemberS{Value: rec.ReceivedAt.UTC().Format(time.RFC3339Nano)}
-			m[TTLAttribute] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.ReceivedAt.Add(w.MappingTTL).Unix(), 10)}
+			m["intentId"] = avS(rec.IntentID)
+			m["eventId"] = avS(rec.EventID)
+			m["createdAt"] = avS(rec.ReceivedAt.UTC().Format(time.RFC3339Nano))
+			m[TTLAttribute] = avN(rec.ReceivedAt.Add(w.MappingTTL).Unix())
 			mapIdx = len(items)
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(w.table), Item: m,
 				ConditionExpression:       aws.String("attribute_not_exists(pk) OR intentId = :id"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: rec.IntentID}},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":id": avS(rec.IntentID)},
 			}})
 		}
 		_, err = w.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -315,12 +312,12 @@ func (w *Webhooks) ClaimInbound(ctx context.Context, rec core.EventRecord, now, 
 	}
 	cond := "#s = :f AND attribute_not_exists(claimUntil)"
 	vals := map[string]types.AttributeValue{
-		":f": &types.AttributeValueMemberS{Value: core.EventForwarding},
-		":u": &types.AttributeValueMemberS{Value: until.UTC().Format(time.RFC3339Nano)},
+		":f": avS(core.EventForwarding),
+		":u": avS(until.UTC().Format(time.RFC3339Nano)),
 	}
 	if old.ClaimUntil != nil {
 		cond = "#s = :f AND claimUntil = :old"
-		vals[":old"] = &types.AttributeValueMemberS{Value: old.ClaimUntil.UTC().Format(time.RFC3339Nano)}
+		vals[":old"] = avS(old.ClaimUntil.UTC().Format(time.RFC3339Nano))
 	}
 	_, err = w.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(w.table), Key: key(EventPK(rec.Provider, rec.Account, rec.EventID), eventSK),
@@ -351,9 +348,9 @@ func (w *Webhooks) MarkForwarded(ctx context.Context, rec core.EventRecord, now 
 		ConditionExpression:      aws.String("#s = :f"),
 		ExpressionAttributeNames: map[string]string{"#s": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":done": &types.AttributeValueMemberS{Value: core.EventForwarded},
-			":f":    &types.AttributeValueMemberS{Value: core.EventForwarding},
-			":now":  &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
+			":done": avS(core.EventForwarded),
+			":f":    avS(core.EventForwarding),
+			":now":  avS(now.UTC().Format(time.RFC3339Nano)),
 		},
 	})
 	if err != nil {

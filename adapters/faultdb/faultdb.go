@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -195,11 +196,7 @@ func (i *Injector) Clear() {
 func (i *Injector) Counts() map[Kind]int {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	out := make(map[Kind]int, len(i.counts))
-	for k, v := range i.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(i.counts)
 }
 
 // Log returns the applied faults in order.

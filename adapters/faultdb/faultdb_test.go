@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -16,16 +15,12 @@ import (
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/faultdb"
+	"github.com/botharness/outbox/localstack/emulatortest"
 )
 
 func client(t *testing.T, inj *faultdb.Injector) (*dynamodb.Client, string) {
 	t.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but no emulator endpoint is set")
-		}
-		t.Skip("no emulator endpoints (run `make test`)")
-	}
+	emulatortest.Require(t, "DYNAMODB")
 	ctx := context.Background()
 	cfg, err := awsconfig.Load(ctx)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/localstack/emulatortest"
 )
 
 // counting counts the S3 requests the store makes.
@@ -36,12 +36,7 @@ func (c *counting) GetObject(ctx context.Context, in *s3.GetObjectInput, o ...fu
 // bucketForTest creates a fresh bucket on the S3 emulator (fauxqs).
 func bucketForTest(t *testing.T) (*s3.Client, string) {
 	t.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_S3") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_S3 is unset")
-		}
-		t.Skip("no S3 emulator (AWS_ENDPOINT_URL_S3 unset)")
-	}
+	emulatortest.Require(t, "S3")
 	clients, err := awsconfig.LoadClients(context.Background())
 	if err != nil {
 		t.Fatal(err)

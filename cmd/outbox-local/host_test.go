@@ -6,18 +6,14 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/botharness/outbox/localstack/emulatortest"
 )
 
-// requireEmulators skips a test that needs the emulators when none is set,
-// unless make test requires them (OUTBOX_REQUIRE_EMULATORS=1): then it fails.
+// requireEmulators: the crash and restart tests need the emulators.
 func requireEmulators(t *testing.T) {
 	t.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
-		if os.Getenv("OUTBOX_REQUIRE_EMULATORS") == "1" {
-			t.Fatal("OUTBOX_REQUIRE_EMULATORS=1 but AWS_ENDPOINT_URL_DYNAMODB is unset")
-		}
-		t.Skip("no emulators (AWS_ENDPOINT_URL_DYNAMODB unset)")
-	}
+	emulatortest.Require(t, "DYNAMODB")
 }
 
 // host is the outbox-local binary the crash and restart tests run as a

@@ -178,8 +178,8 @@ func (o Options) withDefaults() Options {
 	if o.BackupKey == "" {
 		o.BackupKey = processBackupKey()
 	}
-	o.Lease = orDur(o.Lease, 60*time.Second)
-	o.SweepGrace = orDur(o.SweepGrace, 30*time.Second)
+	o.Lease = core.OrDefault(o.Lease, 60*time.Second)
+	o.SweepGrace = core.OrDefault(o.SweepGrace, 30*time.Second)
 	return o
 }
 
@@ -371,7 +371,7 @@ func (s *Stack) start(ctx context.Context, clients awsconfig.Clients, o Options)
 	if !o.DisableQueue {
 		s.SQS, err = lambdahost.NewSQSPoller(lambdahost.SQSPollerConfig{
 			Client: clients.SQS, QueueURL: queues.Retry, BatchSize: 10, WaitTime: time.Second,
-			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: orInt(max(o.QueueConcurrency, o.WorkerConcurrency), 8),
+			PollInterval: o.PollInterval, VisibilityTimeout: 60 * time.Second, Concurrency: core.OrDefault(max(o.QueueConcurrency, o.WorkerConcurrency), 8),
 			MaxConcurrency: o.RetrierMaxConcurrency,
 			Handler:        s.Retrier.Handle, FunctionName: "retrier", Logger: app.Log,
 		})
@@ -419,20 +419,6 @@ func (s *Stack) Stop() {
 	if s.cancel != nil {
 		s.cancel()
 	}
-}
-
-func orDur(v, def time.Duration) time.Duration {
-	if v > 0 {
-		return v
-	}
-	return def
-}
-
-func orInt(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // processBackupKey is a random backup key shared by every stack of this

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -136,9 +137,4 @@ type capabilityWithPacing struct {
 	Pacing *core.AccountPacing `json:"pacing"`
 }
 
-func (g *Grants) log() *slog.Logger {
-	if g.Log == nil {
-		return slog.Default()
-	}
-	return g.Log
-}
+func (g *Grants) log() *slog.Logger { return cmp.Or(g.Log, slog.Default()) }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -61,9 +62,4 @@ func (h *Pace) put(ctx context.Context, p core.Principal, req events.APIGatewayV
 	return httpjson.JSON(http.StatusOK, ap, nil)
 }
 
-func (h *Pace) log() *slog.Logger {
-	if h.Log == nil {
-		return slog.Default()
-	}
-	return h.Log
-}
+func (h *Pace) log() *slog.Logger { return cmp.Or(h.Log, slog.Default()) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -29,25 +28,17 @@ type Unresolved struct {
 	Log   *slog.Logger
 }
 
-// UnresolvedRow is one row of the unresolved list: the event without its body.
+// UnresolvedRow is one row of the unresolved list: the event without its body
+// (Raw and ClaimUntil are left empty, so they are omitted), and the body's size.
 type UnresolvedRow struct {
-	Provider   string         `json:"provider"`
-	Account    string         `json:"account"`
-	EventID    string         `json:"eventId"`
-	Kind       core.EventKind `json:"kind"`
-	Type       string         `json:"type,omitempty"`
-	State      string         `json:"state"`
-	IntentID   string         `json:"intentId,omitempty"`
-	MessageID  string         `json:"messageId,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
-	ReceivedAt time.Time      `json:"receivedAt"`
-	BodyHash   string         `json:"bodyHash,omitempty"`
-	RawBytes   int            `json:"rawBytes"`
+	core.EventRecord
+	RawBytes int `json:"rawBytes"`
 }
 
 func unresolvedRow(r core.EventRecord) UnresolvedRow {
-	return UnresolvedRow{Provider: r.Provider, Account: r.Account, EventID: r.EventID, Kind: r.Kind, Type: r.Type, State: r.State,
-		IntentID: r.IntentID, MessageID: r.MessageID, Reason: r.Reason, ReceivedAt: r.ReceivedAt, BodyHash: r.BodyHash, RawBytes: len(r.Raw)}
+	n := len(r.Raw)
+	r.Raw, r.ClaimUntil = "", nil
+	return UnresolvedRow{EventRecord: r, RawBytes: n}
 }
 
 // UnresolvedEventRoute serves one unresolved event with its raw body.

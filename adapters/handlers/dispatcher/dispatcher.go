@@ -8,6 +8,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -119,9 +120,4 @@ func intentOf(rec events.DynamoDBEventRecord) (string, bool) {
 	return id.String(), true
 }
 
-func (h *Handler) log() *slog.Logger {
-	if h.Log == nil {
-		return slog.Default()
-	}
-	return h.Log
-}
+func (h *Handler) log() *slog.Logger { return cmp.Or(h.Log, slog.Default()) }

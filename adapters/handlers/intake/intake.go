@@ -3,6 +3,7 @@
 package intake
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -226,12 +227,7 @@ func HistoryView(id string, s core.HistorySlice) HistoryBody {
 	return b
 }
 
-func (h *Handler) log() *slog.Logger {
-	if h.Log == nil {
-		return slog.Default()
-	}
-	return h.Log
-}
+func (h *Handler) log() *slog.Logger { return cmp.Or(h.Log, slog.Default()) }
 
 // fail answers from the one error table (httpjson).
 func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {

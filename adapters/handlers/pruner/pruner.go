@@ -7,6 +7,7 @@
 package pruner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -162,9 +163,4 @@ func (h *Handler) clock() core.Clock {
 	return h.Clock
 }
 
-func (h *Handler) log() *slog.Logger {
-	if h.Log == nil {
-		return slog.Default()
-	}
-	return h.Log
-}
+func (h *Handler) log() *slog.Logger { return cmp.Or(h.Log, slog.Default()) }

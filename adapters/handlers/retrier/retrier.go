@@ -3,6 +3,7 @@
 package retrier
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -69,9 +70,4 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	return resp, nil
 }
 
-func (h *Handler) log() *slog.Logger {
-	if h.Log == nil {
-		return slog.Default()
-	}
-	return h.Log
-}
+func (h *Handler) log() *slog.Logger { return cmp.Or(h.Log, slog.Default()) }

@@ -13,6 +13,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -60,12 +61,7 @@ type Handler struct {
 	Log          *slog.Logger
 }
 
-func (h *Handler) log() *slog.Logger {
-	if h.Log == nil {
-		return slog.Default()
-	}
-	return h.Log
-}
+func (h *Handler) log() *slog.Logger { return cmp.Or(h.Log, slog.Default()) }
 
 // Handle is the Lambda handler.
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

@@ -126,7 +126,7 @@ func main() {
 	flag.DurationVar(&f.retentionWindow, "retention-window", 30*time.Second, "the intent retention window of the retention phase (shortened)")
 	flag.Parse()
 
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+	if !awsconfig.Emulated("DYNAMODB") {
 		fmt.Fprintln(os.Stderr, "outbox-bench: no emulator endpoint (AWS_ENDPOINT_URL_DYNAMODB); run `make bench` or eval \"$(localstack/emulators.sh env)\"")
 		os.Exit(2)
 	}

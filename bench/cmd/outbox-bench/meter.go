@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -49,11 +50,7 @@ func (m *meter) trackKeys(on bool) {
 func (m *meter) keyCounts() map[string]int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]int64, len(m.keys))
-	for k, v := range m.keys {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m.keys)
 }
 
 func itemKey(key map[string]types.AttributeValue) string {

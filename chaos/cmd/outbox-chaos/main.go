@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/chaos"
 )
 
@@ -39,7 +40,7 @@ func envInt(name string, def int) int {
 }
 
 func main() {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+	if !awsconfig.Emulated("DYNAMODB") {
 		fmt.Fprintln(os.Stderr, "outbox-chaos: no emulator endpoint; run it through `make chaos`")
 		os.Exit(2)
 	}
