@@ -432,6 +432,10 @@ func (r *Registry) readFacts(ctx context.Context, in *core.Intent, extra ...map[
 		}
 		return v.Value
 	}
+	extraAt := make(map[string]int, len(extra)) // by pk: no fact shares one
+	for j, ek := range extra {
+		extraAt[pkOf(ek)] = j
+	}
 	var f core.RevalidationFacts
 	tries := max(r.BatchTries, 1)
 	for i := 0; len(keys) > 0; i++ {
@@ -451,13 +455,10 @@ func (r *Registry) readFacts(ctx context.Context, in *core.Intent, extra ...map[
 		if err != nil {
 			return f, nil, fmt.Errorf("read revalidation facts of %s: %w", in.ID, err)
 		}
-	items:
 		for _, item := range out.Responses[r.table] {
-			for j, ek := range extra {
-				if pkOf(item) == pkOf(ek) {
-					extraItems[j] = item
-					continue items
-				}
+			if j, ok := extraAt[pkOf(item)]; ok {
+				extraItems[j] = item
+				continue
 			}
 			sk, _ := item["sk"].(*types.AttributeValueMemberS)
 			if sk == nil {

@@ -332,19 +332,13 @@ func (r *runner) inline() error {
 	r.set("inline_e2e_p99_ms", pct(inl, 99))
 	r.set("inline_floor_p50_ms", pct(flo, 50))
 	r.set("inline_floor_p99_ms", pct(flo, 99))
-	if fp := pct(flo, 99); fp > 0 {
-		r.set("inline_vs_floor_p99", round(pct(inl, 99)/fp, 3))
-	}
-	if fp := pct(flo, 50); fp > 0 {
-		r.set("inline_vs_floor_p50", round(pct(inl, 50)/fp, 3))
-	}
 	r.set("inline_rules_floor_p50_ms", pct(rfl, 50))
 	r.set("inline_rules_floor_p99_ms", pct(rfl, 99))
-	if fp := pct(flo, 99); fp > 0 {
-		r.set("inline_rules_floor_vs_floor_p99", round(pct(rfl, 99)/fp, 3))
-	}
-	if fp := pct(flo, 50); fp > 0 {
-		r.set("inline_rules_floor_vs_floor_p50", round(pct(rfl, 50)/fp, 3))
+	for _, q := range []float64{50, 99} { // each road's percentile over the floor's
+		if fp := pct(flo, q); fp > 0 {
+			r.set(fmt.Sprintf("inline_vs_floor_p%.0f", q), round(pct(inl, q)/fp, 3))
+			r.set(fmt.Sprintf("inline_rules_floor_vs_floor_p%.0f", q), round(pct(rfl, q)/fp, 3))
+		}
 	}
 	r.set("inline_async_writes_per_delivered_intent", round(float64(ac.writes())/af, 3))
 	r.set("inline_async_wcu_per_delivered_intent", round(ac.WCU/af, 3))
