@@ -276,6 +276,7 @@ func (r *runner) inline() error {
 	// 2. Inline, counted, interleaved with the floor and the rules' floor
 	// (the order rotating).
 	r.meter.reset()
+	stopProfile := r.startProfile("inline-cpu.pprof") // where the inline road's CPU goes (go tool pprof -tagfocus variant=intake-server)
 	var inl, flo, rfl []time.Duration
 	succeeded := 0
 	var inlineIDs []string
@@ -312,6 +313,7 @@ func (r *runner) inline() error {
 			}
 		}
 	}
+	stopProfile()
 	time.Sleep(2 * r.f.e2ePoll) // nothing more should be written; let a straggler show
 	ic := r.meter.snapshot()
 	for _, id := range inlineIDs {
