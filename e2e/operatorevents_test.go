@@ -319,3 +319,45 @@ func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
 		t.Errorf("%d badly signed posts", rcv.bad)
 	}
 }
+
+// TestUnsubscribedBreakerEventIsRedrivenBySweeper: with no subscriber
+// configured, a breaker move is still an operator event (a warning log
+// line and the breaker_opened metric the stack's alarm watches). The gate's
+// transaction stores it unpublished; when the worker that moved the gate
+// dies before publishing it, the sweeper publishes it (and its record then
+// expires) instead of leaving it unpublished, unlogged and uncounted for
+// ever.
+func TestUnsubscribedBreakerEventIsRedrivenBySweeper(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	gate := e.st.App.Gate
+	if gate == nil {
+		t.Fatal("the stack has no account gate")
+	}
+	ctx := context.Background()
+	now := time.Now().UTC()
+	const acct = "acct-unsubscribed"
+	ev := core.BreakerEvent(core.EventBreakerOpened, "sandbox", acct, now, "the worker that opened it died before publishing")
+	if ok, err := gate.Store.Open(ctx, core.GateKey("sandbox", acct), now.Add(time.Minute), false, ev); err != nil || !ok {
+		t.Fatalf("open: %v %v", ok, err)
+	}
+	ledger := dynamo.NewOperatorEventLedger(e.clients.DynamoDB, e.table)
+	unpublished := func() []string {
+		evs, err := ledger.Unpublished(ctx, time.Now().UTC().Add(time.Second), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range evs {
+			ids = append(ids, x.ID)
+		}
+		return ids
+	}
+	if ids := unpublished(); len(ids) != 1 || ids[0] != ev.ID {
+		t.Fatalf("before the sweep: unpublished %v, want [%s]", ids, ev.ID)
+	}
+	e.sweep()
+	if ids := unpublished(); len(ids) != 0 {
+		t.Fatalf("after the sweep: still unpublished %v", ids)
+	}
+}

@@ -15,7 +15,7 @@ import (
 // and counts each event too) and gives it the gate's breaker moves: its
 // subscriber is SNS when OUTBOX_OPERATOR_TOPIC_ARN is set (AWS), else a
 // Standard Webhooks-signed POST when OUTBOX_OPERATOR_WEBHOOK_URL is set
-// (locally), else none. The sweeper redrives claims a crash left unpublished.
+// (locally), else none. The sweeper redrives what a crash left unpublished.
 func wireOperatorEvents(a *App) error {
 	c := a.Config
 	var sub core.OperatorEvents
@@ -44,12 +44,13 @@ func wireOperatorEvents(a *App) error {
 	if a.Gate != nil {
 		a.Gate.Events = a.OperatorEvents
 	}
-	subscribed := sub != nil
-	if subscribed {
-		// Without a subscriber nothing can be left unpublished worth a query.
-		a.Sweeper.OperatorEvents = a.OperatorEvents
-	}
-	wireOverview(a, subscribed)
+	// With or without a subscriber: the gate's transaction stores each
+	// breaker move as an unpublished record, and publishing it (the log
+	// line, the metric the alarm watches, the record's expiry) is left to
+	// the sweeper when the worker that moved the gate dies first
+	// (e2e TestUnsubscribedBreakerEventIsRedrivenBySweeper).
+	a.Sweeper.OperatorEvents = a.OperatorEvents
+	wireOverview(a, sub != nil)
 	return nil
 }
 
