@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
 )
@@ -596,16 +597,53 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 // the reads of many intents spread over every replica, none on the gate.
 func TestGateStateReadsSpreadOverReplicas(t *testing.T) {
 	t.Parallel()
-	seen := map[string]int{}
-	for i := 0; i < 1600; i++ {
-		seen[GateReplicaPK("sandbox#a", shardOf(fmt.Sprintf("it_%d", i), RegistryShards))]++
-	}
-	if len(seen) != RegistryShards {
-		t.Fatalf("%d replicas read, want %d", len(seen), RegistryShards)
-	}
-	for pk, n := range seen {
-		if n > 2*1600/RegistryShards {
-			t.Fatalf("%s read %d of 1600 times", pk, n)
+	db, table := testTable(t, "gate_spread")
+	rec := &keyRecorder{API: db}
+	g := NewGates(rec, table)
+	ctx := context.Background()
+	key := core.GateKey("sandbox", "acct-spread")
+	const n = 640 // 40 per replica on average
+	for i := 0; i < n; i++ {
+		st, err := g.StateFor(ctx, key, fmt.Sprintf("it_%d", i), time.Now())
+		if err != nil || !core.CleanGate(st, time.Now()) {
+			t.Fatalf("read %d: %+v %v", i, st, err)
 		}
 	}
+	seen := map[string]int{}
+	for _, pk := range rec.pks() {
+		seen[pk]++
+	}
+	if seen[GatePK(key)] != 0 {
+		t.Fatalf("a clean gate was read %d times itself", seen[GatePK(key)])
+	}
+	if len(seen) != RegistryShards {
+		t.Fatalf("%d items read (%v), want the %d replicas", len(seen), seen, RegistryShards)
+	}
+	for pk, k := range seen {
+		if k > 2*n/RegistryShards {
+			t.Fatalf("%s read %d of %d times", pk, k, n)
+		}
+	}
+}
+
+// keyRecorder records the partition key of every GetItem.
+type keyRecorder struct {
+	API
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *keyRecorder) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if pk, ok := in.Key["pk"].(*types.AttributeValueMemberS); ok {
+		r.mu.Lock()
+		r.got = append(r.got, pk.Value)
+		r.mu.Unlock()
+	}
+	return r.API.GetItem(ctx, in, optFns...)
+}
+
+func (r *keyRecorder) pks() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
 }
