@@ -228,6 +228,10 @@ ddb_cmd() {
 	dir="$(ddb_dir)"
 	jar="$dir/DynamoDBLocal.jar"
 	local -a base=(java "$(mark_of dynamodb)" "-Djava.library.path=$dir/DynamoDBLocal_lib" -XX:+UseSerialGC)
+	# OUTBOX_DDB_JAVA_OPTS: extra JVM flags (whitespace-separated), for measuring.
+	local -a extra=()
+	read -r -a extra <<<"${OUTBOX_DDB_JAVA_OPTS:-}"
+	base+=("${extra[@]}")
 	local -a args=(-inMemory -sharedDb -disableTelemetry -port "$DDB_PORT")
 	if [ -n "$DDB_DATA_DIR" ]; then
 		# On disk (make run): the tables survive a restart or a crash.
