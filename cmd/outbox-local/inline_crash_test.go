@@ -145,9 +145,6 @@ func TestHostKilledDuringAnInlineSendEndsByLookupOrKey(t *testing.T) {
 		{"keys", "acct-inline-crash-keys", `{"idempotencyKeys":true,"lookup":false}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			// Each case has its own sandbox, table and host: most of a case
-			// is waiting out the held send, the lease and the sweep.
-			t.Parallel()
 			id, inFlight, effects, restart := killDuringInlineSend(t, c.account, c.caps)
 			ctx := context.Background()
 			store := restart()
