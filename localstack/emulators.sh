@@ -9,6 +9,7 @@
 # Settings (environment): OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (readiness,
 # seconds, default 60), OUTBOX_EMULATOR_RUN_DIR (pid/log dir, default localstack/.run),
 # OUTBOX_DDB_DATA_DIR (DynamoDB Local keeps its data there with -dbPath; default: in memory),
+# OUTBOX_DDB_JAVA_OPTS (extra JVM flags for DynamoDB Local, to measure them; default none),
 # FAUXQS_LOGGER=true (log every SQS/S3 request). fauxqs always keeps its state in memory.
 #
 # PIDs go to $RUN_DIR/<emulator>-<port>.pid, logs to $RUN_DIR/<emulator>-<port>.log, so sets on
@@ -462,6 +463,7 @@ usage: $0 start|stop|restart|status|env
   env      print export lines for the AWS SDK:  eval "\$($0 env)"
 settings: OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (s, default 60),
           OUTBOX_EMULATOR_RUN_DIR (default localstack/.run), OUTBOX_DDB_DATA_DIR (default: in memory),
+          OUTBOX_DDB_JAVA_OPTS (extra JVM flags for DynamoDB Local),
           FAUXQS_LOGGER=true
 EOF
 }
