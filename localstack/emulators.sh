@@ -9,6 +9,7 @@
 # Settings (environment): OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (readiness,
 # seconds, default 60), OUTBOX_EMULATOR_RUN_DIR (pid/log dir, default localstack/.run),
 # OUTBOX_DDB_DATA_DIR (DynamoDB Local keeps its data there with -dbPath; default: in memory),
+# OUTBOX_DDB_JAVA_OPTS (extra JVM flags for DynamoDB Local, to measure them; default none),
 # FAUXQS_LOGGER=true (log every SQS/S3 request). fauxqs always keeps its state in memory.
 #
 # PIDs go to $RUN_DIR/<emulator>-<port>.pid, logs to $RUN_DIR/<emulator>-<port>.log, so sets on
@@ -228,6 +229,10 @@ ddb_cmd() {
 	dir="$(ddb_dir)"
 	jar="$dir/DynamoDBLocal.jar"
 	local -a base=(java "$(mark_of dynamodb)" "-Djava.library.path=$dir/DynamoDBLocal_lib" -XX:+UseSerialGC)
+	# OUTBOX_DDB_JAVA_OPTS: extra JVM flags (whitespace-separated), for measuring.
+	local -a extra=()
+	read -r -a extra <<<"${OUTBOX_DDB_JAVA_OPTS:-}"
+	base+=("${extra[@]}")
 	local -a args=(-inMemory -sharedDb -disableTelemetry -port "$DDB_PORT")
 	if [ -n "$DDB_DATA_DIR" ]; then
 		# On disk (make run): the tables survive a restart or a crash.
@@ -458,6 +463,7 @@ usage: $0 start|stop|restart|status|env
   env      print export lines for the AWS SDK:  eval "\$($0 env)"
 settings: OUTBOX_DDB_PORT, OUTBOX_SQS_PORT, OUTBOX_EMULATOR_TIMEOUT (s, default 60),
           OUTBOX_EMULATOR_RUN_DIR (default localstack/.run), OUTBOX_DDB_DATA_DIR (default: in memory),
+          OUTBOX_DDB_JAVA_OPTS (extra JVM flags for DynamoDB Local),
           FAUXQS_LOGGER=true
 EOF
 }
