@@ -226,11 +226,21 @@ func TestRegistryGrantsConditionalAndListed(t *testing.T) {
 	}
 }
 
-// recordingDB records the keys of every BatchGetItem.
+// recordingDB records the partition keys of every BatchGetItem (read) and
+// every GetItem (got).
 type recordingDB struct {
 	*dynamodb.Client
-	mu   sync.Mutex
-	read map[string]int
+	mu        sync.Mutex
+	read, got map[string]int
+}
+
+func (c *recordingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if pk, ok := in.Key["pk"].(*types.AttributeValueMemberS); ok {
+		c.mu.Lock()
+		c.got[pk.Value]++
+		c.mu.Unlock()
+	}
+	return c.Client.GetItem(ctx, in, o...)
 }
 
 func (c *recordingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
