@@ -117,13 +117,13 @@ var errDeadlinePassed = errors.New("deadline passed before the attempt")
 // records its outcome. A lost claim (duplicate record, stale message, another
 // worker) returns nil: there is nothing to do.
 func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
-	return d.attempt(ctx, id, trigger, slots{}, nil)
+	return d.attempt(ctx, id, trigger, gateKnown{}, nil)
 }
 
 // attempt is Attempt holding a pace slot reserved earlier (resv, or nil),
 // given the intent when the caller just read it (pre, or nil).
-func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, resv slots, pre *Intent) error {
-	gate, err := d.admit(ctx, id, trigger, resv, pre)
+func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, known gateKnown, pre *Intent) error {
+	gate, err := d.admit(ctx, id, trigger, known, pre)
 	if err != nil || !gate.send {
 		return err // deferred by the account gate (pace, pause, breaker): nothing sent
 	}

@@ -148,7 +148,7 @@ func (l *Inline) plan(ctx context.Context, in *Intent) (*inlinePlan, error) {
 		rvErr, bErr, gErr error
 		up                bool
 	)
-	held := slots{}
+	known := gateKnown{}
 	if l.Preflight != nil && d.Revalidator != nil && d.Barrier != nil && d.Gate != nil {
 		p.barrierAsked = l.mono() // real latency, not d.Clock
 		pf, err := l.Preflight.Preflight(ctx, in, GateKey(in.Provider, in.Account))
@@ -157,7 +157,7 @@ func (l *Inline) plan(ctx context.Context, in *Intent) (*inlinePlan, error) {
 			return p, nil
 		}
 		checks, blocked = Evaluate(in, pf.Facts, d.Clock.Now())
-		up, held.gateClean = pf.BarrierUp, pf.GateClean
+		up, known.clean = pf.BarrierUp, pf.GateClean
 	} else {
 		if d.Revalidator != nil {
 			wg.Add(1)
@@ -171,7 +171,7 @@ func (l *Inline) plan(ctx context.Context, in *Intent) (*inlinePlan, error) {
 	}
 	// The gate last, in this goroutine: a gate error must not leak a slot
 	// reservation unseen, and admit's own reads are the slowest.
-	t, gErr := d.admit(ctx, in.ID, TriggerInline, held, in)
+	t, gErr := d.admit(ctx, in.ID, TriggerInline, known, in)
 	wg.Wait()
 	p.ticket = t
 	switch {

@@ -548,8 +548,8 @@ type ticket struct {
 // send=false when the attempt was deferred (re-queued) and must stop here.
 // Intents that are not claimable now (or are past their deadline) pass
 // without the gate: the claim turns them away (or expires them) with no send.
-func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, in *Intent) (ticket, error) {
-	resv := held.account
+func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKnown, in *Intent) (ticket, error) {
+	resv := known.account
 	g := d.Gate
 	if g == nil {
 		return ticket{send: true}, nil
@@ -596,9 +596,9 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		tkey := TargetGateKey(in.Provider, in.Account, in.Target)
 		var tslot time.Time
 		switch {
-		case held.target != nil && ReservationUsable(*held.target, tp, now):
-			tslot = *held.target
-		case held.target == nil && held.account == nil && DuplicateProneTrigger(trigger):
+		case known.target != nil && ReservationUsable(*known.target, tp, now):
+			tslot = *known.target
+		case known.target == nil && known.account == nil && DuplicateProneTrigger(trigger):
 			var dup bool
 			tslot, _, dup, err = d.reserveOnce(ctx, tkey, tp, ClaimToken(in.ID, in.AttemptCount), now)
 			t.reservedOnce = true
@@ -612,10 +612,10 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		if err != nil {
 			return ticket{}, fmt.Errorf("gate %s: %w", tkey, err)
 		}
-		if held.target == nil || !tslot.Equal(*held.target) {
+		if known.target == nil || !tslot.Equal(*known.target) {
 			tslot = tslot.Add(g.Lead)
 		}
-		if tslot.After(now.Add(g.holdFor(held.target != nil))) {
+		if tslot.After(now.Add(g.holdFor(known.target != nil))) {
 			// Over the target's pace: deferred to its slot, no provider call,
 			// no attempt counted, no slot of the account taken.
 			log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", tkey)
@@ -648,7 +648,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, held slots, 
 		// Unpaced: the breaker and pause state is all this attempt needs;
 		// read where the store spreads it (a replica by intent id, the gate
 		// itself whenever it is not clean).
-		if !held.gateClean {
+		if !known.clean {
 			t.state, err = g.Store.StateFor(ctx, key, in.ID, now)
 		}
 		if err == nil && t.state.Override != nil {
@@ -1160,11 +1160,12 @@ func (p *Pacing) Set(ctx context.Context, pr Principal, provider, account string
 	return p.Get(ctx, pr, provider, account)
 }
 
-// slots are the pace slots a deferred attempt carries back from the queue.
-type slots struct {
+// gateKnown is what an attempt's trigger already knows of the account's
+// gate: the pace slots a deferred attempt carries back from the queue
+// (account, target), and whether the caller read the gate's replica for the
+// intent and found it clean (Preflight.GateClean: then an unpaced
+// account's state is the zero state, without another read).
+type gateKnown struct {
 	account, target *time.Time
-	// gateClean: the caller read the gate's replica for the intent and
-	// found the gate clean (Preflight.GateClean): an unpaced account's
-	// state is empty, without another read.
-	gateClean bool
+	clean           bool
 }

@@ -31,7 +31,7 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 		if in.Status != StatusPending {
 			return nil
 		}
-		return d.attempt(ctx, msg.IntentID, trigger, slots{}, in)
+		return d.attempt(ctx, msg.IntentID, trigger, gateKnown{}, in)
 	}
 	in, err := d.Store.Get(ctx, msg.IntentID)
 	if errors.Is(err, ErrNotFound) {
@@ -51,7 +51,7 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 		if !in.Claimable(now) {
 			return nil
 		}
-		return d.attempt(ctx, in.ID, "paced", slots{account: msg.SlotAt, target: msg.TargetSlotAt}, in)
+		return d.attempt(ctx, in.ID, "paced", gateKnown{account: msg.SlotAt, target: msg.TargetSlotAt}, in)
 	case OpReconcile:
 		if in.Status != StatusUnknownOutcome {
 			return nil
@@ -68,7 +68,7 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 			}
 			return nil
 		}
-		return d.attempt(ctx, in.ID, "retry", slots{}, in)
+		return d.attempt(ctx, in.ID, "retry", gateKnown{}, in)
 	}
 }
 

@@ -70,7 +70,7 @@ func (r *runner) paced() error {
 	// long, so that the measured burst meets a DynamoDB Local whose JIT has
 	// compiled the paced road (a fresh emulator spent the measured burst's
 	// first seconds compiling: 31 of 35 held sends late in the first second).
-	if err := r.paceBurst(c, apis, prefix+"-warm", warmAcct, r.f.paceWarm); err != nil {
+	if _, err := r.paceBurst(c, apis, prefix+"-warm", warmAcct, r.f.paceWarm); err != nil {
 		return fmt.Errorf("pace warm-up: %w", err)
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -82,12 +82,9 @@ func (r *runner) paced() error {
 	}
 	time.Sleep(2 * r.f.e2ePoll)
 	r.meter.reset()
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = core.IntentID(benchBot, fmt.Sprintf("%s-%d", prefix, i))
-	}
 	t0 := time.Now()
-	if err := r.paceBurst(c, apis, prefix, acct, n); err != nil {
+	ids, err := r.paceBurst(c, apis, prefix, acct, n)
+	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
 	submitted := time.Since(t0)
@@ -159,8 +156,10 @@ func (r *runner) paced() error {
 }
 
 // paceBurst submits n intents to acct, 16 at a time, round robin over the
-// workers' APIs, keys prefix-0 .. prefix-(n-1), targets over seven chats.
-func (r *runner) paceBurst(c *http.Client, apis []string, prefix, acct string, n int) error {
+// workers' APIs, keys prefix-0 .. prefix-(n-1), targets over seven chats,
+// and returns the intent ids the intake answered with.
+func (r *runner) paceBurst(c *http.Client, apis []string, prefix, acct string, n int) ([]string, error) {
+	ids := make([]string, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -170,12 +169,14 @@ func (r *runner) paceBurst(c *http.Client, apis []string, prefix, acct string, n
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, _, err := r.submitAndWait(r.ctx, c, nil, apis[i%len(apis)], fmt.Sprintf("%s-%d", prefix, i), acct, fmt.Sprintf("chat-%d", i%7), 0); err != nil {
+			id, _, err := r.submitAndWait(r.ctx, c, nil, apis[i%len(apis)], fmt.Sprintf("%s-%d", prefix, i), acct, fmt.Sprintf("chat-%d", i%7), 0)
+			if err != nil {
 				errs <- err
 			}
+			ids[i] = id
 		}(i)
 	}
 	wg.Wait()
 	close(errs)
-	return <-errs
+	return ids, <-errs
 }
