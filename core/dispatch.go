@@ -120,8 +120,9 @@ func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
 	return d.attempt(ctx, id, trigger, gateKnown{}, nil)
 }
 
-// attempt is Attempt holding a pace slot reserved earlier (resv, or nil),
-// given the intent when the caller just read it (pre, or nil).
+// attempt is Attempt given what its trigger already knows of the gate
+// (known: the pace slots a deferred attempt carries back, a clean read) and
+// the intent when the caller just read it (pre, or nil).
 func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, known gateKnown, pre *Intent) error {
 	gate, err := d.admit(ctx, id, trigger, known, pre)
 	if err != nil || !gate.send {
