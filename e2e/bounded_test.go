@@ -188,7 +188,7 @@ func TestItemStaysBoundedUnderMaximalHistory(t *testing.T) {
 			t.Fatalf("%s: item is %d bytes", what, maxSeen)
 		}
 	}
-	const rounds = 30 // past both inline caps (24), so history pages are written
+	const rounds = core.MaxInlineResolutions + 1 // one past both inline caps (24 each), so history pages are written
 	for i := 0; i < rounds; i++ {
 		for j := 0; j < 2; j++ {
 			check(fmt.Sprintf("recommendation %d.%d", i, j), e.do("POST", "/v1/admin/intents/"+id+"/recommendation", orchToken, nil,

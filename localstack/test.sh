@@ -34,7 +34,7 @@ heavy='/(e2e|chaos)$'
 set +e
 gotest quick -count=1 -timeout 20m ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -Ev "$heavy") 2>&1 | tee "$log"
 rc1=${PIPESTATUS[0]}
-gotest heavy -count=1 -timeout 20m -parallel 4 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
+gotest heavy -count=1 -timeout 20m -parallel 6 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
 rc2=${PIPESTATUS[0]}
 go run ./localstack/testtimes -o build/test-times.json build/test-*.jsonl
 set -e
