@@ -35,13 +35,17 @@ const OpPaced = "paced"
 const AttemptDeferred AttemptResult = "deferred"
 
 // Pace is a declared send rate: at most Rate sends per Per; Burst (>= 1) is
-// how many may go back to back after an idle spell. The slots the gate
-// hands out keep any window of length Per to Rate + Burst - 1 (GCRA); a
-// send leaves on its slot or, late, at most half an interval after it
-// (SendTooLate), so the provider sees at most Rate + Burst sends start in
-// any window of Per (MostInWindow). A process that stalls between its last
-// check and the request can exceed that; no check before a send can close
-// that window (docs/decisions.md, pacing).
+// how many may go back to back after an idle spell. The provider sees at
+// most Rate + Burst - 1 requests in any window of length Per, checked at the
+// sandbox in sliding windows (MostInWindow). The gate keeps that bound with
+// slots a little wider than Per/Rate (Interval: Per plus its margin, over
+// Rate) and a send that leaves at most half the margin after its slot
+// (SendTooLate); the other half is for the request's trip to the provider.
+// GCRA's slots in any window of Per plus the margin are at most
+// Rate + Burst - 1, and every send of a window of Per has its slot in one.
+// A process that stalls between its last check and the request for longer
+// than that can exceed it; no check before a send can close that window
+// (docs/decisions.md, pacing).
 type Pace struct {
 	Rate  int
 	Per   time.Duration
@@ -104,8 +108,20 @@ func MostInWindow(times []time.Time, per time.Duration) int {
 	return most
 }
 
-// Interval is the spacing of send slots.
-func (p Pace) Interval() time.Duration { return p.Per / time.Duration(p.Rate) }
+// PaceMarginShare is the share of Per a pace's slots leave for lateness:
+// the margin is Per / PaceMarginShare (50 ms of a second), so a pace runs at
+// PaceMarginShare / (PaceMarginShare + 1) of its declared rate (95.2 %).
+const PaceMarginShare = 20
+
+// Margin is how late a send may reach the provider after its slot, its
+// trip included, and the provider still see at most Rate + Burst - 1 sends
+// in any window of Per.
+func (p Pace) Margin() time.Duration { return p.Per / PaceMarginShare }
+
+// Interval is the spacing of send slots: Rate of them span Per plus the
+// margin, so a send up to Margin late still leaves Rate + Burst - 1 in
+// every window of Per.
+func (p Pace) Interval() time.Duration { return (p.Per + p.Margin()) / time.Duration(p.Rate) }
 
 // Tolerance is how early a slot may be used (GCRA's burst tolerance).
 func (p Pace) Tolerance() time.Duration { return time.Duration(max(p.Burst, 1)-1) * p.Interval() }
@@ -326,11 +342,12 @@ func ReservationUsable(resv time.Time, p Pace, now time.Time) bool {
 }
 
 // SendTooLate reports whether a held send reaches its slot so late (the
-// claim and the checks outlasted the lead) that sending now would crowd the
-// slot reserved after it: more than half an interval past it. Then it takes
-// a fresh slot. Consecutive sends stay at least half an interval apart. Pure.
+// claim and the checks outlasted the lead) that sending now could put one
+// send too many in a window of Per at the provider: more than half the
+// pace's margin past it (the other half is the request's trip). Then it
+// takes a fresh slot. Pure.
 func SendTooLate(slot time.Time, p Pace, now time.Time) bool {
-	return now.After(slot.Add(p.Interval() / 2))
+	return now.After(slot.Add(p.Margin() / 2))
 }
 
 // EndsStreak reports whether a success must write to the gate: it was a

@@ -70,11 +70,11 @@ func TestCooldownAfterGrowsAndCaps(t *testing.T) {
 }
 
 func TestCatchUpNeededAndReservationUsable(t *testing.T) {
-	p := Pace{Rate: 20, Per: time.Second, Burst: 3} // interval 50ms, tolerance 100ms
+	p := Pace{Rate: 20, Per: time.Second, Burst: 3} // margin 50ms, interval 52.5ms, tolerance 105ms
 	for _, c := range []struct {
 		slot time.Duration
 		want bool
-	}{{-time.Hour, true}, {-101 * time.Millisecond, true}, {-100 * time.Millisecond, false}, {0, false}, {time.Second, false}} {
+	}{{-time.Hour, true}, {-106 * time.Millisecond, true}, {-105 * time.Millisecond, false}, {0, false}, {time.Second, false}} {
 		if got := CatchUpNeeded(t0.Add(c.slot), p, t0); got != c.want {
 			t.Fatalf("CatchUpNeeded(%v) = %v", c.slot, got)
 		}
@@ -82,17 +82,55 @@ func TestCatchUpNeededAndReservationUsable(t *testing.T) {
 	for _, c := range []struct {
 		resv time.Duration
 		want bool
-	}{{time.Second, true}, {0, true}, {-50 * time.Millisecond, true}, {-51 * time.Millisecond, false}} {
+	}{{time.Second, true}, {0, true}, {-52500 * time.Microsecond, true}, {-53 * time.Millisecond, false}} {
 		if got := ReservationUsable(t0.Add(c.resv), p, t0); got != c.want {
 			t.Fatalf("ReservationUsable(%v) = %v", c.resv, got)
 		}
 	}
+	// Late by more than half the margin (25 ms of a second's 50): retaken.
 	for _, c := range []struct {
 		slot time.Duration
 		want bool
 	}{{time.Second, false}, {0, false}, {-25 * time.Millisecond, false}, {-26 * time.Millisecond, true}, {-time.Hour, true}} {
 		if got := SendTooLate(t0.Add(c.slot), p, t0); got != c.want {
 			t.Fatalf("SendTooLate(%v) = %v", c.slot, got)
+		}
+	}
+	// The margin scales with Per: a per-minute pace may send 1.5 s late.
+	if m := (Pace{Rate: 6, Per: time.Minute, Burst: 1}); !SendTooLate(t0.Add(-1501*time.Millisecond), m, t0) || SendTooLate(t0.Add(-1500*time.Millisecond), m, t0) {
+		t.Fatalf("SendTooLate at 6/min")
+	}
+}
+
+// The gate's slots keep the documented bound: sends that each leave up to
+// the margin after their slot (the worst case: every one of them as late
+// as allowed, or alternately on time and late) put at most
+// Rate + Burst - 1 in any window of Per. With slots Per/Rate apart (no
+// margin) the same sends put one more in some window.
+func TestPaceSlotsKeepRatePlusBurstMinusOneInEveryWindow(t *testing.T) {
+	for _, p := range []Pace{{Rate: 1, Per: time.Second, Burst: 1}, {Rate: 2, Per: time.Second, Burst: 1}, {Rate: 20, Per: time.Second, Burst: 1},
+		{Rate: 20, Per: time.Second, Burst: 3}, {Rate: 200, Per: time.Second, Burst: 1}, {Rate: 6, Per: time.Minute, Burst: 2}} {
+		// GCRA's sends: the burst at once, then one per interval; the burst
+		// and every other send as late as allowed (both parities).
+		sends := func(interval time.Duration, parity int) []time.Time {
+			var at []time.Time
+			for i := 0; i < 3*p.Rate+p.Burst; i++ {
+				at = append(at, t0.Add(time.Duration(max(0, i-p.Burst+1))*interval))
+				if i < p.Burst || i%2 == parity {
+					at[i] = at[i].Add(p.Margin())
+				}
+			}
+			return at
+		}
+		most := func(interval time.Duration) int {
+			return max(MostInWindow(sends(interval, 0), p.Per), MostInWindow(sends(interval, 1), p.Per))
+		}
+		bound := p.Rate + p.Burst - 1
+		if n := most(p.Interval()); n > bound {
+			t.Fatalf("%+v: %d sends in a window of %v, want at most %d", p, n, p.Per, bound)
+		}
+		if n := most(p.Per / time.Duration(p.Rate)); n <= bound {
+			t.Fatalf("%+v: without the margin %d sends in a window: the case does not exercise the bound", p, n)
 		}
 	}
 }
@@ -119,7 +157,7 @@ func TestPaceJSONAndValidate(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"rate":20,"per":"1s"}`), &p); err != nil {
 		t.Fatal(err)
 	}
-	if p != (Pace{Rate: 20, Per: time.Second, Burst: 1}) || p.Interval() != 50*time.Millisecond || p.Tolerance() != 0 {
+	if p != (Pace{Rate: 20, Per: time.Second, Burst: 1}) || p.Interval() != 52500*time.Microsecond || p.Tolerance() != 0 {
 		t.Fatalf("pace %+v", p)
 	}
 	b, _ := json.Marshal(Pace{Rate: 1, Per: time.Minute, Burst: 1})
@@ -191,18 +229,19 @@ func TestOverPaceAttemptIsDeferredWithoutSendOrAttempt(t *testing.T) {
 		t.Fatalf("deferred intent changed: %s attempts %d", got.Status, got.AttemptCount)
 	}
 	msgs := r.queue.take()
-	if len(msgs) != 1 || msgs[0].msg.Op != OpPaced || msgs[0].msg.SlotAt == nil || !msgs[0].msg.SlotAt.Equal(t0.Add(10*time.Second)) {
+	slot := t0.Add(Pace{Rate: 1, Per: 10 * time.Second}.Interval()) // 10.5 s: 10 s and the margin
+	if len(msgs) != 1 || msgs[0].msg.Op != OpPaced || msgs[0].msg.SlotAt == nil || !msgs[0].msg.SlotAt.Equal(slot) {
 		t.Fatalf("queued %+v", msgs)
 	}
 	// It comes back early (whole-second queue delays) and waits for its slot.
-	if msgs[0].delay >= 10*time.Second || msgs[0].delay < 8*time.Second {
+	if msgs[0].delay >= slot.Sub(t0) || msgs[0].delay < slot.Sub(t0)-2*time.Second {
 		t.Fatalf("delay %v", msgs[0].delay)
 	}
 	r.clock.Advance(msgs[0].delay)
 	if err := r.d.HandleRetry(ctx, msgs[0].msg); err != nil {
 		t.Fatal(err)
 	}
-	if r.prov.sends != 2 || !r.clock.Now().Equal(t0.Add(10*time.Second)) {
+	if r.prov.sends != 2 || !r.clock.Now().Equal(slot) {
 		t.Fatalf("sends %d at %v, want 2 at its slot", r.prov.sends, r.clock.Now())
 	}
 	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
@@ -226,8 +265,8 @@ func TestPacedSendsAreSpacedByTheInterval(t *testing.T) {
 	if r.prov.sends != 12 {
 		t.Fatalf("sends %d", r.prov.sends)
 	}
-	// 12 sends at 5/s from t0: the last at t0 + 11*200ms, never earlier.
-	if got := r.clock.Now().Sub(t0); got < 2200*time.Millisecond-time.Millisecond {
+	// 12 sends at 5/s from t0: the last at t0 + 11 intervals, never earlier.
+	if got := r.clock.Now().Sub(t0); got < 11*(Pace{Rate: 5, Per: time.Second}).Interval()-time.Millisecond {
 		t.Fatalf("12 sends at 5/s took %v", got)
 	}
 }
@@ -515,8 +554,9 @@ func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
 		slots[m.msg.IntentID] = *m.msg.SlotAt
 	}
 	// c's slot follows b's directly: b's duplicates took none.
-	if !slots[b.ID].Equal(t0.Add(10*time.Second)) || !slots[c.ID].Equal(t0.Add(20*time.Second)) {
-		t.Fatalf("slots b %v c %v, want +10s and +20s", slots[b.ID].Sub(t0), slots[c.ID].Sub(t0))
+	iv := Pace{Rate: 1, Per: 10 * time.Second}.Interval()
+	if !slots[b.ID].Equal(t0.Add(iv)) || !slots[c.ID].Equal(t0.Add(2*iv)) {
+		t.Fatalf("slots b %v c %v, want +%v and +%v", slots[b.ID].Sub(t0), slots[c.ID].Sub(t0), iv, 2*iv)
 	}
 	r.queue.msgs = append(r.queue.msgs, msgs...)
 	r.drain(t)
@@ -532,7 +572,9 @@ func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
 func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
 	for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
 		t.Run(fmt.Sprintf("lead %v", lead), func(t *testing.T) {
-			r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1}) // a slot every 500ms
+			pace := Pace{Rate: 2, Per: time.Second, Burst: 1}
+			iv := pace.Interval() // a slot every 525ms
+			r, gates, _ := gateRig(&pace)
 			ctx := context.Background()
 			key := GateKey("fake", "a1")
 			r.d.Gate.MaxHold = 3 * time.Second
@@ -545,12 +587,12 @@ func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
 			var others []time.Time
 			r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
 				if first {
-					// While b waits for its slot (+500ms), two other workers
-					// take +1s and +1.5s, and b's worker is slow: it wakes
-					// 700ms late.
+					// While b waits for its slot (+1 interval), two other
+					// workers take the next two, and b's worker is slow: it
+					// wakes 700ms late.
 					first = false
 					for i := 0; i < 2; i++ {
-						slot, _, err := gates.Reserve(ctx, key, 500*time.Millisecond)
+						slot, _, err := gates.Reserve(ctx, key, iv)
 						if err != nil {
 							return err
 						}
@@ -569,10 +611,10 @@ func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
 			if r.prov.sends != 2 {
 				t.Fatalf("sends %d, want 2", r.prov.sends)
 			}
-			// Not between the others' sends: at the next free slot (+2s) plus the lead.
+			// Not between the others' sends: at the next free slot (+4 intervals) plus the lead.
 			last := others[len(others)-1]
-			if !sentAt.Equal(t0.Add(2*time.Second+lead)) || sentAt.Sub(last) < 500*time.Millisecond {
-				t.Fatalf("b sent at +%v, %v after the other workers' last send (+%v); want +%v, one interval after it", sentAt.Sub(t0), sentAt.Sub(last), last.Sub(t0), 2*time.Second+lead)
+			if !sentAt.Equal(t0.Add(4*iv+lead)) || sentAt.Sub(last) < iv {
+				t.Fatalf("b sent at +%v, %v after the other workers' last send (+%v); want +%v, one interval after it", sentAt.Sub(t0), sentAt.Sub(last), last.Sub(t0), 4*iv+lead)
 			}
 			if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
 				t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
@@ -615,16 +657,17 @@ func TestTargetsOfOneAccountArePacedIndependently(t *testing.T) {
 		t.Fatalf("sends %d at +%v: want c1's first and c2's first at once", r.prov.sends, r.clock.Now().Sub(t0))
 	}
 	msgs := r.queue.take()
-	if len(msgs) != 1 || msgs[0].msg.IntentID != a2.ID || msgs[0].msg.TargetSlotAt == nil || !msgs[0].msg.TargetSlotAt.Equal(t0.Add(10*time.Second)) {
-		t.Fatalf("want a2 deferred to c1's next slot (+10s), got %+v", msgs)
+	iv := Pace{Rate: 1, Per: 10 * time.Second}.Interval()
+	if len(msgs) != 1 || msgs[0].msg.IntentID != a2.ID || msgs[0].msg.TargetSlotAt == nil || !msgs[0].msg.TargetSlotAt.Equal(t0.Add(iv)) {
+		t.Fatalf("want a2 deferred to c1's next slot (+%v), got %+v", iv, msgs)
 	}
 	if got := r.get(t, a2.ID); got.Status != StatusPending || got.AttemptCount != 0 {
 		t.Fatalf("deferred a2 changed: %s attempts %d", got.Status, got.AttemptCount)
 	}
 	r.queue.msgs = msgs
 	r.drain(t)
-	if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(10*time.Second)) {
-		t.Fatalf("a2 sent at +%v (sends %d), want not before +10s", r.clock.Now().Sub(t0), r.prov.sends)
+	if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(iv)) {
+		t.Fatalf("a2 sent at +%v (sends %d), want not before +%v", r.clock.Now().Sub(t0), r.prov.sends, iv)
 	}
 }
 
@@ -703,8 +746,8 @@ func TestStateReadAhead(t *testing.T) {
 		{"no paces", nil, 0},
 		{"slow pace: the cap", []Pace{{Rate: 1, Per: time.Second}}, GateReadAhead},
 		{"20/s: the cap (half the interval is 25ms)", []Pace{{Rate: 20, Per: time.Second}}, 25 * time.Millisecond},
-		{"100/s: half the interval", []Pace{{Rate: 100, Per: time.Second}}, 5 * time.Millisecond},
-		{"account and a faster target: the shorter", []Pace{{Rate: 1, Per: time.Second}, {Rate: 200, Per: time.Second}}, 2500 * time.Microsecond},
+		{"100/s: half the interval", []Pace{{Rate: 100, Per: time.Second}}, 5250 * time.Microsecond},
+		{"account and a faster target: the shorter", []Pace{{Rate: 1, Per: time.Second}, {Rate: 200, Per: time.Second}}, 2625 * time.Microsecond},
 		{"unpaced account, paced target", []Pace{{}, {Rate: 1, Per: time.Second}}, GateReadAhead},
 	} {
 		if got := StateReadAhead(c.paces...); got != c.want {
@@ -729,8 +772,8 @@ func TestHeldSendReadsTheGateBeforeItsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	sentAt := r.clock.Now()
-	if r.prov.sends != 2 || !sentAt.Equal(t0.Add(500*time.Millisecond)) {
-		t.Fatalf("sends %d, b sent at +%v, want 2 and +500ms", r.prov.sends, sentAt.Sub(t0))
+	if iv := (Pace{Rate: 2, Per: time.Second}).Interval(); r.prov.sends != 2 || !sentAt.Equal(t0.Add(iv)) {
+		t.Fatalf("sends %d, b sent at +%v, want 2 and +%v", r.prov.sends, sentAt.Sub(t0), iv)
 	}
 	if len(reads.at) == 0 || !reads.at[len(reads.at)-1].Equal(sentAt.Add(-GateReadAhead)) {
 		t.Fatalf("state reads at %v, want the last at the slot less %v (%v)", reads.at, GateReadAhead, sentAt.Add(-GateReadAhead))
