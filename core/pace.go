@@ -935,8 +935,10 @@ func (d *Dispatcher) readGate(ctx context.Context, t *ticket, id string) GateSta
 }
 
 // GateReadAhead is the longest a held send reads the account's state ahead
-// of its slot (StateReadAhead).
-const GateReadAhead = 25 * time.Millisecond
+// of its slot (StateReadAhead): longer than the read takes on a loaded host
+// (p99 108 ms in the pace bench), or the send wakes late for its slot and
+// takes a fresh one (SendTooLate allows 25 ms of a second).
+const GateReadAhead = 100 * time.Millisecond
 
 // StateReadAhead is how long before its slot a held send reads the
 // account's state: GateReadAhead, but at most half the shortest interval of
