@@ -96,7 +96,11 @@ func (m *MemoryGates) State(_ context.Context, key string) (GateState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if g, ok := m.gates[key]; ok {
-		return copyState(g.st), nil
+		st := copyState(g.st)
+		if !g.tat.IsZero() {
+			st.NextSlot = tp(g.tat)
+		}
+		return st, nil
 	}
 	return GateState{}, nil
 }

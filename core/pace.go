@@ -152,6 +152,9 @@ type GateState struct {
 	Override    *PaceOverride `json:"override,omitempty"`
 	PausedUntil *time.Time    `json:"pausedUntil,omitempty"`
 	Breaker     Breaker       `json:"breaker"`
+	// NextSlot is the key's next free slot, as State read it (nil: none
+	// taken yet, or a replica's read).
+	NextSlot *time.Time `json:"nextSlot,omitempty"`
 }
 
 // GateStore is the shared state of account gates, one key per account.
@@ -547,6 +550,9 @@ type ticket struct {
 	tkey   string    // the target's gate (empty: the target has no pace of its own)
 	tpace  Pace
 	tslot  time.Time // the target's pace slot
+	// raw, traw: the counter values the slots stand on (the slot less the
+	// lead; at most that for a returning reservation), for late.
+	raw, traw time.Time
 	gated  bool      // the gate was consulted: report the result
 	probe  bool
 	key    string
@@ -629,8 +635,11 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		if err != nil {
 			return ticket{}, fmt.Errorf("gate %s: %w", tkey, err)
 		}
+		t.traw = tslot
 		if known.target == nil || !tslot.Equal(*known.target) {
 			tslot = tslot.Add(g.Lead)
+		} else {
+			t.traw = tslot.Add(-g.Lead)
 		}
 		if tslot.After(now.Add(g.holdFor(known.target != nil))) {
 			// Over the target's pace: deferred to its slot, no provider call,
@@ -691,12 +700,15 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 	if paced && !usedResv {
 		tol = pace.Tolerance()
 	}
+	t.raw = slot
 	if paced && !usedResv { // a reservation already carries its lead
 		// Every paced send waits for its slot plus the lead, right before the
 		// send: the claim and the checks happen inside the lead, so a send
 		// goes out on its slot, not its slot plus their latency (which would
 		// crowd it against the next one).
 		slot = slot.Add(g.Lead)
+	} else if usedResv {
+		t.raw = slot.Add(-g.Lead)
 	}
 	v := Admit(slot, tol, t.state, false, now, g.Breaker, g.holdFor(usedResv))
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
@@ -837,21 +849,26 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		}
 		// Woke late for its slot (the claim, the checks, the queue, the read
 		// or the machine were slow, or it waited for its target's slot):
-		// sent now, it would crowd the slots after it and go over the pace.
-		// Take a fresh slot (one more write, only for a late attempt) and
-		// wait for it; the checks are done. Twice at most: late for the
-		// third slot, it is released (below), not sent.
-		d.metrics().Count("GateLateSlotRetaken", 1)
+		// sent now, it could crowd the slots after it and go over the pace.
+		// It moves on (late: one more write, only for a late attempt) and
+		// waits for its new slot; the checks are done. Twice at most: late
+		// for the third slot, it is released (below), not sent.
 		var err error
 		if acctLate {
-			t.slot, err = d.retake(ctx, t.key, t.pace, now)
+			t.slot, t.raw, err = d.late(ctx, t.key, t.pace, t.raw, st.NextSlot, now)
 		}
 		if targetLate && err == nil {
-			t.tslot, err = d.retake(ctx, t.tkey, t.tpace, now)
+			t.tslot, t.traw, err = d.late(ctx, t.tkey, t.tpace, t.traw, nil, now)
 		}
 		next := t.slot
 		if t.tkey != "" && t.tslot.After(next) {
 			next = t.tslot
+		}
+		if err == nil && !next.After(now) {
+			// Slid: it goes now, on the state it has just read (another read
+			// would only make it late again on a slow store).
+			t.sendAt = now
+			break
 		}
 		// A claimed attempt waits longer for its fresh slot than a fresh one
 		// would (as long as a returning reservation may): releasing it would
@@ -986,13 +1003,33 @@ func (d *Dispatcher) reserve(ctx context.Context, key string, p Pace, now time.T
 	}
 }
 
-// retake takes a fresh slot for a held send that woke too late for its
-// own, and returns when to send on it: like every fresh slot, the slot plus
-// the lead (the sends of the slots before it go out at theirs plus the
-// lead; without it, this send would land a lead early, on top of theirs).
-func (d *Dispatcher) retake(ctx context.Context, key string, p Pace, now time.Time) (time.Time, error) {
+// late moves a held send that woke too late for its slot (raw: the counter
+// value it stands on) onto a new one, and returns when to send and the raw
+// slot of that send. When no slot was taken after its own (the counter
+// still stands one interval past raw, as the gate read next showed: an
+// account with little traffic) it slides the counter to one interval after
+// now, one conditional write (CatchUp), and sends now: later than its slot
+// crowds no send before it, and the slots after it follow it. Otherwise (or
+// when the slide loses a race) it takes a fresh slot at the tail and sends
+// on it plus the lead, like every fresh slot (the sends of the slots before
+// it go out at theirs plus the lead; without it, this send would land a
+// lead early, on top of theirs). next nil: unknown, the slide is tried.
+func (d *Dispatcher) late(ctx context.Context, key string, p Pace, raw time.Time, next *time.Time, now time.Time) (time.Time, time.Time, error) {
+	mine := raw.Add(p.Interval())
+	if next == nil || !next.After(mine) {
+		stand := now.Add(-d.Gate.Lead)
+		ok, err := d.Gate.Store.CatchUp(ctx, key, mine, stand.Add(p.Interval()))
+		if err != nil {
+			return now, raw, err
+		}
+		if ok {
+			d.metrics().Count("GateLateSlotSlid", 1)
+			return now, stand, nil
+		}
+	}
+	d.metrics().Count("GateLateSlotRetaken", 1)
 	slot, _, err := d.reserve(ctx, key, p, now)
-	return slot.Add(d.Gate.Lead), err
+	return slot.Add(d.Gate.Lead), slot, err
 }
 
 // reserveOnce is reserve for a duplicate-prone trigger: the first reservation

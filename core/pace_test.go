@@ -623,6 +623,53 @@ func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
 	}
 }
 
+// A held send that wakes late when no slot was taken after its own (an
+// account with little traffic) keeps its turn: it slides the counter and
+// goes out now, and the next slot follows it by one interval. Retaking a
+// slot at the tail instead would send it a lead and an interval later, and
+// under a slow claim path it would be late for that one too (a 1/s account
+// in a loaded make test was late for every slot for 30 s).
+func TestALateSendWithNoSlotTakenAfterItsOwnGoesNowAndTheNextFollowsIt(t *testing.T) {
+	for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
+		t.Run(fmt.Sprintf("lead %v", lead), func(t *testing.T) {
+			pace := Pace{Rate: 2, Per: time.Second, Burst: 1}
+			iv := pace.Interval()
+			r, gates, _ := gateRig(&pace)
+			ctx := context.Background()
+			key := GateKey("fake", "a1")
+			r.d.Gate.MaxHold = 3 * time.Second
+			r.d.Gate.Lead = lead
+			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			first := true
+			r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+				r.clock.Advance(d)
+				if first { // b's worker is slow: it wakes 700ms late
+					first = false
+					r.clock.Advance(700 * time.Millisecond)
+				}
+				return nil
+			}
+			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			sentAt := r.clock.Now()
+			if want := t0.Add(iv + lead - StateReadAhead(pace) + 700*time.Millisecond); r.prov.sends != 2 || !sentAt.Equal(want) {
+				t.Fatalf("sends %d, b sent at +%v, want 2 and +%v (when it woke)", r.prov.sends, sentAt.Sub(t0), want.Sub(t0))
+			}
+			next, _, err := gates.Reserve(ctx, key, iv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := next.Add(lead); !got.Equal(sentAt.Add(iv)) {
+				t.Fatalf("the next slot is sent at +%v, want one interval after b's send (+%v)", got.Sub(t0), sentAt.Add(iv).Sub(t0))
+			}
+		})
+	}
+}
+
 func TestDuplicateProneTrigger(t *testing.T) {
 	for trig, want := range map[string]bool{"stream": true, "sweeper": true, OpDispatch: true, "paced": false, "retry": false, "reconcile": false} {
 		if got := DuplicateProneTrigger(trig); got != want {

@@ -158,6 +158,7 @@ func gateState(item map[string]types.AttributeValue) core.GateState {
 		return st
 	}
 	st.PausedUntil = timeAttr(item, "pausedUntil")
+	st.NextSlot = timeAttr(item, "tat")
 	if v, ok := item["open"].(*types.AttributeValueMemberBOOL); ok {
 		st.Breaker.Open = v.Value
 	}

@@ -171,6 +171,18 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 				t.Fatalf("slot %d = %v (%v)", i, slot, err)
 			}
 		}
+		// State shows the next free slot; a catch-up "to at most" a value
+		// below it moves nothing (a slot was taken after it).
+		cur, err := g.State(ctx, k)
+		if err != nil || cur.NextSlot == nil || !cur.NextSlot.Equal(now.Add(200*time.Millisecond)) {
+			t.Fatalf("state's next slot %v (%v), want +200ms", cur.NextSlot, err)
+		}
+		if ok, _ := g.CatchUp(ctx, k, now.Add(150*time.Millisecond), now.Add(time.Second)); ok {
+			t.Fatal("catch-up moved a counter past its condition")
+		}
+		if ok, _ := g.CatchUp(ctx, k, now.Add(200*time.Millisecond), now.Add(time.Second)); !ok {
+			t.Fatal("catch-up at the counter's own value refused")
+		}
 	})
 
 	t.Run("concurrent reservations never share a slot", func(t *testing.T) {
