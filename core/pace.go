@@ -553,10 +553,10 @@ type ticket struct {
 	// raw, traw: the counter values the slots stand on (the slot less the
 	// lead; at most that for a returning reservation), for late.
 	raw, traw time.Time
-	gated  bool      // the gate was consulted: report the result
-	probe  bool
-	key    string
-	state  GateState
+	gated     bool // the gate was consulted: report the result
+	probe     bool
+	key       string
+	state     GateState
 	// admitted is when the gate answered (the claim path starts there).
 	admitted time.Time
 	// reservedOnce: a slot was taken with ReserveOnce under the attempt's
