@@ -35,17 +35,15 @@ const OpPaced = "paced"
 const AttemptDeferred AttemptResult = "deferred"
 
 // Pace is a declared send rate: at most Rate sends per Per; Burst (>= 1) is
-// how many may go back to back after an idle spell. The provider sees at
-// most Rate + Burst - 1 requests in any window of length Per, checked at the
-// sandbox in sliding windows (MostInWindow). The gate keeps that bound with
-// slots a little wider than Per/Rate (Interval: Per plus its margin, over
-// Rate) and a send that leaves at most half the margin after its slot
-// (SendTooLate); the other half is for the request's trip to the provider.
-// GCRA's slots in any window of Per plus the margin are at most
-// Rate + Burst - 1, and every send of a window of Per has its slot in one.
-// A process that stalls between its last check and the request for longer
-// than that can exceed it; no check before a send can close that window
-// (docs/decisions.md, pacing).
+// how many may go back to back after an idle spell. The slots the gate
+// hands out keep any window of length Per to Rate + Burst - 1 (GCRA); a
+// send leaves on its slot or, late, at most half an interval after it
+// (SendTooLate), so the provider sees at most Rate + Burst sends start in
+// any window of Per (MostInWindow). Rate + Burst - 1 at the provider needs
+// slots wider than Per/Rate by the lateness allowed, and a lateness allowed
+// that small starved 1/s accounts on a loaded host (docs/decisions.md,
+// pacing). A process that stalls between its last check and the request
+// can exceed either bound; no check before a send can close that window.
 type Pace struct {
 	Rate  int
 	Per   time.Duration
@@ -108,20 +106,8 @@ func MostInWindow(times []time.Time, per time.Duration) int {
 	return most
 }
 
-// PaceMarginShare is the share of Per a pace's slots leave for lateness:
-// the margin is Per / PaceMarginShare (50 ms of a second), so a pace runs at
-// PaceMarginShare / (PaceMarginShare + 1) of its declared rate (95.2 %).
-const PaceMarginShare = 20
-
-// Margin is how late a send may reach the provider after its slot, its
-// trip included, and the provider still see at most Rate + Burst - 1 sends
-// in any window of Per.
-func (p Pace) Margin() time.Duration { return p.Per / PaceMarginShare }
-
-// Interval is the spacing of send slots: Rate of them span Per plus the
-// margin, so a send up to Margin late still leaves Rate + Burst - 1 in
-// every window of Per.
-func (p Pace) Interval() time.Duration { return (p.Per + p.Margin()) / time.Duration(p.Rate) }
+// Interval is the spacing of send slots.
+func (p Pace) Interval() time.Duration { return p.Per / time.Duration(p.Rate) }
 
 // Tolerance is how early a slot may be used (GCRA's burst tolerance).
 func (p Pace) Tolerance() time.Duration { return time.Duration(max(p.Burst, 1)-1) * p.Interval() }
@@ -345,12 +331,11 @@ func ReservationUsable(resv time.Time, p Pace, now time.Time) bool {
 }
 
 // SendTooLate reports whether a held send reaches its slot so late (the
-// claim and the checks outlasted the lead) that sending now could put one
-// send too many in a window of Per at the provider: more than half the
-// pace's margin past it (the other half is the request's trip). Then it
-// takes a fresh slot. Pure.
+// claim and the checks outlasted the lead) that sending now would crowd the
+// slot reserved after it: more than half an interval past it. Then it moves
+// on (late). Consecutive sends stay at least half an interval apart. Pure.
 func SendTooLate(slot time.Time, p Pace, now time.Time) bool {
-	return now.After(slot.Add(p.Margin() / 2))
+	return now.After(slot.Add(p.Interval() / 2))
 }
 
 // EndsStreak reports whether a success must write to the gate: it was a
@@ -812,9 +797,10 @@ func (d *Dispatcher) deferAttempt(ctx context.Context, in *Intent, now, at time.
 // of a pause or an open breaker with an attempt already claimed. A paced
 // attempt that reaches its slot too late (SendTooLate: a slow claim, queue
 // or machine) does not send late, which would crowd the slots after
-// it and take the account over its pace: it takes a fresh slot (one more
-// write) and waits for that; if the next free slot is beyond MaxHold it is
-// released like a paused one. It reports whether the send must not happen.
+// it and take the account over its pace: it moves on (late: slides the
+// counter and goes now when no slot was taken after its own, else takes a
+// fresh slot, one more write either way, and waits for that); if the next
+// free slot is beyond MaxHold it is released like a paused one. It reports whether the send must not happen.
 func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int) (bool, error) {
 	g := d.Gate
 	if g == nil || t.sendAt.IsZero() {
@@ -953,8 +939,8 @@ func (d *Dispatcher) readGate(ctx context.Context, t *ticket, id string) GateSta
 
 // GateReadAhead is the longest a held send reads the account's state ahead
 // of its slot (StateReadAhead): longer than the read takes on a loaded host
-// (p99 108 ms in the pace bench), or the send wakes late for its slot and
-// takes a fresh one (SendTooLate allows 25 ms of a second).
+// (p99 108 ms in the pace bench), or the read's latency falls between the
+// slot and the send.
 const GateReadAhead = 100 * time.Millisecond
 
 // StateReadAhead is how long before its slot a held send reads the

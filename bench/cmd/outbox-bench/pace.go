@@ -136,9 +136,9 @@ func (r *runner) paced() error {
 	r.set("pace_max_rate_ratio", round(float64(maxWin)/float64(rate), 3))
 	r.set("pace_throughput_ratio", round(achieved/float64(rate), 3))
 	r.set("pace_max_commits_in_1s", maxWin)
-	// The documented bound (core.Pace): Rate + Burst - 1 requests in any
-	// window of Per at the provider (burst 1 here), and how far over it the
-	// busiest window went (the trip's jitter on a loaded host can add one).
+	// The slots' bound (core.Pace): Rate + Burst - 1 in any window of Per
+	// (burst 1 here), and how far over it the busiest window at the provider
+	// went (a send up to half an interval late, or the trip's jitter, adds one).
 	r.set("pace_bound_in_any_1s", rate)
 	r.set("pace_sends_over_bound", max(0, maxWin-rate))
 	r.set("pace_achieved_rate_per_s", round(achieved, 2))
