@@ -162,7 +162,9 @@ func TestClientRetriesThroughDroppedConnectionOneIntent(t *testing.T) {
 	e := newEnv(t, options{})
 	p := newFaultProxy(t, e.api.URL, "drop", "hang", "503", "429")
 	policy := fastRetry()
-	policy.AttemptTimeout = 1500 * time.Millisecond // the "hang" attempt times out
+	// The "hang" attempt times out; the real attempts must not: on a loaded
+	// make test both real attempts once took over 1.5 s (the client gave up).
+	policy.AttemptTimeout = 4 * time.Second
 	c := client.New(p.srv.URL, botToken, client.WithRetry(policy))
 	start := time.Now()
 	sub, err := c.Submit(context.Background(), clientRequest("acct-cl1", "chan-1", "hello through faults"), client.SubmitOptions{})
