@@ -686,14 +686,14 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		tol = pace.Tolerance()
 	}
 	t.raw = slot
-	if paced && !usedResv { // a reservation already carries its lead
+	if usedResv { // a reservation already carries its lead
+		t.raw = slot.Add(-g.Lead)
+	} else if paced {
 		// Every paced send waits for its slot plus the lead, right before the
 		// send: the claim and the checks happen inside the lead, so a send
 		// goes out on its slot, not its slot plus their latency (which would
 		// crowd it against the next one).
 		slot = slot.Add(g.Lead)
-	} else if usedResv {
-		t.raw = slot.Add(-g.Lead)
 	}
 	v := Admit(slot, tol, t.state, false, now, g.Breaker, g.holdFor(usedResv))
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
@@ -797,10 +797,11 @@ func (d *Dispatcher) deferAttempt(ctx context.Context, in *Intent, now, at time.
 // of a pause or an open breaker with an attempt already claimed. A paced
 // attempt that reaches its slot too late (SendTooLate: a slow claim, queue
 // or machine) does not send late, which would crowd the slots after
-// it and take the account over its pace: it moves on (late: slides the
+// it and take the account over its pace: it moves on (late: it slides the
 // counter and goes now when no slot was taken after its own, else takes a
-// fresh slot, one more write either way, and waits for that); if the next
-// free slot is beyond MaxHold it is released like a paused one. It reports whether the send must not happen.
+// fresh slot and waits for it; one more write either way); if that slot is
+// beyond MaxHold it is released like a paused one. It reports whether the
+// send must not happen.
 func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int) (bool, error) {
 	g := d.Gate
 	if g == nil || t.sendAt.IsZero() {

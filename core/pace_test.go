@@ -87,7 +87,6 @@ func TestCatchUpNeededAndReservationUsable(t *testing.T) {
 			t.Fatalf("ReservationUsable(%v) = %v", c.resv, got)
 		}
 	}
-	// Late by more than half an interval: it moves on.
 	for _, c := range []struct {
 		slot time.Duration
 		want bool
@@ -192,19 +191,18 @@ func TestOverPaceAttemptIsDeferredWithoutSendOrAttempt(t *testing.T) {
 		t.Fatalf("deferred intent changed: %s attempts %d", got.Status, got.AttemptCount)
 	}
 	msgs := r.queue.take()
-	slot := t0.Add(Pace{Rate: 1, Per: 10 * time.Second}.Interval())
-	if len(msgs) != 1 || msgs[0].msg.Op != OpPaced || msgs[0].msg.SlotAt == nil || !msgs[0].msg.SlotAt.Equal(slot) {
+	if len(msgs) != 1 || msgs[0].msg.Op != OpPaced || msgs[0].msg.SlotAt == nil || !msgs[0].msg.SlotAt.Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("queued %+v", msgs)
 	}
 	// It comes back early (whole-second queue delays) and waits for its slot.
-	if msgs[0].delay >= slot.Sub(t0) || msgs[0].delay < slot.Sub(t0)-2*time.Second {
+	if msgs[0].delay >= 10*time.Second || msgs[0].delay < 8*time.Second {
 		t.Fatalf("delay %v", msgs[0].delay)
 	}
 	r.clock.Advance(msgs[0].delay)
 	if err := r.d.HandleRetry(ctx, msgs[0].msg); err != nil {
 		t.Fatal(err)
 	}
-	if r.prov.sends != 2 || !r.clock.Now().Equal(slot) {
+	if r.prov.sends != 2 || !r.clock.Now().Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("sends %d at %v, want 2 at its slot", r.prov.sends, r.clock.Now())
 	}
 	if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
@@ -228,8 +226,8 @@ func TestPacedSendsAreSpacedByTheInterval(t *testing.T) {
 	if r.prov.sends != 12 {
 		t.Fatalf("sends %d", r.prov.sends)
 	}
-	// 12 sends at 5/s from t0: the last at t0 + 11 intervals, never earlier.
-	if got := r.clock.Now().Sub(t0); got < 11*(Pace{Rate: 5, Per: time.Second}).Interval()-time.Millisecond {
+	// 12 sends at 5/s from t0: the last at t0 + 11*200ms, never earlier.
+	if got := r.clock.Now().Sub(t0); got < 2200*time.Millisecond-time.Millisecond {
 		t.Fatalf("12 sends at 5/s took %v", got)
 	}
 }
@@ -517,9 +515,8 @@ func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
 		slots[m.msg.IntentID] = *m.msg.SlotAt
 	}
 	// c's slot follows b's directly: b's duplicates took none.
-	iv := Pace{Rate: 1, Per: 10 * time.Second}.Interval()
-	if !slots[b.ID].Equal(t0.Add(iv)) || !slots[c.ID].Equal(t0.Add(2*iv)) {
-		t.Fatalf("slots b %v c %v, want +%v and +%v", slots[b.ID].Sub(t0), slots[c.ID].Sub(t0), iv, 2*iv)
+	if !slots[b.ID].Equal(t0.Add(10*time.Second)) || !slots[c.ID].Equal(t0.Add(20*time.Second)) {
+		t.Fatalf("slots b %v c %v, want +10s and +20s", slots[b.ID].Sub(t0), slots[c.ID].Sub(t0))
 	}
 	r.queue.msgs = append(r.queue.msgs, msgs...)
 	r.drain(t)
@@ -528,108 +525,82 @@ func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
 	}
 }
 
-// A held send that wakes late for its slot takes a fresh one instead of
-// crowding the slots after it, and is sent at that slot plus the lead, like
-// every fresh slot: without the lead it would go out a lead early, on top
-// of the send of the slot before it.
-func TestALateSendTakesAFreshSlotInsteadOfCrowdingTheNext(t *testing.T) {
-	for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
-		t.Run(fmt.Sprintf("lead %v", lead), func(t *testing.T) {
-			pace := Pace{Rate: 2, Per: time.Second, Burst: 1}
-			iv := pace.Interval() // a slot every 500ms
-			r, gates, _ := gateRig(&pace)
-			ctx := context.Background()
-			key := GateKey("fake", "a1")
-			r.d.Gate.MaxHold = 3 * time.Second
-			r.d.Gate.Lead = lead
-			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // slot t0, sent at t0 + lead
-				t.Fatal(err)
-			}
-			first := true
-			var others []time.Time
-			r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
-				if first {
-					// While b waits for its slot (+1 interval), two other
-					// workers take the next two, and b's worker is slow: it
-					// wakes 700ms late.
-					first = false
-					for i := 0; i < 2; i++ {
-						slot, _, err := gates.Reserve(ctx, key, iv)
-						if err != nil {
-							return err
+// A held send that wakes late for its slot moves on (late). When other
+// workers took the slots after its own, it takes a fresh one instead of
+// crowding theirs, and is sent at that slot plus the lead, like every fresh
+// slot: without the lead it would go out a lead early, on top of the send
+// of the slot before it. When no slot was taken after its own (an account
+// with little traffic) it keeps its turn: it slides the counter, goes out
+// when it woke, and the next slot follows it by one interval. Retaking at
+// the tail there would send it an interval and a lead later, and under a
+// slow claim path late for that slot too.
+func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
+	for _, others := range []int{2, 0} {
+		for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%d slots taken after its own, lead %v", others, lead), func(t *testing.T) {
+				pace := Pace{Rate: 2, Per: time.Second, Burst: 1} // a slot every 500ms
+				r, gates, _ := gateRig(&pace)
+				ctx := context.Background()
+				key := GateKey("fake", "a1")
+				r.d.Gate.MaxHold = 3 * time.Second
+				r.d.Gate.Lead = lead
+				a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+				if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // slot t0, sent at t0 + lead
+					t.Fatal(err)
+				}
+				first := true
+				var woke time.Time
+				var taken []time.Time
+				r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+					if first {
+						// While b waits for its slot (+500ms), the other
+						// workers take the next ones, and b's worker is
+						// slow: it wakes 700ms late.
+						first = false
+						for i := 0; i < others; i++ {
+							slot, _, err := gates.Reserve(ctx, key, pace.Interval())
+							if err != nil {
+								return err
+							}
+							taken = append(taken, slot.Add(lead))
 						}
-						others = append(others, slot.Add(lead))
+						r.clock.Advance(d + 700*time.Millisecond)
+						woke = r.clock.Now()
+						return nil
 					}
-					r.clock.Advance(d + 700*time.Millisecond)
+					r.clock.Advance(d)
 					return nil
 				}
-				r.clock.Advance(d)
-				return nil
-			}
-			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
-				t.Fatal(err)
-			}
-			sentAt := r.clock.Now()
-			if r.prov.sends != 2 {
-				t.Fatalf("sends %d, want 2", r.prov.sends)
-			}
-			// Not between the others' sends: at the next free slot (+4 intervals) plus the lead.
-			last := others[len(others)-1]
-			if !sentAt.Equal(t0.Add(4*iv+lead)) || sentAt.Sub(last) < iv {
-				t.Fatalf("b sent at +%v, %v after the other workers' last send (+%v); want +%v, one interval after it", sentAt.Sub(t0), sentAt.Sub(last), last.Sub(t0), 4*iv+lead)
-			}
-			if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
-				t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
-			}
-		})
-	}
-}
-
-// A held send that wakes late when no slot was taken after its own (an
-// account with little traffic) keeps its turn: it slides the counter and
-// goes out now, and the next slot follows it by one interval. Retaking a
-// slot at the tail instead would send it a lead and an interval later, and
-// under a slow claim path it would be late for that one too (a 1/s account
-// in a loaded make test was late for every slot for 30 s).
-func TestALateSendWithNoSlotTakenAfterItsOwnGoesNowAndTheNextFollowsIt(t *testing.T) {
-	for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
-		t.Run(fmt.Sprintf("lead %v", lead), func(t *testing.T) {
-			pace := Pace{Rate: 2, Per: time.Second, Burst: 1}
-			iv := pace.Interval()
-			r, gates, _ := gateRig(&pace)
-			ctx := context.Background()
-			key := GateKey("fake", "a1")
-			r.d.Gate.MaxHold = 3 * time.Second
-			r.d.Gate.Lead = lead
-			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
-				t.Fatal(err)
-			}
-			first := true
-			r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
-				r.clock.Advance(d)
-				if first { // b's worker is slow: it wakes 700ms late
-					first = false
-					r.clock.Advance(700 * time.Millisecond)
+				if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+					t.Fatal(err)
 				}
-				return nil
-			}
-			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
-				t.Fatal(err)
-			}
-			sentAt := r.clock.Now()
-			if want := t0.Add(iv + lead - StateReadAhead(pace) + 700*time.Millisecond); r.prov.sends != 2 || !sentAt.Equal(want) {
-				t.Fatalf("sends %d, b sent at +%v, want 2 and +%v (when it woke)", r.prov.sends, sentAt.Sub(t0), want.Sub(t0))
-			}
-			next, _, err := gates.Reserve(ctx, key, iv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := next.Add(lead); !got.Equal(sentAt.Add(iv)) {
-				t.Fatalf("the next slot is sent at +%v, want one interval after b's send (+%v)", got.Sub(t0), sentAt.Add(iv).Sub(t0))
-			}
-		})
+				sentAt := r.clock.Now()
+				if r.prov.sends != 2 {
+					t.Fatalf("sends %d, want 2", r.prov.sends)
+				}
+				if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
+					t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
+				}
+				if others > 0 {
+					// Not between the others' sends: at the next free slot (+2s) plus the lead.
+					last := taken[len(taken)-1]
+					if !sentAt.Equal(t0.Add(2*time.Second+lead)) || sentAt.Sub(last) < 500*time.Millisecond {
+						t.Fatalf("b sent at +%v, %v after the other workers' last send (+%v); want +%v, one interval after it", sentAt.Sub(t0), sentAt.Sub(last), last.Sub(t0), 2*time.Second+lead)
+					}
+					return
+				}
+				if !sentAt.Equal(woke) {
+					t.Fatalf("b sent at +%v, want when it woke (+%v)", sentAt.Sub(t0), woke.Sub(t0))
+				}
+				next, _, err := gates.Reserve(ctx, key, pace.Interval())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := next.Add(lead); !got.Equal(sentAt.Add(pace.Interval())) {
+					t.Fatalf("the next slot is sent at +%v, want one interval after b's send (+%v)", got.Sub(t0), sentAt.Add(pace.Interval()).Sub(t0))
+				}
+			})
+		}
 	}
 }
 
@@ -667,17 +638,16 @@ func TestTargetsOfOneAccountArePacedIndependently(t *testing.T) {
 		t.Fatalf("sends %d at +%v: want c1's first and c2's first at once", r.prov.sends, r.clock.Now().Sub(t0))
 	}
 	msgs := r.queue.take()
-	iv := Pace{Rate: 1, Per: 10 * time.Second}.Interval()
-	if len(msgs) != 1 || msgs[0].msg.IntentID != a2.ID || msgs[0].msg.TargetSlotAt == nil || !msgs[0].msg.TargetSlotAt.Equal(t0.Add(iv)) {
-		t.Fatalf("want a2 deferred to c1's next slot (+%v), got %+v", iv, msgs)
+	if len(msgs) != 1 || msgs[0].msg.IntentID != a2.ID || msgs[0].msg.TargetSlotAt == nil || !msgs[0].msg.TargetSlotAt.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("want a2 deferred to c1's next slot (+10s), got %+v", msgs)
 	}
 	if got := r.get(t, a2.ID); got.Status != StatusPending || got.AttemptCount != 0 {
 		t.Fatalf("deferred a2 changed: %s attempts %d", got.Status, got.AttemptCount)
 	}
 	r.queue.msgs = msgs
 	r.drain(t)
-	if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(iv)) {
-		t.Fatalf("a2 sent at +%v (sends %d), want not before +%v", r.clock.Now().Sub(t0), r.prov.sends, iv)
+	if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(10*time.Second)) {
+		t.Fatalf("a2 sent at +%v (sends %d), want not before +10s", r.clock.Now().Sub(t0), r.prov.sends)
 	}
 }
 
@@ -783,8 +753,8 @@ func TestHeldSendReadsTheGateBeforeItsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	sentAt := r.clock.Now()
-	if iv := (Pace{Rate: 2, Per: time.Second}).Interval(); r.prov.sends != 2 || !sentAt.Equal(t0.Add(iv)) {
-		t.Fatalf("sends %d, b sent at +%v, want 2 and +%v", r.prov.sends, sentAt.Sub(t0), iv)
+	if r.prov.sends != 2 || !sentAt.Equal(t0.Add(500*time.Millisecond)) {
+		t.Fatalf("sends %d, b sent at +%v, want 2 and +500ms", r.prov.sends, sentAt.Sub(t0))
 	}
 	if len(reads.at) == 0 || !reads.at[len(reads.at)-1].Equal(sentAt.Add(-GateReadAhead)) {
 		t.Fatalf("state reads at %v, want the last at the slot less %v (%v)", reads.at, GateReadAhead, sentAt.Add(-GateReadAhead))
