@@ -32,7 +32,9 @@ func (e *env) expectReplay(key, body, id string) {
 func TestReplayAfterDeadlinePassedIsReplayed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
-	deadline := time.Now().Add(3 * time.Second).UTC()
+	// Long enough for a loaded host to deliver it first (at 3 s, cut to the
+	// second by RFC 3339, two make test runs of 2026-12-03 expired it).
+	deadline := time.Now().Add(6 * time.Second).UTC()
 	body := strings.Replace(intentBody("acct-rd", "chan-1", "before the deadline"), `"grant"`,
 		`"deadline":"`+deadline.Format(time.RFC3339)+`","grant"`, 1)
 	id := e.mustSubmit("rd-1", body)
