@@ -260,26 +260,39 @@ func TestDeferralNeverSendsPastTheDeadline(t *testing.T) {
 	}
 }
 
+// A 429 pauses the account for every intent: for its Retry-After, or for
+// the gate's default (1 s) when it names none.
 func TestRateLimitPausesTheAccountForEveryIntent(t *testing.T) {
-	r, gates, _ := gateRig(nil, &RetryableError{Class: ClassRateLimited, RetryAfter: 5 * time.Second, Err: errors.New("429")})
-	ctx := context.Background()
-	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
-	st, _ := gates.State(ctx, GateKey("fake", "a1"))
-	if st.PausedUntil == nil || !st.PausedUntil.Equal(t0.Add(5*time.Second)) {
-		t.Fatalf("pause %v", st.PausedUntil)
-	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
-	if r.prov.sends != 1 {
-		t.Fatalf("a second intent was sent during the pause (%d sends)", r.prov.sends)
-	}
-	r.drain(t)
-	if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(5*time.Second)) {
-		t.Fatalf("sends %d at %v", r.prov.sends, r.clock.Now())
+	for _, c := range []struct {
+		name       string
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"Retry-After 5s", 5 * time.Second, 5 * time.Second},
+		{"no Retry-After: the default", 0, time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, gates, _ := gateRig(nil, &RetryableError{Class: ClassRateLimited, RetryAfter: c.retryAfter, Err: errors.New("429")})
+			ctx := context.Background()
+			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := gates.State(ctx, GateKey("fake", "a1"))
+			if st.PausedUntil == nil || !st.PausedUntil.Equal(t0.Add(c.want)) {
+				t.Fatalf("pause %v, want +%v", st.PausedUntil, c.want)
+			}
+			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			if r.prov.sends != 1 {
+				t.Fatalf("a second intent was sent during the pause (%d sends)", r.prov.sends)
+			}
+			r.drain(t)
+			if r.prov.sends != 3 || r.clock.Now().Before(t0.Add(c.want)) {
+				t.Fatalf("sends %d at %v", r.prov.sends, r.clock.Now())
+			}
+		})
 	}
 }
 
@@ -484,6 +497,77 @@ func TestLateHoldTakesAFreshSlotInsteadOfCrowdingTheNextOnes(t *testing.T) {
 	}
 	if next.Before(sentAt.Add(pace.Interval())) {
 		t.Fatalf("late send at %v left the next free slot at %v: the next attempt would go out within one interval of it", sentAt.Sub(t0), next.Sub(t0))
+	}
+}
+
+// A held send that wakes late for every slot it moves on to (a machine too
+// slow to keep the pace, other workers taking the slots after its own) is
+// released after its third, like a paused one: an attempt recorded as
+// deferred, nothing sent. Sent then, it would crowd the sends after it.
+func TestASendLateForThreeSlotsInARowIsReleasedNotSent(t *testing.T) {
+	pace := Pace{Rate: 2, Per: time.Second, Burst: 1}
+	r, gates, _ := gateRig(&pace)
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	r.d.Gate.MaxHold = 3 * time.Second
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
+		// Every wait overruns by a second, and meanwhile other workers take
+		// the next three slots: each slot b moves on to is taken after its
+		// own, so it cannot slide, and it wakes late for that one too.
+		for i := 0; i < 3; i++ {
+			if _, _, err := gates.Reserve(ctx, key, pace.Interval()); err != nil {
+				return err
+			}
+		}
+		r.clock.Advance(d + time.Second)
+		return nil
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if r.prov.sends != 1 {
+		t.Fatalf("sends %d, want 1: b was late for every slot", r.prov.sends)
+	}
+	got := r.get(t, b.ID)
+	if got.Status != StatusRetryableFailure || len(got.Attempts) != 1 || got.Attempts[0].Result != AttemptDeferred ||
+		!strings.Contains(got.Attempts[0].Evidence.Detail, "three times") {
+		t.Fatalf("b: %s %+v", got.Status, got.Attempts)
+	}
+}
+
+// An operator's new pace sizes the counter from the first slot this worker
+// takes after it learns of it: the slot it took by the old pace is widened by
+// the difference, so the send after it keeps the new interval.
+func TestAnOperatorsSlowerPaceSpacesTheNextSendByItsInterval(t *testing.T) {
+	r, gates, _ := gateRig(&Pace{Rate: 20, Per: time.Second, Burst: 1})
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	r.d.Gate.MaxHold = 3 * time.Second
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // this worker now knows the gate: no override
+		t.Fatal(err)
+	}
+	slow := Pace{Rate: 2, Per: time.Second, Burst: 1}
+	if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: slow, Reason: "provider asked", By: "ann", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil { // slot by the old pace; learns the new one
+		t.Fatal(err)
+	}
+	bSent := r.clock.Now()
+	if r.prov.sends != 2 {
+		t.Fatalf("sends %d, want 2", r.prov.sends)
+	}
+	next, _, err := gates.Reserve(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Before(bSent.Add(slow.Interval())) {
+		t.Fatalf("the next slot is %v after b's send, want at least the new interval %v", next.Sub(bSent), slow.Interval())
 	}
 }
 
