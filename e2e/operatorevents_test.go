@@ -289,8 +289,12 @@ func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
 	// send, and then no breaker would open.
 	e.faults(fmt.Sprintf(`{"account":%q,"faults":[{"kind":"unavailable"},{"kind":"unavailable"},{"kind":"unavailable"}]}`, acct))
 	ids := submitMany(t, []*env{e}, acct, 3)
+	// Generous: the three need several queue round trips (whole-second
+	// delays, the breaker's cooldowns, a probe each), which a loaded
+	// make test stretches; one of them was still waiting at 30 s in a
+	// run of 2026-12-03. The assertions are about the events, not speed.
 	for _, id := range ids {
-		e.waitStatus(id, 30*time.Second, core.StatusSucceeded)
+		e.waitStatus(id, 60*time.Second, core.StatusSucceeded)
 	}
 	kinds := func() map[string]int {
 		rcv.mu.Lock()
