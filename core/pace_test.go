@@ -539,35 +539,53 @@ func TestASendLateForThreeSlotsInARowIsReleasedNotSent(t *testing.T) {
 	}
 }
 
-// An operator's new pace sizes the counter from the first slot this worker
-// takes after it learns of it: the slot it took by the old pace is widened by
-// the difference, so the send after it keeps the new interval.
+// An operator's new pace sizes the counter from the first slot a worker
+// takes after it learns of it, which is its first reservation's answer: the
+// slot it took by the old pace is widened by the difference, so the send
+// after it keeps the new interval — whether the pace changed after this
+// worker's first send or before (a fresh process reads no gate first).
 func TestAnOperatorsSlowerPaceSpacesTheNextSendByItsInterval(t *testing.T) {
-	r, gates, _ := gateRig(&Pace{Rate: 20, Per: time.Second, Burst: 1})
-	ctx := context.Background()
-	key := GateKey("fake", "a1")
-	r.d.Gate.MaxHold = 3 * time.Second
-	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // this worker now knows the gate: no override
-		t.Fatal(err)
-	}
-	slow := Pace{Rate: 2, Per: time.Second, Burst: 1}
-	if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: slow, Reason: "provider asked", By: "ann", At: t0}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil { // slot by the old pace; learns the new one
-		t.Fatal(err)
-	}
-	bSent := r.clock.Now()
-	if r.prov.sends != 2 {
-		t.Fatalf("sends %d, want 2", r.prov.sends)
-	}
-	next, _, err := gates.Reserve(ctx, key, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.Before(bSent.Add(slow.Interval())) {
-		t.Fatalf("the next slot is %v after b's send, want at least the new interval %v", next.Sub(bSent), slow.Interval())
+	for _, before := range []bool{false, true} {
+		t.Run(fmt.Sprintf("set before the first send %v", before), func(t *testing.T) {
+			r, gates, _ := gateRig(&Pace{Rate: 20, Per: time.Second, Burst: 1})
+			ctx := context.Background()
+			key := GateKey("fake", "a1")
+			r.d.Gate.MaxHold = 3 * time.Second
+			slow := Pace{Rate: 2, Per: time.Second, Burst: 1}
+			override := func() {
+				if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: slow, Reason: "provider asked", By: "ann", At: t0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+			if before {
+				override()
+			}
+			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			aSent := r.clock.Now()
+			if !before {
+				override()
+			}
+			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			bSent := r.clock.Now()
+			if r.prov.sends != 2 {
+				t.Fatalf("sends %d, want 2", r.prov.sends)
+			}
+			if before && bSent.Sub(aSent) < slow.Interval() {
+				t.Fatalf("b went %v after a, want at least the operator's interval %v", bSent.Sub(aSent), slow.Interval())
+			}
+			next, _, err := gates.Reserve(ctx, key, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.Before(bSent.Add(slow.Interval())) {
+				t.Fatalf("the next slot is %v after b's send, want at least the new interval %v", next.Sub(bSent), slow.Interval())
+			}
+		})
 	}
 }
 
