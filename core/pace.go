@@ -598,33 +598,28 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		}
 		g.overrides.Store(key, st.Override)
 	}
+	// A duplicate-prone trigger's first reservations go under the attempt's
+	// claim token (a repeat holds no slot); a returning attempt carries its.
+	once := known.account == nil && known.target == nil && DuplicateProneTrigger(trigger)
+	claim := ClaimToken(in.ID, in.AttemptCount)
+	duplicate := func(key string) (ticket, error) {
+		// A duplicate of a trigger that already holds a slot (or is being
+		// sent): that one carries the attempt; this one holds nothing.
+		d.log().DebugContext(ctx, "duplicate trigger; the first one holds the slot", "intent", in.ID, "gate", key, "trigger", trigger)
+		d.metrics().Count("GateDuplicateTrigger", 1)
+		return t, nil
+	}
 	if tp, ok := g.targetPace(in.Provider, in.Account); ok {
 		// The target (channel, chat) has a pace of its own: its slot first,
 		// so an attempt the target defers holds no slot of the account.
 		tkey := TargetGateKey(in.Provider, in.Account, in.Target)
-		var tslot time.Time
-		switch {
-		case known.target != nil && ReservationUsable(*known.target, tp, now):
-			tslot = *known.target
-		case known.target == nil && known.account == nil && DuplicateProneTrigger(trigger):
-			var dup bool
-			tslot, _, dup, err = d.reserveOnce(ctx, tkey, tp, ClaimToken(in.ID, in.AttemptCount), now)
-			t.reservedOnce = true
-			if err == nil && dup {
-				d.metrics().Count("GateDuplicateTrigger", 1)
-				return t, nil
-			}
-		default:
-			tslot, _, err = d.reserve(ctx, tkey, tp, now)
-		}
+		tslot, traw, _, _, dup, err := d.take(ctx, tkey, tp, known.target, once, claim, now)
+		t.reservedOnce = once
 		if err != nil {
 			return ticket{}, fmt.Errorf("gate %s: %w", tkey, err)
 		}
-		t.traw = tslot
-		if known.target == nil || !tslot.Equal(*known.target) {
-			tslot = tslot.Add(g.Lead)
-		} else {
-			t.traw = tslot.Add(-g.Lead)
+		if dup {
+			return duplicate(tkey)
 		}
 		if tslot.After(now.Add(g.holdFor(known.target != nil))) {
 			// Over the target's pace: deferred to its slot, no provider call,
@@ -632,30 +627,18 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 			log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", tkey)
 			return d.deferTicket(ctx, t, in, trigger, now, tslot, keepTargetSlot, "over the target's pace", log)
 		}
-		t.tkey, t.tpace, t.tslot = tkey, tp, tslot
+		t.tkey, t.tpace, t.tslot, t.traw = tkey, tp, tslot, traw
 	}
 	pace, paced := g.paceFor(in.Provider, in.Account, key)
-	var slot time.Time
-	switch {
-	case resv != nil && paced && ReservationUsable(*resv, pace, now):
-		// The account's state is read right before the send (hold).
-		slot = *resv
-	case paced && resv == nil && DuplicateProneTrigger(trigger):
+	slot, usedResv := now, false
+	if paced {
 		var dup bool
-		slot, t.state, dup, err = d.reserveOnce(ctx, key, pace, ClaimToken(in.ID, in.AttemptCount), now)
-		t.reservedOnce = true
+		slot, t.raw, t.state, usedResv, dup, err = d.take(ctx, key, pace, resv, once, claim, now)
+		t.reservedOnce = t.reservedOnce || (once && !usedResv)
 		if err == nil && dup {
-			// A duplicate of a trigger that already holds a slot (or is being
-			// sent): that one carries the attempt; this one holds nothing.
-			log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
-			log.DebugContext(ctx, "duplicate trigger; the first one holds the slot", "trigger", trigger)
-			d.metrics().Count("GateDuplicateTrigger", 1)
-			return t, nil
+			return duplicate(key)
 		}
-	case paced:
-		slot, t.state, err = d.reserve(ctx, key, pace, now)
-	default:
-		slot = now
+	} else {
 		// Unpaced: the breaker and pause state is all this attempt needs;
 		// read where the store spreads it (a replica by intent id, the gate
 		// itself whenever it is not clean).
@@ -665,7 +648,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		if err == nil && t.state.Override != nil {
 			// Paced only by an operator: take a slot now that we know.
 			pace, paced = t.state.Override.Pace, true
-			slot, t.state, err = d.reserve(ctx, key, pace, now)
+			slot, t.raw, t.state, _, _, err = d.take(ctx, key, pace, nil, false, claim, now)
 		}
 	}
 	if err == nil {
@@ -681,19 +664,8 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		return ticket{}, fmt.Errorf("gate %s: %w", key, err)
 	}
 	tol := time.Duration(0)
-	usedResv := resv != nil && slot.Equal(*resv)
 	if paced && !usedResv {
 		tol = pace.Tolerance()
-	}
-	t.raw = slot
-	if usedResv { // a reservation already carries its lead
-		t.raw = slot.Add(-g.Lead)
-	} else if paced {
-		// Every paced send waits for its slot plus the lead, right before the
-		// send: the claim and the checks happen inside the lead, so a send
-		// goes out on its slot, not its slot plus their latency (which would
-		// crowd it against the next one).
-		slot = slot.Add(g.Lead)
 	}
 	v := Admit(slot, tol, t.state, false, now, g.Breaker, g.holdFor(usedResv))
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key)
@@ -966,6 +938,26 @@ func StateReadAhead(paces ...Pace) time.Duration {
 func seenKey(m *sync.Map, key string) bool {
 	_, ok := m.Load(key)
 	return ok
+}
+
+// take is the slot one paced key gives an attempt: the reservation it
+// carries back while usable (its lead already in it: used), else a fresh
+// one, sent at that slot plus the lead (right before the send, so the claim
+// and the checks happen inside the lead and a send goes out on its slot,
+// not its slot plus their latency, which would crowd it against the next),
+// under claim when once (ReserveOnce; dup: a repeat, which holds nothing).
+// raw is the counter value the send stands on (late); st the key's state as
+// the reservation wrote it (zero for a carried slot: hold reads it).
+func (d *Dispatcher) take(ctx context.Context, key string, p Pace, carried *time.Time, once bool, claim string, now time.Time) (at, raw time.Time, st GateState, used, dup bool, err error) {
+	if carried != nil && ReservationUsable(*carried, p, now) {
+		return *carried, carried.Add(-d.Gate.Lead), GateState{}, true, false, nil
+	}
+	if once {
+		raw, st, dup, err = d.reserveOnce(ctx, key, p, claim, now)
+	} else {
+		raw, st, err = d.reserve(ctx, key, p, now)
+	}
+	return raw.Add(d.Gate.Lead), raw, st, false, dup, err
 }
 
 // reserve takes the next slot of a paced key, first moving a lagging counter
