@@ -784,7 +784,10 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	var st GateState
 	stillLate := false
 	maxWait := g.maxHold()
-	ahead := StateReadAhead(t.pace, t.tpace)
+	ahead := time.Duration(0)
+	if t.pace.Rate > 0 || t.tkey != "" {
+		ahead = GateReadAhead
+	}
 	if t.pace.Rate > 0 && !t.admitted.IsZero() {
 		g.claimPaths.add(d.Clock.Now().Sub(t.admitted))
 	}
@@ -910,30 +913,17 @@ func (d *Dispatcher) readGate(ctx context.Context, t *ticket, id string) GateSta
 	return st
 }
 
-// GateReadAhead is the longest a held send reads the account's state ahead
-// of its slot (StateReadAhead): longer than the read takes on a loaded host
-// (p99 108 ms in the pace bench), or the read's latency falls between the
-// slot and the send.
+// GateReadAhead is how long before its slot a held send reads the
+// account's state: longer than the read takes on a loaded host (p99 108 ms
+// in the pace bench), or the read's latency falls between the slot and the
+// send and makes it late. It was capped at half the interval, so that a
+// pause or an open written after one send's result would be seen by the
+// next send's read; that holds only where the send's round trip and the
+// gate write fit into half an interval, and at 200/s (2.5 ms) every read
+// slower than that made the send late: the pace bench's warm-up delivered
+// 52 of 200 in a minute. Now a move written less than this before a send's
+// slot reaches the send after it (docs/decisions.md, pacing).
 const GateReadAhead = 100 * time.Millisecond
-
-// StateReadAhead is how long before its slot a held send reads the
-// account's state: GateReadAhead, but at most half the shortest interval of
-// the paces it holds slots of, so a pause or an open written after one
-// send's result is still seen by the next send's read. Zero when it holds
-// no paced slot. Pure.
-func StateReadAhead(paces ...Pace) time.Duration {
-	ahead := time.Duration(0)
-	for _, p := range paces {
-		if p.Rate <= 0 {
-			continue
-		}
-		a := min(GateReadAhead, p.Interval()/2)
-		if ahead == 0 || a < ahead {
-			ahead = a
-		}
-	}
-	return ahead
-}
 
 func seenKey(m *sync.Map, key string) bool {
 	_, ok := m.Load(key)

@@ -818,29 +818,6 @@ func TestUnpacedAttemptsReadTheGateThroughStateFor(t *testing.T) {
 	}
 }
 
-func TestStateReadAhead(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		paces []Pace
-		want  time.Duration
-	}{
-		{"unpaced", []Pace{{}}, 0},
-		{"no paces", nil, 0},
-		{"slow pace: the cap", []Pace{{Rate: 1, Per: time.Second}}, GateReadAhead},
-		{"20/s: half the interval", []Pace{{Rate: 20, Per: time.Second}}, 25 * time.Millisecond},
-		{"5/s: the cap", []Pace{{Rate: 5, Per: time.Second}}, GateReadAhead},
-		{"100/s: half the interval", []Pace{{Rate: 100, Per: time.Second}}, 5 * time.Millisecond},
-		{"account and a faster target: the shorter", []Pace{{Rate: 1, Per: time.Second}, {Rate: 200, Per: time.Second}}, 2500 * time.Microsecond},
-		{"unpaced account, paced target", []Pace{{}, {Rate: 1, Per: time.Second}}, GateReadAhead},
-	} {
-		if got := StateReadAhead(c.paces...); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-// The held send reads the account's state before its slot, so the read's
-// latency does not fall between the slot and the send.
 func TestHeldSendReadsTheGateBeforeItsSlot(t *testing.T) {
 	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1})
 	ctx := context.Background()
