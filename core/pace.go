@@ -605,7 +605,8 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 	duplicate := func(key string) (ticket, error) {
 		// A duplicate of a trigger that already holds a slot (or is being
 		// sent): that one carries the attempt; this one holds nothing.
-		d.log().DebugContext(ctx, "duplicate trigger; the first one holds the slot", "intent", in.ID, "gate", key, "trigger", trigger)
+		d.log().DebugContext(ctx, "duplicate trigger; the first one holds the slot",
+			"intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount, "gate", key, "trigger", trigger)
 		d.metrics().Count("GateDuplicateTrigger", 1)
 		return t, nil
 	}
@@ -634,7 +635,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 	if paced {
 		var dup bool
 		slot, t.raw, t.state, usedResv, dup, err = d.take(ctx, key, pace, resv, once, claim, now)
-		t.reservedOnce = t.reservedOnce || (once && !usedResv)
+		t.reservedOnce = once // once: nothing carried, so take reserved under the claim
 		if err == nil && dup {
 			return duplicate(key)
 		}

@@ -818,29 +818,47 @@ func TestUnpacedAttemptsReadTheGateThroughStateFor(t *testing.T) {
 	}
 }
 
+// A held send reads the gate GateReadAhead before its slot, at every pace:
+// at 20/s too, where half the interval (25 ms) is shorter than a read on a
+// loaded host (a read that short made nearly every 200/s send late).
 func TestHeldSendReadsTheGateBeforeItsSlot(t *testing.T) {
-	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1})
-	ctx := context.Background()
-	r.d.Gate.MaxHold = time.Second
-	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
-	reads := &timedGates{MemoryGates: gates, now: r.clock.Now}
-	r.d.Gate.Store = reads
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
-		t.Fatal(err)
-	}
-	sentAt := r.clock.Now()
-	if r.prov.sends != 2 || !sentAt.Equal(t0.Add(500*time.Millisecond)) {
-		t.Fatalf("sends %d, b sent at +%v, want 2 and +500ms", r.prov.sends, sentAt.Sub(t0))
-	}
-	if len(reads.at) == 0 || !reads.at[len(reads.at)-1].Equal(sentAt.Add(-GateReadAhead)) {
-		t.Fatalf("state reads at %v, want the last at the slot less %v (%v)", reads.at, GateReadAhead, sentAt.Add(-GateReadAhead))
+	for _, c := range []struct {
+		pace   Pace
+		others int           // slots other workers take between a's and b's
+		want   time.Duration // b's slot
+	}{
+		{Pace{Rate: 2, Per: time.Second, Burst: 1}, 0, 500 * time.Millisecond},
+		{Pace{Rate: 20, Per: time.Second, Burst: 1}, 5, 300 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("%d/s", c.pace.Rate), func(t *testing.T) {
+			r, gates, _ := gateRig(&c.pace)
+			ctx := context.Background()
+			r.d.Gate.MaxHold = time.Second
+			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < c.others; i++ {
+				if _, _, err := gates.Reserve(ctx, GateKey("fake", "a1"), c.pace.Interval()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reads := &timedGates{MemoryGates: gates, now: r.clock.Now}
+			r.d.Gate.Store = reads
+			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+				t.Fatal(err)
+			}
+			sentAt := r.clock.Now()
+			if r.prov.sends != 2 || !sentAt.Equal(t0.Add(c.want)) {
+				t.Fatalf("sends %d, b sent at +%v, want 2 and +%v", r.prov.sends, sentAt.Sub(t0), c.want)
+			}
+			if len(reads.at) == 0 || !reads.at[len(reads.at)-1].Equal(sentAt.Add(-GateReadAhead)) {
+				t.Fatalf("state reads at %v, want the last at the slot less %v (%v)", reads.at, GateReadAhead, sentAt.Add(-GateReadAhead))
+			}
+		})
 	}
 }
 
-// timedGates records when State is read.
 type timedGates struct {
 	*MemoryGates
 	now func() time.Time
