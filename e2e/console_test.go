@@ -53,7 +53,14 @@ func browser(t *testing.T) (context.Context, func() []string) {
 		defer mu.Unlock()
 		switch ev := ev.(type) {
 		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+ev.ExceptionDetails.Text)
+			// The text alone is "Uncaught (in promise)"; the description
+			// carries the error and its stack.
+			d := ev.ExceptionDetails
+			msg := "exception: " + d.Text
+			if d.Exception != nil && d.Exception.Description != "" {
+				msg += " " + d.Exception.Description
+			}
+			problems = append(problems, msg)
 		case *runtime.EventConsoleAPICalled:
 			if ev.Type == runtime.ConsoleAPICalledTypeError {
 				problems = append(problems, "console.error")

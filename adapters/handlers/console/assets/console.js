@@ -319,6 +319,9 @@ async function renderIntent(id) {
   const res = inn.resolutions || [];
   const recs = res.filter(r => r.recommendationOnly);
   const decisions = res.filter(r => !r.recommendationOnly);
+  // The decide section is held, not looked up: a render still waiting for
+  // its retry-risk read after the operator moved on fills a detached box.
+  const section = h('section', { 'aria-labelledby': 'h-decide', id: 'decide-section' }, h('h2', { id: 'h-decide' }, 'Decide'));
   box.replaceChildren(
     h('h1', {}, 'Intent ', h('span', { class: 'mono', id: 'intent-id' }, inn.id)),
     h('p', { id: 'intent-status' }, badge(inn.status), ' ', inn.statusReason || ''),
@@ -344,8 +347,7 @@ async function renderIntent(id) {
         h('thead', {}, h('tr', {}, ['At', 'By', 'Decision', 'Reason', 'Duplicate risk accepted'].map(c => h('th', { scope: 'col' }, c)))),
         h('tbody', {}, decisions.map(r => h('tr', {}, h('td', {}, fmtTime(r.at)), h('td', {}, r.by), h('td', {}, r.decision), h('td', {}, r.reason || ''), h('td', {}, r.duplicateRiskAccepted ? 'yes' : 'no')))))
         : h('p', { class: 'muted' }, 'No decision yet.')),
-    h('section', { 'aria-labelledby': 'h-decide', id: 'decide-section' }, h('h2', { id: 'h-decide' }, 'Decide')));
-  const section = document.getElementById('decide-section');
+    section);
   if (!state.me || !state.me.canDecide) {
     section.append(h('p', { class: 'muted', id: 'no-controls' }, 'Only operators decide. Orchestrators can see and make recommendations, not decisions.'));
   } else if (inn.status !== 'needs-human') {
@@ -411,7 +413,8 @@ function decideForm(inn, risk) {
       const res = await api('POST', '/v1/admin/intents/' + encodeURIComponent(inn.id) + '/resolution', body, { 'Idempotency-Key': key });
       key = newKey();
       out.replaceChildren(notice('ok', 'Decision recorded: ' + d + '. The intent is now ' + res.status + '.', 'decision-ok'));
-      setTimeout(() => renderIntent(inn.id), 800);
+      // Re-read the intent shortly, unless the operator has moved on.
+      setTimeout(() => { if (parseHash().path === '/intents/' + inn.id) renderIntent(inn.id); }, 800);
     } catch (e) {
       // A refusal changed nothing; a new attempt is a new decision.
       key = newKey();
