@@ -656,8 +656,14 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		g.overrides.Store(key, t.state.Override)
 		if cur, ok := g.PaceFor(in.Provider, in.Account, &t.state); ok && paced && cur.Interval() != pace.Interval() && resv == nil {
 			// An operator changed the pace since this worker last looked: the
-			// slot was sized by the old one; size the counter by the new one.
-			_, _, err = g.Store.Reserve(ctx, key, cur.Interval()-pace.Interval())
+			// slot was sized by the old one. A slower pace widens it by the
+			// difference; a faster one leaves the counter where it is, since
+			// moving it back could hand out a slot another worker already
+			// took by the new pace (the next send then waits at most one old
+			// interval more, once).
+			if grow := cur.Interval() - pace.Interval(); grow > 0 {
+				_, _, err = g.Store.Reserve(ctx, key, grow)
+			}
 			pace = cur
 		}
 	}

@@ -1013,3 +1013,99 @@ func TestSlowClaimPathsRaiseTheQueueMargin(t *testing.T) {
 		t.Fatalf("deferred with a margin of %v before its slot, want 2.2s (1.5s + the claims' 700ms)", asked)
 	}
 }
+
+// interleavedGates runs another worker's whole attempt right after this
+// worker's next Reserve by the given interval, as two processes do when
+// their reservations land side by side.
+type interleavedGates struct {
+	*MemoryGates
+	interval time.Duration
+	other    func()
+}
+
+func (g *interleavedGates) Reserve(ctx context.Context, key string, interval time.Duration) (time.Time, GateState, error) {
+	slot, st, err := g.MemoryGates.Reserve(ctx, key, interval)
+	g.then(interval)
+	return slot, st, err
+}
+
+func (g *interleavedGates) ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (time.Time, GateState, bool, error) {
+	slot, st, dup, err := g.MemoryGates.ReserveOnce(ctx, key, interval, claim, now, until)
+	g.then(interval)
+	return slot, st, dup, err
+}
+
+func (g *interleavedGates) then(interval time.Duration) {
+	if g.other != nil && interval == g.interval {
+		other := g.other
+		g.other = nil
+		other()
+	}
+}
+
+// timedProvider records when each send left, on the rig's clock.
+type timedProvider struct {
+	Provider
+	clock Clock
+	at    []time.Time
+}
+
+func (p *timedProvider) Send(ctx context.Context, r SendRequest) (SendResult, error) {
+	p.at = append(p.at, p.clock.Now())
+	return p.Provider.Send(ctx, r)
+}
+
+// An operator's faster pace never moves the counter back: a worker that
+// took its slot by the old pace learns the new one after another worker
+// took the slot after it by the new pace; sizing the counter down by the
+// difference of the intervals would hand out that slot again (two sends at
+// once). Kept as it stands, the next send waits at most one old interval
+// more, once.
+func TestAnOperatorsFasterPaceNeverMovesTheCounterBack(t *testing.T) {
+	old := Pace{Rate: 1, Per: time.Second, Burst: 1}
+	fast := Pace{Rate: 10, Per: time.Second, Burst: 1}
+	r, gates, _ := gateRig(&old)
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	prov := &timedProvider{Provider: r.prov, clock: r.clock}
+	r.d.Providers = ProviderMap{"fake": prov}
+	r.d.Gate.MaxHold = 3 * time.Second
+	// The other worker: its own process, its own first look at the gate.
+	other := *r.d
+	g := r.d.Gate
+	other.Gate = &Gate{Store: gates, Breaker: g.Breaker, Events: g.Events, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
+	other.Owner = "w2"
+	mine := &interleavedGates{MemoryGates: gates, interval: old.Interval()}
+	r.d.Gate.Store = mine
+	a, b, c := r.submitKey(t, "k1"), r.submitKey(t, "k2"), r.submitKey(t, "k3")
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: fast, Reason: "provider raised our limit", By: "ann", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	mine.other = func() {
+		if err := other.Attempt(ctx, c.ID, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	r.drain(t)
+	if len(prov.at) != 3 {
+		t.Fatalf("sends %d, want 3 (%v; %s %s %s)", len(prov.at), prov.at, r.get(t, a.ID).Status, r.get(t, b.ID).Status, r.get(t, c.ID).Status)
+	}
+	for i := 1; i < len(prov.at); i++ {
+		if gap := prov.at[i].Sub(prov.at[i-1]); gap < fast.Interval() {
+			t.Fatalf("send %d went %v after the one before it, want at least the new interval %v (sends at %v)", i, gap, fast.Interval(), prov.at)
+		}
+	}
+	next, _, err := gates.Reserve(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := prov.at[len(prov.at)-1]; next.Before(last.Add(fast.Interval())) {
+		t.Fatalf("the next slot is %v after the last send, want at least %v", next.Sub(last), fast.Interval())
+	}
+}
