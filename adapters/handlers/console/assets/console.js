@@ -319,8 +319,8 @@ async function renderIntent(id) {
   const res = inn.resolutions || [];
   const recs = res.filter(r => r.recommendationOnly);
   const decisions = res.filter(r => !r.recommendationOnly);
-  // The decide section is held, not looked up: a render still waiting for
-  // its retry-risk read after the operator moved on fills a detached box.
+  // The decide section is held, not looked up: a render whose intent read
+  // returned after the operator moved on fills a detached box.
   const section = h('section', { 'aria-labelledby': 'h-decide', id: 'decide-section' }, h('h2', { id: 'h-decide' }, 'Decide'));
   box.replaceChildren(
     h('h1', {}, 'Intent ', h('span', { class: 'mono', id: 'intent-id' }, inn.id)),
@@ -360,11 +360,14 @@ async function renderIntent(id) {
   }
 }
 
+// onIntentPage: the operator is still on this intent's page.
+function onIntentPage(id) { return parseHash().path === '/intents/' + id; }
+
 // watch refreshes an intent page while a decision is being carried out.
 function watch(id) {
   let n = 0;
   refreshTimer = setInterval(async () => {
-    if (parseHash().path !== '/intents/' + id || ++n > 120) { stopRefresh(); return; }
+    if (!onIntentPage(id) || ++n > 120) { stopRefresh(); return; }
     try {
       const inn = await api('GET', '/v1/admin/intents/' + encodeURIComponent(id));
       if (!['pending', 'in-flight', 'retryable-failure', 'unknown-outcome'].includes(inn.status)) { stopRefresh(); renderIntent(id); }
@@ -414,7 +417,7 @@ function decideForm(inn, risk) {
       key = newKey();
       out.replaceChildren(notice('ok', 'Decision recorded: ' + d + '. The intent is now ' + res.status + '.', 'decision-ok'));
       // Re-read the intent shortly, unless the operator has moved on.
-      setTimeout(() => { if (parseHash().path === '/intents/' + inn.id) renderIntent(inn.id); }, 800);
+      setTimeout(() => { if (onIntentPage(inn.id)) renderIntent(inn.id); }, 800);
     } catch (e) {
       // A refusal changed nothing; a new attempt is a new decision.
       key = newKey();
