@@ -129,7 +129,6 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, known gate
 		return err // deferred by the account gate (pace, pause, breaker): nothing sent
 	}
 	now := d.Clock.Now()
-	gate.admitted = now
 	var expired bool
 	in, err := d.Store.Claim(ctx, id, func(in *Intent) error { return d.startAttempt(in, now) })
 	if errors.Is(err, errDeadlinePassed) {

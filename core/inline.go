@@ -202,7 +202,6 @@ func (l *Inline) plan(ctx context.Context, in *Intent) (*inlinePlan, error) {
 		return nil, err
 	}
 	p.claimed, p.checks, p.now = true, checks, now
-	p.ticket.admitted = now
 	return p, nil
 }
 

@@ -410,9 +410,6 @@ type Gate struct {
 	// its last success there. That success ends the streak (Close), even
 	// when its read of the gate (a replica) did not show the count.
 	counted sync.Map
-	// claimPaths: how long recent paced attempts took from the gate's
-	// answer to the wait for their slot (QueueMarginFor).
-	claimPaths latencyWindow
 }
 
 // targetPace is the pace of each target of the account, if it has one.
@@ -445,57 +442,13 @@ func (g *Gate) maxHold() time.Duration {
 	return 300 * time.Millisecond
 }
 
-// queueMargin is QueueMarginFor the configured margin and this process's
-// recent claim paths.
+// queueMargin is how early a deferred attempt asks the queue to bring it
+// back before its slot (QueueMargin, default 1.5 s).
 func (g *Gate) queueMargin() time.Duration {
-	base := g.QueueMargin
-	if base <= 0 {
-		base = 1500 * time.Millisecond
+	if g.QueueMargin > 0 {
+		return g.QueueMargin
 	}
-	return QueueMarginFor(base, g.claimPaths.snapshot())
-}
-
-// MaxQueueMarginExtra caps what slow claim paths add to the queue margin.
-const MaxQueueMarginExtra = 3 * time.Second
-
-// QueueMarginFor is how early a deferred attempt asks the queue to bring it
-// back before its slot: the configured margin (the queue's whole-second
-// delays and its polling) plus the 95th percentile of the recent claim
-// paths (claim, barrier, revalidation, payload: from the gate's answer to
-// the wait for the slot), capped by MaxQueueMarginExtra. A returning
-// attempt whose claim path outlasts its margin wakes late for its slot and
-// must take a fresh one (the old one is lost to the pace); a slow store
-// makes that common unless the margin grows with it. Fewer than 8 samples
-// add nothing. Pure.
-func QueueMarginFor(base time.Duration, recent []time.Duration) time.Duration {
-	if len(recent) < 8 {
-		return base
-	}
-	s := slices.Clone(recent)
-	slices.Sort(s)
-	p95 := s[(len(s)*95)/100]
-	return base + min(max(p95, 0), MaxQueueMarginExtra)
-}
-
-// latencyWindow keeps the last few durations (safe for concurrent use).
-type latencyWindow struct {
-	mu   sync.Mutex
-	buf  [64]time.Duration
-	n, i int
-}
-
-func (w *latencyWindow) add(d time.Duration) {
-	w.mu.Lock()
-	w.buf[w.i] = d
-	w.i = (w.i + 1) % len(w.buf)
-	w.n = min(w.n+1, len(w.buf))
-	w.mu.Unlock()
-}
-
-func (w *latencyWindow) snapshot() []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.buf[:w.n])
+	return 1500 * time.Millisecond
 }
 
 // holdFor is the longest wait held in-process: a returning reservation
@@ -542,8 +495,6 @@ type ticket struct {
 	probe     bool
 	key       string
 	state     GateState
-	// admitted is when the gate answered (the claim path starts there).
-	admitted time.Time
 	// reservedOnce: a slot was taken with ReserveOnce under the attempt's
 	// claim token, so the intent's duplicate-prone triggers (its stream
 	// record) will hold none: whoever does not send hands the slot on.
@@ -794,9 +745,6 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	ahead := time.Duration(0)
 	if t.pace.Rate > 0 || t.tkey != "" {
 		ahead = GateReadAhead
-	}
-	if t.pace.Rate > 0 && !t.admitted.IsZero() {
-		g.claimPaths.add(d.Clock.Now().Sub(t.admitted))
 	}
 	for late := 0; ; late++ {
 		// The account's state is read shortly before the slot, not after it:
