@@ -445,10 +445,7 @@ func (g *Gate) maxHold() time.Duration {
 // queueMargin is how early a deferred attempt asks the queue to bring it
 // back before its slot (QueueMargin, default 1.5 s).
 func (g *Gate) queueMargin() time.Duration {
-	if g.QueueMargin > 0 {
-		return g.QueueMargin
-	}
-	return 1500 * time.Millisecond
+	return OrDefault(g.QueueMargin, 1500*time.Millisecond)
 }
 
 // holdFor is the longest wait held in-process: a returning reservation
