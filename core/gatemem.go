@@ -19,7 +19,7 @@ type memGate struct {
 	tat    time.Time
 	st     GateState
 	events []OperatorEvent
-	claims map[string]time.Time // ReserveOnce: claim -> until
+	claims map[string]time.Time // Take: claim -> until
 }
 
 var _ GateStore = (*MemoryGates)(nil)
@@ -47,60 +47,38 @@ func copyState(st GateState) GateState {
 	return out
 }
 
-func (m *MemoryGates) Reserve(_ context.Context, key string, interval time.Duration) (time.Time, GateState, error) {
+// Take is GateStore.Take under the store's lock.
+func (m *MemoryGates) Take(_ context.Context, key string, r SlotTake) (time.Time, GateState, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gate(key)
-	slot := g.tat
-	if slot.IsZero() {
-		slot = time.Unix(0, 0)
-	}
-	g.tat = slot.Add(interval)
-	return slot, copyState(g.st), nil
-}
-
-func (m *MemoryGates) ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (time.Time, GateState, bool, error) {
-	m.mu.Lock()
-	g := m.gate(key)
-	if exp, ok := g.claims[claim]; ok && exp.After(now) {
-		st := copyState(g.st)
-		m.mu.Unlock()
-		return time.Time{}, st, true, nil
-	}
-	if g.claims == nil {
-		g.claims = map[string]time.Time{}
-	}
-	for c, exp := range g.claims {
-		if !exp.After(now) {
-			delete(g.claims, c)
+	if r.Claim != "" {
+		if exp, ok := g.claims[r.Claim]; ok && exp.After(r.At) {
+			return time.Time{}, copyState(g.st), true, nil
 		}
+		if g.claims == nil {
+			g.claims = map[string]time.Time{}
+		}
+		for c, exp := range g.claims {
+			if !exp.After(r.At) {
+				delete(g.claims, c)
+			}
+		}
+		g.claims[r.Claim] = r.Until
 	}
-	g.claims[claim] = until
-	m.mu.Unlock()
-	slot, st, err := m.Reserve(ctx, key, interval)
-	return slot, st, false, err
-}
-
-func (m *MemoryGates) CatchUp(_ context.Context, key string, now, next time.Time) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := m.gate(key)
-	if g.tat.After(now) {
-		return false, nil
+	slot := g.tat
+	if slot.IsZero() || slot.Before(r.Floor) {
+		slot = r.At
 	}
-	g.tat = next
-	return true, nil
+	g.tat = slot.Add(r.Interval)
+	return slot, copyState(g.st), false, nil
 }
 
 func (m *MemoryGates) State(_ context.Context, key string) (GateState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if g, ok := m.gates[key]; ok {
-		st := copyState(g.st)
-		if !g.tat.IsZero() {
-			st.NextSlot = tp(g.tat)
-		}
-		return st, nil
+		return copyState(g.st), nil
 	}
 	return GateState{}, nil
 }

@@ -138,27 +138,17 @@ type GateState struct {
 	Override    *PaceOverride `json:"override,omitempty"`
 	PausedUntil *time.Time    `json:"pausedUntil,omitempty"`
 	Breaker     Breaker       `json:"breaker"`
-	// NextSlot is the key's next free slot, as State read it (nil: none
-	// taken yet, or a replica's read).
-	NextSlot *time.Time `json:"nextSlot,omitempty"`
 }
 
 // GateStore is the shared state of account gates, one key per account.
 // Every method is one conditional or atomic write (or one read); the
 // DynamoDB adapter is adapters/dynamo/pace.go, MemoryGates the in-process one.
 type GateStore interface {
-	// Reserve moves the key's next free slot on by interval and returns the
-	// slot this caller got (the value before; the zero time for a new key)
-	// and the key's state after the write. One atomic write.
-	Reserve(ctx context.Context, key string, interval time.Duration) (time.Time, GateState, error)
-	// ReserveOnce is Reserve for a trigger that may arrive more than once
-	// (a stream record fanned out by several consumers, a sweeper's kick):
-	// the same claim (ClaimToken) reserves at most one slot until until;
-	// a repeat reserves nothing and reports dup. Still one atomic write.
-	ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (slot time.Time, st GateState, dup bool, err error)
-	// CatchUp moves a next free slot that lags (at or before now) to next;
-	// false when another worker moved it first.
-	CatchUp(ctx context.Context, key string, now, next time.Time) (bool, error)
+	// Take hands out the next pace slot of key (GCRA's one conditional
+	// write, SlotTake) and returns it with the key's state after the write
+	// (pause, breaker, operator's pace). A repeat of a claim within its
+	// window takes nothing and reports dup.
+	Take(ctx context.Context, key string, r SlotTake) (slot time.Time, st GateState, dup bool, err error)
 	// State reads the key's state, strongly consistent (the zero state for a new key).
 	State(ctx context.Context, key string) (GateState, error)
 	// StateFor is State as an attempt of intent id reads it right before
@@ -190,6 +180,19 @@ type GateStore interface {
 	SetOverride(ctx context.Context, key string, o *PaceOverride) error
 	// Events lists the key's operator events, newest first.
 	Events(ctx context.Context, key string, limit int) ([]OperatorEvent, error)
+}
+
+// SlotTake is one request for a pace slot (GateStore.Take). When the key's
+// counter stands at or after Floor, the slot is the counter; when it lags
+// behind Floor (an idle spell, a new key), the slot is At. Either way the
+// counter moves to the slot plus Interval. The counter never moves back.
+type SlotTake struct {
+	Interval  time.Duration
+	Floor, At time.Time
+	// Claim (ClaimToken), when set, takes at most one slot until Until: a
+	// repeat before then, by At, takes nothing (dup).
+	Claim string
+	Until time.Time
 }
 
 // GateCleanSettle is how long past a pause's end a gate counts as clean
@@ -293,8 +296,8 @@ func Admit(slot time.Time, tolerance time.Duration, st GateState, mayHaveTakenEf
 // DuplicateProneTrigger reports whether an attempt's trigger may arrive
 // more than once for the same attempt: the stream's dispatch (every record
 // is delivered at least once, and each stream consumer fans it out) and the
-// sweeper's kick of a pending intent. Such an attempt reserves its pace slot
-// with ReserveOnce, so its duplicates hold no slot of their own (a wasted
+// sweeper's kick of a pending intent. Such an attempt takes its pace slot
+// under its claim token (SlotTake.Claim), so its duplicates hold no slot of their own (a wasted
 // slot is a send the account never makes). Pure.
 func DuplicateProneTrigger(trigger string) bool {
 	switch trigger {
@@ -307,7 +310,7 @@ func DuplicateProneTrigger(trigger string) bool {
 	return false
 }
 
-// ClaimToken names one attempt of an intent for ReserveOnce.
+// ClaimToken names one attempt of an intent for SlotTake.Claim.
 func ClaimToken(id string, attempt int) string { return fmt.Sprintf("%s#%d", id, attempt) }
 
 // ReserveOnceWindow is how long a duplicate-prone trigger's claim on a slot
@@ -315,13 +318,6 @@ func ClaimToken(id string, attempt int) string { return fmt.Sprintf("%s#%d", id,
 // later repeat (e.g. a sweeper's kick after a worker crashed between its
 // reservation and its deferral message) reserves afresh.
 const ReserveOnceWindow = 30 * time.Second
-
-// CatchUpNeeded reports whether a reserved slot lags so far behind now that
-// using it would let a burst through: the counter sat idle, and must first
-// be moved to now. Pure.
-func CatchUpNeeded(slot time.Time, p Pace, now time.Time) bool {
-	return slot.Before(now.Add(-p.Tolerance()))
-}
 
 // ReservationUsable reports whether an attempt coming back from the queue
 // with a reserved slot may still use it: not later than one interval past
@@ -492,7 +488,7 @@ type ticket struct {
 	probe     bool
 	key       string
 	state     GateState
-	// reservedOnce: a slot was taken with ReserveOnce under the attempt's
+	// reservedOnce: a slot was taken under the attempt's
 	// claim token, so the intent's duplicate-prone triggers (its stream
 	// record) will hold none: whoever does not send hands the slot on.
 	reservedOnce bool
@@ -610,7 +606,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 			// took by the new pace (the next send then waits at most one old
 			// interval more, once).
 			if grow := cur.Interval() - pace.Interval(); grow > 0 {
-				_, _, err = g.Store.Reserve(ctx, key, grow)
+				_, _, _, err = g.Store.Take(ctx, key, SlotTake{Interval: grow, Floor: now.Add(-cur.Tolerance()), At: now})
 			}
 			pace = cur
 		}
@@ -769,10 +765,10 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		// for the third slot, it is released (below), not sent.
 		var err error
 		if acctLate {
-			t.slot, t.raw, err = d.late(ctx, t.key, t.pace, t.raw, st.NextSlot, now)
+			t.slot, t.raw, err = d.late(ctx, t.key, t.pace, t.raw, now)
 		}
 		if targetLate && err == nil {
-			t.tslot, t.traw, err = d.late(ctx, t.tkey, t.tpace, t.traw, nil, now)
+			t.tslot, t.traw, err = d.late(ctx, t.tkey, t.tpace, t.traw, now)
 		}
 		next := t.slot
 		if t.tkey != "" && t.tslot.After(next) {
@@ -884,85 +880,53 @@ func seenKey(m *sync.Map, key string) bool {
 
 // take is the slot one paced key gives an attempt: the reservation it
 // carries back while usable (its lead already in it: used), else a fresh
-// one, sent at that slot plus the lead (right before the send, so the claim
-// and the checks happen inside the lead and a send goes out on its slot,
-// not its slot plus their latency, which would crowd it against the next),
-// under claim when once (ReserveOnce; dup: a repeat, which holds nothing).
+// one (slot), sent at that slot plus the lead (right before the send, so
+// the claim and the checks happen inside the lead and a send goes out on
+// its slot, not its slot plus their latency, which would crowd it against
+// the next), under claim when once (dup: a repeat, which holds nothing).
 // raw is the counter value the send stands on (late); st the key's state as
-// the reservation wrote it (zero for a carried slot: hold reads it).
+// the take wrote it (zero for a carried slot: hold reads it).
 func (d *Dispatcher) take(ctx context.Context, key string, p Pace, carried *time.Time, once bool, claim string, now time.Time) (at, raw time.Time, st GateState, used, dup bool, err error) {
 	if carried != nil && ReservationUsable(*carried, p, now) {
 		return *carried, carried.Add(-d.Gate.Lead), GateState{}, true, false, nil
 	}
-	if once {
-		raw, st, dup, err = d.reserveOnce(ctx, key, p, claim, now)
-	} else {
-		raw, st, err = d.reserve(ctx, key, p, now)
+	if !once {
+		claim = ""
 	}
+	raw, st, dup, err = d.slot(ctx, key, p, now.Add(-p.Tolerance()), now, claim)
 	return raw.Add(d.Gate.Lead), raw, st, false, dup, err
 }
 
-// reserve takes the next slot of a paced key, first moving a lagging counter
-// to now (after an idle spell the counter is in the past; using it as is
+// slot takes the next slot of a paced key (GateStore.Take): a counter
+// behind floor is idle and restarts at at (a lagging counter used as it is
 // would let a burst through).
-func (d *Dispatcher) reserve(ctx context.Context, key string, p Pace, now time.Time) (time.Time, GateState, error) {
-	for i := 0; ; i++ {
-		slot, st, err := d.Gate.Store.Reserve(ctx, key, p.Interval())
-		if err != nil || !CatchUpNeeded(slot, p, now) {
-			return slot, st, err
-		}
-		if i == 2 {
-			return now, st, nil // bounded: three stale slots in a row means heavy churn; now is safe enough
-		}
-		ok, err := d.Gate.Store.CatchUp(ctx, key, now, now.Add(p.Interval()))
-		if err != nil {
-			return slot, st, err
-		}
-		if ok {
-			return now, st, nil
-		}
-	}
+func (d *Dispatcher) slot(ctx context.Context, key string, p Pace, floor, at time.Time, claim string) (time.Time, GateState, bool, error) {
+	return d.Gate.Store.Take(ctx, key, SlotTake{Interval: p.Interval(), Floor: floor, At: at, Claim: claim, Until: at.Add(ReserveOnceWindow)})
 }
 
 // late moves a held send that woke too late for its slot (raw: the counter
 // value it stands on) onto a new one, and returns when to send and the raw
-// slot of that send. When no slot was taken after its own (the counter
-// still stands one interval past raw, as the gate read next showed: an
-// account with little traffic) it slides the counter to one interval after
-// now, one conditional write (CatchUp), and sends now: later than its slot
-// crowds no send before it, and the slots after it follow it. Otherwise (or
-// when the slide loses a race) it takes a fresh slot at the tail and sends
-// on it plus the lead, like every fresh slot (the sends of the slots before
-// it go out at theirs plus the lead; without it, this send would land a
-// lead early, on top of theirs). next nil: unknown, the slide is tried.
-func (d *Dispatcher) late(ctx context.Context, key string, p Pace, raw time.Time, next *time.Time, now time.Time) (time.Time, time.Time, error) {
-	mine := raw.Add(p.Interval())
-	if next == nil || !next.After(mine) {
-		stand := now.Add(-d.Gate.Lead)
-		ok, err := d.Gate.Store.CatchUp(ctx, key, mine, stand.Add(p.Interval()))
-		if err != nil {
-			return now, raw, err
-		}
-		if ok {
-			d.metrics().Count("GateLateSlotSlid", 1)
-			return now, stand, nil
-		}
+// slot of that send: one take whose floor is one interval past raw. When no
+// slot was taken after its own (the counter still stands there: an account
+// with little traffic) the counter slides to one interval after now and the
+// send goes now: later than its slot it crowds no send before it, and the
+// slots after it follow it. Otherwise it takes a fresh slot at the tail and
+// sends on it plus the lead, like every fresh slot (the sends of the slots
+// before it go out at theirs plus the lead; without it, this send would land
+// a lead early, on top of theirs).
+func (d *Dispatcher) late(ctx context.Context, key string, p Pace, raw, now time.Time) (time.Time, time.Time, error) {
+	stand := now.Add(-d.Gate.Lead)
+	floor := raw.Add(p.Interval() + 1)
+	if idle := now.Add(-p.Tolerance()); idle.After(floor) {
+		floor = idle
+	}
+	slot, _, _, err := d.slot(ctx, key, p, floor, stand, "")
+	if err == nil && slot.Equal(stand) {
+		d.metrics().Count("GateLateSlotSlid", 1)
+		return now, stand, nil
 	}
 	d.metrics().Count("GateLateSlotRetaken", 1)
-	slot, _, err := d.reserve(ctx, key, p, now)
 	return slot.Add(d.Gate.Lead), slot, err
-}
-
-// reserveOnce is reserve for a duplicate-prone trigger: the first reservation
-// of the claim goes through ReserveOnce; a lagging counter is caught up and
-// the slot then taken with a plain Reserve (the claim is already recorded).
-func (d *Dispatcher) reserveOnce(ctx context.Context, key string, p Pace, claim string, now time.Time) (time.Time, GateState, bool, error) {
-	slot, st, dup, err := d.Gate.Store.ReserveOnce(ctx, key, p.Interval(), claim, now, now.Add(ReserveOnceWindow))
-	if err != nil || dup || !CatchUpNeeded(slot, p, now) {
-		return slot, st, dup, err
-	}
-	slot, st, err = d.reserve(ctx, key, p, now)
-	return slot, st, false, err
 }
 
 // sent tells the gate how a send went: a 429 pauses the account for every

@@ -69,16 +69,8 @@ func TestCooldownAfterGrowsAndCaps(t *testing.T) {
 	}
 }
 
-func TestCatchUpNeededAndReservationUsable(t *testing.T) {
+func TestReservationUsableAndSendTooLate(t *testing.T) {
 	p := Pace{Rate: 20, Per: time.Second, Burst: 3} // interval 50ms, tolerance 100ms
-	for _, c := range []struct {
-		slot time.Duration
-		want bool
-	}{{-time.Hour, true}, {-101 * time.Millisecond, true}, {-100 * time.Millisecond, false}, {0, false}, {time.Second, false}} {
-		if got := CatchUpNeeded(t0.Add(c.slot), p, t0); got != c.want {
-			t.Fatalf("CatchUpNeeded(%v) = %v", c.slot, got)
-		}
-	}
 	for _, c := range []struct {
 		resv time.Duration
 		want bool
@@ -491,7 +483,7 @@ func TestLateHoldTakesAFreshSlotInsteadOfCrowdingTheNextOnes(t *testing.T) {
 	if r.prov.sends != 2 {
 		t.Fatalf("sends %d, want 2", r.prov.sends)
 	}
-	next, _, err := gates.Reserve(ctx, key, pace.Interval())
+	next, _, err := reserve(ctx, gates, key, pace.Interval())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +511,7 @@ func TestASendLateForThreeSlotsInARowIsReleasedNotSent(t *testing.T) {
 		// the next three slots: each slot b moves on to is taken after its
 		// own, so it cannot slide, and it wakes late for that one too.
 		for i := 0; i < 3; i++ {
-			if _, _, err := gates.Reserve(ctx, key, pace.Interval()); err != nil {
+			if _, _, err := reserve(ctx, gates, key, pace.Interval()); err != nil {
 				return err
 			}
 		}
@@ -578,7 +570,7 @@ func TestAnOperatorsSlowerPaceSpacesTheNextSendByItsInterval(t *testing.T) {
 			if before && bSent.Sub(aSent) < slow.Interval() {
 				t.Fatalf("b went %v after a, want at least the operator's interval %v", bSent.Sub(aSent), slow.Interval())
 			}
-			next, _, err := gates.Reserve(ctx, key, 0)
+			next, _, err := reserve(ctx, gates, key, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -660,7 +652,7 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 						// slow: it wakes 700ms late.
 						first = false
 						for i := 0; i < others; i++ {
-							slot, _, err := gates.Reserve(ctx, key, pace.Interval())
+							slot, _, err := reserve(ctx, gates, key, pace.Interval())
 							if err != nil {
 								return err
 							}
@@ -694,7 +686,7 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 				if !sentAt.Equal(woke) {
 					t.Fatalf("b sent at +%v, want when it woke (+%v)", sentAt.Sub(t0), woke.Sub(t0))
 				}
-				next, _, err := gates.Reserve(ctx, key, pace.Interval())
+				next, _, err := reserve(ctx, gates, key, pace.Interval())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -839,7 +831,7 @@ func TestHeldSendReadsTheGateBeforeItsSlot(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := 0; i < c.others; i++ {
-				if _, _, err := gates.Reserve(ctx, GateKey("fake", "a1"), c.pace.Interval()); err != nil {
+				if _, _, err := reserve(ctx, gates, GateKey("fake", "a1"), c.pace.Interval()); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -939,7 +931,7 @@ func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 }
 
 // interleavedGates runs another worker's whole attempt right after this
-// worker's next Reserve by the given interval, as two processes do when
+// worker's next Take by the given interval, as two processes do when
 // their reservations land side by side.
 type interleavedGates struct {
 	*MemoryGates
@@ -947,16 +939,19 @@ type interleavedGates struct {
 	other    func()
 }
 
-func (g *interleavedGates) Reserve(ctx context.Context, key string, interval time.Duration) (time.Time, GateState, error) {
-	slot, st, err := g.MemoryGates.Reserve(ctx, key, interval)
-	g.then(interval)
-	return slot, st, err
+func (g *interleavedGates) Take(ctx context.Context, key string, r SlotTake) (time.Time, GateState, bool, error) {
+	slot, st, dup, err := g.MemoryGates.Take(ctx, key, r)
+	g.then(r.Interval)
+	return slot, st, dup, err
 }
 
-func (g *interleavedGates) ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (time.Time, GateState, bool, error) {
-	slot, st, dup, err := g.MemoryGates.ReserveOnce(ctx, key, interval, claim, now, until)
-	g.then(interval)
-	return slot, st, dup, err
+// reserve is another worker's take of key's next slot: the counter moves on
+// by interval from where it stands (never restarted as idle); interval 0
+// reads it. It returns the slot.
+func reserve(ctx context.Context, g GateStore, key string, interval time.Duration) (time.Time, GateState, error) {
+	epoch := time.Unix(0, 0)
+	slot, st, _, err := g.Take(ctx, key, SlotTake{Interval: interval, Floor: epoch, At: epoch})
+	return slot, st, err
 }
 
 func (g *interleavedGates) then(interval time.Duration) {
@@ -1025,7 +1020,7 @@ func TestAnOperatorsFasterPaceNeverMovesTheCounterBack(t *testing.T) {
 			t.Fatalf("send %d went %v after the one before it, want at least the new interval %v (sends at %v)", i, gap, fast.Interval(), prov.at)
 		}
 	}
-	next, _, err := gates.Reserve(ctx, key, 0)
+	next, _, err := reserve(ctx, gates, key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -158,7 +159,6 @@ func gateState(item map[string]types.AttributeValue) core.GateState {
 		return st
 	}
 	st.PausedUntil = timeAttr(item, "pausedUntil")
-	st.NextSlot = timeAttr(item, "tat")
 	if v, ok := item["open"].(*types.AttributeValueMemberBOOL); ok {
 		st.Breaker.Open = v.Value
 	}
@@ -187,28 +187,12 @@ func isCCF(err error) bool {
 	return errors.As(err, &ccf)
 }
 
-// Reserve is one UpdateItem: ADD interval to the slot counter, returning the whole gate.
-func (g *Gates) Reserve(ctx context.Context, key string, interval time.Duration) (time.Time, core.GateState, error) {
-	out, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(g.table),
-		Key:                       gateKey(key),
-		UpdateExpression:          aws.String("ADD tat :i"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":i": avN(int64(interval))},
-		ReturnValues:              types.ReturnValueAllNew,
-	})
-	if err != nil {
-		return time.Time{}, core.GateState{}, fmt.Errorf("reserve %s: %w", key, err)
-	}
-	tat, _ := numAttr(out.Attributes, "tat")
-	return time.Unix(0, tat-int64(interval)).UTC(), gateState(out.Attributes), nil
-}
-
-// claimRing is how many claims ReserveOnce remembers on the gate item: a
-// claim lives in entry hash(claim) mod claimRing (its 32-bit hash and its
-// expiry, a few bytes each, so the gate item stays well under 1 KB and every
-// write one WCU). Another claim hashing to the same entry overwrites it;
-// then a late duplicate reserves a slot of its own (wasted, never an extra
-// send: the claim on the intent decides who sends).
+// claimRing is how many claims Take remembers on the gate item: a claim
+// lives in entry hash(claim) mod claimRing (its 32-bit hash and its expiry,
+// a few bytes each, so the gate item stays well under 1 KB and every write
+// one WCU). Another claim hashing to the same entry overwrites it; then a
+// late duplicate takes a slot of its own (wasted, never an extra send: the
+// claim on the intent decides who sends).
 const claimRing = 32
 
 func claimEntry(claim string) (int, int64) {
@@ -218,50 +202,63 @@ func claimEntry(claim string) (int, int64) {
 	return int(v % claimRing), int64(v)
 }
 
-// ReserveOnce is Reserve recording the claim in the same UpdateItem, on the
-// condition that the claim's entry does not hold it unexpired.
-func (g *Gates) ReserveOnce(ctx context.Context, key string, interval time.Duration, claim string, now, until time.Time) (time.Time, core.GateState, bool, error) {
-	i, h := claimEntry(claim)
-	out, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(g.table),
-		Key:                      gateKey(key),
-		UpdateExpression:         aws.String("SET #c = :h, #x = :u ADD tat :i"),
-		ConditionExpression:      aws.String("NOT (#c = :h AND #x > :now)"),
-		ExpressionAttributeNames: map[string]string{"#c": fmt.Sprintf("c%02d", i), "#x": fmt.Sprintf("x%02d", i)},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":i": avN(int64(interval)), ":h": avN(h), ":u": avN(until.UnixMilli()), ":now": avN(now.UnixMilli()),
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if isCCF(err) {
+// Take is GCRA in one UpdateItem while the counter is busy ("ADD tat" on
+// the condition that it stands at or after the floor), returning the whole
+// gate; after an idle spell (the condition failed, and the item it returns
+// shows the counter behind the floor) a second one sets it from At on the
+// opposite condition. The counter only moves forward, so a third try (the
+// busy form again, after another worker moved an idle counter first)
+// cannot fail but for the claim. A claim adds its ring entry to either
+// form, on the condition that the entry does not hold it unexpired.
+func (g *Gates) Take(ctx context.Context, key string, r core.SlotTake) (time.Time, core.GateState, bool, error) {
+	var names map[string]string
+	claim := map[string]types.AttributeValue{}
+	busySet, idleSet, cond := "ADD tat :i", "SET tat = :next", ""
+	if r.Claim != "" {
+		i, h := claimEntry(r.Claim)
+		names = map[string]string{"#c": fmt.Sprintf("c%02d", i), "#x": fmt.Sprintf("x%02d", i)}
+		claim[":h"], claim[":u"], claim[":now"] = avN(h), avN(r.Until.UnixMilli()), avN(r.At.UnixMilli())
+		busySet, idleSet = "SET #c = :h, #x = :u ADD tat :i", idleSet+", #c = :h, #x = :u"
+		cond = " AND NOT (#c = :h AND #x > :now)"
+	}
+	busy := &dynamodb.UpdateItemInput{UpdateExpression: aws.String(busySet),
+		ConditionExpression:       aws.String("tat >= :floor" + cond),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":i": avN(int64(r.Interval)), ":floor": avT(r.Floor)}}
+	idle := &dynamodb.UpdateItemInput{UpdateExpression: aws.String(idleSet),
+		ConditionExpression:       aws.String("(attribute_not_exists(tat) OR tat < :floor)" + cond),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":next": avT(r.At.Add(r.Interval)), ":floor": avT(r.Floor)}}
+	for _, in := range []*dynamodb.UpdateItemInput{busy, idle, busy} {
+		in.TableName, in.Key, in.ExpressionAttributeNames = aws.String(g.table), gateKey(key), names
+		in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueAllNew, types.ReturnValuesOnConditionCheckFailureAllOld
+		maps.Copy(in.ExpressionAttributeValues, claim)
+		out, err := g.db.UpdateItem(ctx, in)
 		var ccf *types.ConditionalCheckFailedException
-		errors.As(err, &ccf)
-		return time.Time{}, gateState(ccf.Item), true, nil
+		if errors.As(err, &ccf) {
+			if claimHeld(ccf.Item, names, claim) {
+				return time.Time{}, gateState(ccf.Item), true, nil
+			}
+			continue // the counter's other form
+		}
+		if err != nil {
+			return time.Time{}, core.GateState{}, false, fmt.Errorf("take a slot of %s: %w", key, err)
+		}
+		tat, _ := numAttr(out.Attributes, "tat")
+		return time.Unix(0, tat-int64(r.Interval)).UTC(), gateState(out.Attributes), false, nil
 	}
-	if err != nil {
-		return time.Time{}, core.GateState{}, false, fmt.Errorf("reserve %s: %w", key, err)
-	}
-	tat, _ := numAttr(out.Attributes, "tat")
-	return time.Unix(0, tat-int64(interval)).UTC(), gateState(out.Attributes), false, nil
+	return time.Time{}, core.GateState{}, false, fmt.Errorf("take a slot of %s: the counter moved back", key)
 }
 
-// CatchUp sets the slot counter to next if it is still at or before now.
-func (g *Gates) CatchUp(ctx context.Context, key string, now, next time.Time) (bool, error) {
-	_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(g.table),
-		Key:                       gateKey(key),
-		UpdateExpression:          aws.String("SET tat = :next"),
-		ConditionExpression:       aws.String("attribute_not_exists(tat) OR tat <= :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":next": avT(next), ":now": avT(now)},
-	})
-	if isCCF(err) {
-		return false, nil
+// claimHeld reports whether a gate item holds Take's claim (names, vals)
+// unexpired.
+func claimHeld(item map[string]types.AttributeValue, names map[string]string, vals map[string]types.AttributeValue) bool {
+	if names == nil {
+		return false
 	}
-	if err != nil {
-		return false, fmt.Errorf("catch up %s: %w", key, err)
-	}
-	return true, nil
+	h, _ := numAttr(item, names["#c"])
+	x, _ := numAttr(item, names["#x"])
+	want, _ := numAttr(vals, ":h")
+	now, _ := numAttr(vals, ":now")
+	return h == want && x > now
 }
 
 // State is one strongly consistent GetItem.

@@ -149,47 +149,39 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	key := func(t *testing.T) string { return "sandbox#" + t.Name() }
 
-	t.Run("reserve hands out consecutive slots, catch-up moves a lagging counter once", func(t *testing.T) {
-		g, k := newStore(), key(t)
-		slot, st, err := g.Reserve(ctx, k, 50*time.Millisecond)
+	take := func(t *testing.T, g core.GateStore, k string, r core.SlotTake) (time.Time, core.GateState, bool) {
+		t.Helper()
+		slot, st, dup, err := g.Take(ctx, k, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slot.Equal(time.Unix(0, 0)) || st.Breaker.Open || st.PausedUntil != nil {
-			t.Fatalf("new key: slot %v state %+v", slot, st)
-		}
-		ok, err := g.CatchUp(ctx, k, now, now.Add(50*time.Millisecond))
-		if err != nil || !ok {
-			t.Fatalf("catch up: %v %v", ok, err)
-		}
-		if ok, _ := g.CatchUp(ctx, k, now, now.Add(50*time.Millisecond)); ok {
-			t.Fatal("a second catch-up at the same now moved a counter that no longer lags")
-		}
-		for i := 1; i <= 3; i++ {
-			slot, _, err := g.Reserve(ctx, k, 50*time.Millisecond)
-			if err != nil || !slot.Equal(now.Add(time.Duration(i)*50*time.Millisecond)) {
-				t.Fatalf("slot %d = %v (%v)", i, slot, err)
+		return slot, st, dup
+	}
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+	ms := time.Millisecond
+
+	t.Run("take hands out consecutive slots and restarts a counter behind its floor at At", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		for i, c := range []struct {
+			floor, at, want time.Duration
+		}{
+			{0, 0, 0},                 // a new key is idle: At
+			{0, 0, 50 * ms},           // busy: the counter
+			{0, time.Hour, 100 * ms},  // busy: At does not matter
+			{-time.Hour, 0, 150 * ms}, // a floor far behind never restarts it
+			{200 * ms, 0, 200 * ms},   // floor at the counter: still busy
+			{time.Hour, time.Hour, time.Hour},
+			{time.Hour, 0, time.Hour + 50*ms}, // the counter never moves back
+		} {
+			slot, st, dup := take(t, g, k, core.SlotTake{Interval: 50 * ms, Floor: at(c.floor), At: at(c.at)})
+			if dup || !slot.Equal(at(c.want)) || st.Breaker.Open || st.PausedUntil != nil {
+				t.Fatalf("take %d: slot %v (want %v) dup %v state %+v", i, slot.Sub(now), c.want, dup, st)
 			}
-		}
-		// State shows the next free slot; a catch-up "to at most" a value
-		// below it moves nothing (a slot was taken after it).
-		cur, err := g.State(ctx, k)
-		if err != nil || cur.NextSlot == nil || !cur.NextSlot.Equal(now.Add(200*time.Millisecond)) {
-			t.Fatalf("state's next slot %v (%v), want +200ms", cur.NextSlot, err)
-		}
-		if ok, _ := g.CatchUp(ctx, k, now.Add(150*time.Millisecond), now.Add(time.Second)); ok {
-			t.Fatal("catch-up moved a counter past its condition")
-		}
-		if ok, _ := g.CatchUp(ctx, k, now.Add(200*time.Millisecond), now.Add(time.Second)); !ok {
-			t.Fatal("catch-up at the counter's own value refused")
 		}
 	})
 
-	t.Run("concurrent reservations never share a slot", func(t *testing.T) {
+	t.Run("concurrent takes never share a slot", func(t *testing.T) {
 		g, k := newStore(), key(t)
-		if _, err := g.CatchUp(ctx, k, now, now); err != nil {
-			t.Fatal(err)
-		}
 		var mu sync.Mutex
 		seen := map[time.Time]bool{}
 		var wg sync.WaitGroup
@@ -198,7 +190,9 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 5; i++ {
-					slot, _, err := g.Reserve(ctx, k, time.Millisecond)
+					// Every take's floor is now: the first ones race to
+					// restart the new key; one wins, the rest take after it.
+					slot, _, _, err := g.Take(ctx, k, core.SlotTake{Interval: ms, Floor: now, At: now})
 					if err != nil {
 						t.Error(err)
 						return
@@ -213,22 +207,22 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			}()
 		}
 		wg.Wait()
-		if len(seen) != 40 {
+		if len(seen) != 40 || !seen[now] || !seen[at(39*ms)] {
 			t.Fatalf("%d slots", len(seen))
 		}
 	})
 
-	t.Run("reserve-once: a repeated claim holds no second slot until its window ends", func(t *testing.T) {
+	t.Run("a claim takes at most one slot until its window ends, busy or idle", func(t *testing.T) {
 		g, k := newStore(), key(t)
-		if _, err := g.CatchUp(ctx, k, now, now); err != nil {
-			t.Fatal(err)
+		until := at(30 * time.Second)
+		claim := func(c string, floor, atT time.Time, until time.Time) core.SlotTake {
+			return core.SlotTake{Interval: 50 * ms, Floor: floor, At: atT, Claim: c, Until: until}
 		}
-		until := now.Add(30 * time.Second)
-		slot, _, dup, err := g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#0", now, until)
-		if err != nil || dup || !slot.Equal(now) {
-			t.Fatalf("first claim: slot %v dup %v (%v)", slot, dup, err)
+		if slot, _, dup := take(t, g, k, claim("i-1#0", now, now, until)); dup || !slot.Equal(now) {
+			t.Fatalf("first claim: slot %v dup %v", slot, dup)
 		}
-		// Its duplicates, concurrently: none reserves.
+		// Its duplicates, concurrently, on a busy counter and on one they
+		// find behind their floor: none takes a slot.
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		dups := 0
@@ -236,7 +230,11 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _, dup, err := g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#0", now.Add(time.Second), until)
+				floor := now
+				if w%2 == 1 {
+					floor = at(time.Hour)
+				}
+				_, _, dup, err := g.Take(ctx, k, claim("i-1#0", floor, at(time.Second), until))
 				if err != nil {
 					t.Error(err)
 				}
@@ -252,20 +250,18 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatalf("%d of 4 repeats turned away", dups)
 		}
 		// Another claim (another intent, or the next attempt) gets the next slot.
-		slot, _, dup, err = g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#1", now, until)
-		if err != nil || dup || !slot.Equal(now.Add(50*time.Millisecond)) {
-			t.Fatalf("next attempt: slot %v dup %v (%v)", slot, dup, err)
+		if slot, _, dup := take(t, g, k, claim("i-1#1", now, now, until)); dup || !slot.Equal(at(50*ms)) {
+			t.Fatalf("next attempt: slot %v dup %v", slot, dup)
 		}
-		// After the window the same claim reserves again (a crashed holder is repaired).
-		slot, _, dup, err = g.ReserveOnce(ctx, k, 50*time.Millisecond, "i-1#0", until, until.Add(30*time.Second))
-		if err != nil || dup || !slot.Equal(now.Add(100*time.Millisecond)) {
-			t.Fatalf("after the window: slot %v dup %v (%v)", slot, dup, err)
+		// After the window the same claim takes again (a crashed holder is repaired).
+		if slot, _, dup := take(t, g, k, claim("i-1#0", now, until, until.Add(30*time.Second))); dup || !slot.Equal(at(100*ms)) {
+			t.Fatalf("after the window: slot %v dup %v", slot, dup)
 		}
 	})
 
 	t.Run("pause is never shortened and pushes the slots past it", func(t *testing.T) {
 		g, k := newStore(), key(t)
-		_, _ = g.CatchUp(ctx, k, now, now)
+		take(t, g, k, core.SlotTake{Floor: now, At: now})
 		if err := g.Pause(ctx, k, now.Add(5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +272,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		if err != nil || st.PausedUntil == nil || !st.PausedUntil.Equal(now.Add(5*time.Second)) {
 			t.Fatalf("paused until %v (%v)", st.PausedUntil, err)
 		}
-		slot, st, _ := g.Reserve(ctx, k, time.Second)
+		slot, st, _ := take(t, g, k, core.SlotTake{Interval: time.Second, Floor: now, At: now})
 		if !slot.Equal(now.Add(5*time.Second)) || !st.PausedUntil.Equal(now.Add(5*time.Second)) {
 			t.Fatalf("slot after pause %v", slot)
 		}
@@ -591,7 +587,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		if err := g.SetOverride(ctx, k, o); err != nil {
 			t.Fatal(err)
 		}
-		_, st, _ := g.Reserve(ctx, k, time.Second)
+		_, st, _ := take(t, g, k, core.SlotTake{Interval: time.Second, Floor: now, At: now})
 		if st.Override == nil || *st.Override != *o {
 			t.Fatalf("override %+v", st.Override)
 		}
