@@ -49,6 +49,9 @@ func copyState(st GateState) GateState {
 
 // Take is GateStore.Take under the store's lock.
 func (m *MemoryGates) Take(_ context.Context, key string, r SlotTake) (time.Time, GateState, bool, error) {
+	if err := r.Valid(); err != nil {
+		return time.Time{}, GateState{}, false, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gate(key)

@@ -191,8 +191,22 @@ type SlotTake struct {
 	Floor, At time.Time
 	// Claim (ClaimToken), when set, takes at most one slot until Until: a
 	// repeat before then, by At, takes nothing (dup).
+	// At + Interval must not be before Floor (ErrInvalidTake), so that an
+	// idle counter only ever moves forward.
 	Claim string
 	Until time.Time
+}
+
+// ErrInvalidTake: a SlotTake whose At + Interval is before its Floor (it
+// could move the counter back).
+var ErrInvalidTake = errors.New("invalid slot take: At + Interval before Floor")
+
+// Valid reports ErrInvalidTake for a take that could move a counter back.
+func (r SlotTake) Valid() error {
+	if r.At.Add(r.Interval).Before(r.Floor) {
+		return ErrInvalidTake
+	}
+	return nil
 }
 
 // GateCleanSettle is how long past a pause's end a gate counts as clean
@@ -908,22 +922,23 @@ func (d *Dispatcher) slot(ctx context.Context, key string, p Pace, floor, at tim
 // value it stands on) onto a new one, and returns when to send and the raw
 // slot of that send: one take whose floor is one interval past raw. When no
 // slot was taken after its own (the counter still stands there: an account
-// with little traffic) the counter slides to one interval after now and the
-// send goes now: later than its slot it crowds no send before it, and the
+// with little traffic) the counter slides to one interval after now less the
+// lead, and the send goes now: later than its slot it crowds no send before it, and the
 // slots after it follow it. Otherwise it takes a fresh slot at the tail and
 // sends on it plus the lead, like every fresh slot (the sends of the slots
 // before it go out at theirs plus the lead; without it, this send would land
 // a lead early, on top of theirs).
 func (d *Dispatcher) late(ctx context.Context, key string, p Pace, raw, now time.Time) (time.Time, time.Time, error) {
 	stand := now.Add(-d.Gate.Lead)
-	floor := raw.Add(p.Interval() + 1)
-	if idle := now.Add(-p.Tolerance()); idle.After(floor) {
-		floor = idle
-	}
-	slot, _, _, err := d.slot(ctx, key, p, floor, stand, "")
+	slot, _, _, err := d.slot(ctx, key, p, raw.Add(p.Interval()+1), stand, "")
 	if err == nil && slot.Equal(stand) {
 		d.metrics().Count("GateLateSlotSlid", 1)
 		return now, stand, nil
+	}
+	if err == nil && slot.Before(now.Add(-p.Tolerance())) {
+		// The slots taken after its own are all past: the counter is idle
+		// and starts again from now, as for any fresh take.
+		slot, _, _, err = d.slot(ctx, key, p, now.Add(-p.Tolerance()), now, "")
 	}
 	d.metrics().Count("GateLateSlotRetaken", 1)
 	return slot.Add(d.Gate.Lead), slot, err

@@ -208,9 +208,13 @@ func claimEntry(claim string) (int, int64) {
 // shows the counter behind the floor) a second one sets it from At on the
 // opposite condition. The counter only moves forward, so a third try (the
 // busy form again, after another worker moved an idle counter first)
-// cannot fail but for the claim. A claim adds its ring entry to either
+// cannot fail but for the claim (SlotTake.Valid keeps an idle counter's new
+// value at or after the floor). A claim adds its ring entry to either
 // form, on the condition that the entry does not hold it unexpired.
 func (g *Gates) Take(ctx context.Context, key string, r core.SlotTake) (time.Time, core.GateState, bool, error) {
+	if err := r.Valid(); err != nil {
+		return time.Time{}, core.GateState{}, false, fmt.Errorf("take a slot of %s: %w", key, err)
+	}
 	var names map[string]string
 	claim := map[string]types.AttributeValue{}
 	busySet, idleSet, cond := "ADD tat :i", "SET tat = :next", ""

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -165,18 +166,30 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		for i, c := range []struct {
 			floor, at, want time.Duration
 		}{
-			{0, 0, 0},                 // a new key is idle: At
-			{0, 0, 50 * ms},           // busy: the counter
-			{0, time.Hour, 100 * ms},  // busy: At does not matter
-			{-time.Hour, 0, 150 * ms}, // a floor far behind never restarts it
-			{200 * ms, 0, 200 * ms},   // floor at the counter: still busy
+			{0, 0, 0},                      // a new key is idle: At
+			{0, 0, 50 * ms},                // busy: the counter
+			{0, time.Hour, 100 * ms},       // busy: At does not matter
+			{-time.Hour, 0, 150 * ms},      // a floor far behind never restarts it
+			{200 * ms, 200 * ms, 200 * ms}, // floor at the counter: still busy
 			{time.Hour, time.Hour, time.Hour},
-			{time.Hour, 0, time.Hour + 50*ms}, // the counter never moves back
+			{time.Hour + 50*ms, time.Hour, time.Hour + 50*ms},
 		} {
 			slot, st, dup := take(t, g, k, core.SlotTake{Interval: 50 * ms, Floor: at(c.floor), At: at(c.at)})
 			if dup || !slot.Equal(at(c.want)) || st.Breaker.Open || st.PausedUntil != nil {
 				t.Fatalf("take %d: slot %v (want %v) dup %v state %+v", i, slot.Sub(now), c.want, dup, st)
 			}
+		}
+	})
+
+	t.Run("a take that could move the counter back is refused", func(t *testing.T) {
+		g, k := newStore(), key(t)
+		take(t, g, k, core.SlotTake{Interval: time.Second, Floor: now, At: now})
+		_, _, _, err := g.Take(ctx, k, core.SlotTake{Interval: 50 * ms, Floor: at(2 * time.Second), At: now})
+		if !errors.Is(err, core.ErrInvalidTake) {
+			t.Fatalf("err %v, want ErrInvalidTake", err)
+		}
+		if slot, _, _ := take(t, g, k, core.SlotTake{Interval: 50 * ms, Floor: now, At: now}); !slot.Equal(at(time.Second)) {
+			t.Fatalf("the refused take moved the counter: next slot %v", slot.Sub(now))
 		}
 	})
 
@@ -232,7 +245,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 				defer wg.Done()
 				floor := now
 				if w%2 == 1 {
-					floor = at(time.Hour)
+					floor = at(time.Second) // the counter (+50ms) is behind it
 				}
 				_, _, dup, err := g.Take(ctx, k, claim("i-1#0", floor, at(time.Second), until))
 				if err != nil {
