@@ -28,9 +28,7 @@ func (w *World) drain(ctx context.Context) int {
 	// The schedule's provider faults end with it too (those never reached).
 	for _, s := range w.Intents {
 		rl, out := modesOff()
-		if err := w.sandboxControl("/_sandbox/faults", sandbox.Config{Account: s.Account, Faults: []sandbox.Fault{}, RateLimit: rl, Outage: out}); err != nil {
-			w.problem("harness", s.ID, "clear faults: %v", err)
-		}
+		w.configureSandbox(s, sandbox.Config{Faults: []sandbox.Fault{}, RateLimit: rl, Outage: out}, "clear faults")
 	}
 	for _, s := range w.Intents { // every intent the bot meant to send is sent
 		w.mu.Lock()

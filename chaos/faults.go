@@ -160,9 +160,7 @@ func providerStep(g *Gen, f sandbox.Fault) Step {
 	return Step{
 		Desc: fmt.Sprintf("provider fault %s (delay %dms, retry-after %ds) for intent %d", f.Kind, f.DelayMs, f.RetryAfterSeconds, s.N),
 		Run: func(ctx context.Context, w *World) {
-			if err := w.sandboxControl("/_sandbox/faults", sandbox.Config{Account: s.Account, Faults: []sandbox.Fault{f}, Append: true}); err != nil {
-				w.problem("harness", s.ID, "configure fault: %v", err)
-			}
+			w.configureSandbox(s, sandbox.Config{Faults: []sandbox.Fault{f}, Append: true}, "configure fault")
 		},
 	}
 }
@@ -171,9 +169,7 @@ func genGainLookup(g *Gen) Step {
 	s := g.intent()
 	return Step{Desc: fmt.Sprintf("provider account of intent %d gains outcome lookup", s.N), Run: func(ctx context.Context, w *World) {
 		on := true
-		if err := w.sandboxControl("/_sandbox/faults", sandbox.Config{Account: s.Account, Capabilities: &sandbox.CapabilitiesPatch{Lookup: &on}}); err != nil {
-			w.problem("harness", s.ID, "configure capabilities: %v", err)
-		}
+		w.configureSandbox(s, sandbox.Config{Capabilities: &sandbox.CapabilitiesPatch{Lookup: &on}}, "configure capabilities")
 	}}
 }
 
@@ -509,10 +505,7 @@ func genSubmitInline(g *Gen) Step {
 func genReplayInline(g *Gen) Step {
 	s, wk := g.intent(), g.worker()
 	return Step{Desc: fmt.Sprintf("bot resubmits intent %d inline (Prefer: %s) via worker %d", s.N, inlinePrefer, wk), Run: func(ctx context.Context, w *World) {
-		w.mu.Lock()
-		acc := w.accepted[s.ID]
-		w.mu.Unlock()
-		if !acc || s.Deadline > 0 {
+		if !w.wasAccepted(s.ID) || s.Deadline > 0 {
 			return
 		}
 		if st := w.submitPrefer(ctx, w.worker(wk), s, w.body(s, ""), inlinePrefer); st != http.StatusOK {
@@ -524,18 +517,14 @@ func genReplayInline(g *Gen) Step {
 func genDuplicateSubmit(g *Gen) Step {
 	s, wk := g.intent(), g.worker()
 	return Step{Desc: fmt.Sprintf("bot resubmits intent %d (same key, same body) via worker %d", s.N, wk), Run: func(ctx context.Context, w *World) {
-		w.mu.Lock()
-		acc := w.accepted[s.ID]
-		w.mu.Unlock()
-		if !acc || s.Deadline > 0 { // a deadline is relative to "now", so the body would differ
+		if !w.wasAccepted(s.ID) || s.Deadline > 0 { // a deadline is relative to "now", so the body would differ
 			return
 		}
-		before, _ := w.env.get(ctx, w.slot.table, s.ID)
-		st := w.submit(ctx, w.worker(wk), s, w.body(s, ""))
+		st, changed := w.resubmit(ctx, w.worker(wk), s, "")
 		if st != http.StatusOK {
 			w.problem("intake", s.ID, "an identical resubmission answered %d, want 200 (replay)", st)
 		}
-		if after, _ := w.env.get(ctx, w.slot.table, s.ID); before != nil && after != nil && after.RequestHash != before.RequestHash {
+		if changed {
 			w.problem("intake", s.ID, "an identical resubmission changed the stored request")
 		}
 	}}
@@ -544,20 +533,16 @@ func genDuplicateSubmit(g *Gen) Step {
 func genConflictSubmit(g *Gen) Step {
 	s, wk := g.intent(), g.worker()
 	return Step{Desc: fmt.Sprintf("bot reuses intent %d's key with a different payload via worker %d", s.N, wk), Run: func(ctx context.Context, w *World) {
-		w.mu.Lock()
-		acc := w.accepted[s.ID]
-		w.mu.Unlock()
-		if !acc {
+		if !w.wasAccepted(s.ID) {
 			return
 		}
-		before, _ := w.env.get(ctx, w.slot.table, s.ID)
-		st := w.submit(ctx, w.worker(wk), s, w.body(s, " (changed)"))
+		st, changed := w.resubmit(ctx, w.worker(wk), s, " (changed)")
 		// 422 idempotency_key_reused; 403 when the grant no longer covers it
 		// (authorisation is checked first). Either way: refused, unchanged.
 		if st != http.StatusUnprocessableEntity && st != http.StatusForbidden {
 			w.problem("intake", s.ID, "a conflicting reuse of the key answered %d, want 422 (or 403)", st)
 		}
-		if after, _ := w.env.get(ctx, w.slot.table, s.ID); before != nil && after != nil && after.RequestHash != before.RequestHash {
+		if changed {
 			w.problem("intake", s.ID, "a conflicting reuse changed the stored request")
 		}
 	}}

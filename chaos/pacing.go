@@ -49,9 +49,7 @@ func genOutage(g *Gen) Step {
 	s := g.intent()
 	d := g.between(200, 3000)
 	return Step{Desc: fmt.Sprintf("provider outage (503) for %dms on the account of intent %d", d, s.N), Run: func(ctx context.Context, w *World) {
-		if err := w.sandboxControl("/_sandbox/faults", sandbox.Config{Account: s.Account, Outage: &sandbox.OutageMode{DurationMs: d}}); err != nil {
-			w.problem("harness", s.ID, "outage: %v", err)
-		}
+		w.configureSandbox(s, sandbox.Config{Outage: &sandbox.OutageMode{DurationMs: d}}, "outage")
 	}}
 }
 
@@ -59,9 +57,7 @@ func genRateLimitMode(g *Gen) Step {
 	s := g.intent()
 	rate := g.between(1, 2)
 	return Step{Desc: fmt.Sprintf("provider rate-limit mode %d/s on the account of intent %d", rate, s.N), Run: func(ctx context.Context, w *World) {
-		if err := w.sandboxControl("/_sandbox/faults", sandbox.Config{Account: s.Account, RateLimit: &sandbox.RateLimitMode{RequestsPerSecond: rate}}); err != nil {
-			w.problem("harness", s.ID, "rate limit mode: %v", err)
-		}
+		w.configureSandbox(s, sandbox.Config{RateLimit: &sandbox.RateLimitMode{RequestsPerSecond: rate}}, "rate limit mode")
 	}}
 }
 

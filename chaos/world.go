@@ -369,6 +369,15 @@ func (w *World) sandboxControl(path string, body any) error {
 	return nil
 }
 
+// configureSandbox posts cfg for the account of s to the sandbox's faults
+// route; a refusal is the harness's problem, reported under s.
+func (w *World) configureSandbox(s *IntentSpec, cfg sandbox.Config, what string) {
+	cfg.Account = s.Account
+	if err := w.sandboxControl("/_sandbox/faults", cfg); err != nil {
+		w.problem("harness", s.ID, "%s: %v", what, err)
+	}
+}
+
 // effects reads the provider-side effects of an intent over HTTP.
 func (w *World) effects(id string) ([]sandbox.Effect, error) {
 	resp, err := http.Get(w.sbURL + "/_sandbox/effects?idempotencyKey=" + id)
@@ -594,6 +603,22 @@ func (w *World) submitPrefer(ctx context.Context, wk *Worker, s *IntentSpec, bod
 		w.mu.Unlock()
 	}
 	return status
+}
+
+// wasAccepted reports whether the intake has answered the intent 200 or 201.
+func (w *World) wasAccepted(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.accepted[id]
+}
+
+// resubmit submits an intent again under its key (variant "" for the same
+// body) and reports whether that changed the stored request.
+func (w *World) resubmit(ctx context.Context, wk *Worker, s *IntentSpec, variant string) (status int, changed bool) {
+	before, _ := w.env.get(ctx, w.slot.table, s.ID)
+	status = w.submit(ctx, wk, s, w.body(s, variant))
+	after, _ := w.env.get(ctx, w.slot.table, s.ID)
+	return status, before != nil && after != nil && after.RequestHash != before.RequestHash
 }
 
 // resolve posts an operator's decision through the real admin handler.

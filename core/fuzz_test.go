@@ -41,6 +41,21 @@ func effective(t *testing.T, in *Intent) string {
 	return string(b)
 }
 
+// acceptedOrInvalid submits body: it returns the stored intent, or false
+// when the body was refused, which must be with a ValidationError.
+func acceptedOrInvalid(t *testing.T, in *Intake, bot, key string, body []byte) (*Intent, bool) {
+	t.Helper()
+	res, err := in.Submit(context.Background(), bot, key, body)
+	if err != nil {
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("a refused body must be a ValidationError, got %T %v", err, err)
+		}
+		return nil, false
+	}
+	return res.Intent, true
+}
+
 func FuzzIntakeSubmit(f *testing.F) {
 	f.Add([]byte(fuzzBody), "k1", []byte(`{ "grant":{"version":1,"id":"g1"},"target":"c1","payload":{"n":[1,2.5,{"a":true,"z":null}],"text":"hi"},"action":"send","account":"a1","provider":"fake","kind":"reply" }`))
 	f.Add([]byte(fuzzBody), "k1", []byte(`{"kind":"reply","provider":"fake","account":"a1","action":"send","target":"c1","target":"c2","payload":{"text":"hi","n":[1,2.50,{"z":null,"a":true}]},"grant":{"id":"g1","version":1}}`))
@@ -51,15 +66,10 @@ func FuzzIntakeSubmit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, key string, body2 []byte) {
 		in := fuzzIntake()
 		ctx := context.Background()
-		res, err := in.Submit(ctx, "bot", key, body)
-		if err != nil {
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("a rejected body must be a ValidationError, got %T %v", err, err)
-			}
+		stored, ok := acceptedOrInvalid(t, in, "bot", key, body)
+		if !ok {
 			return
 		}
-		stored := res.Intent
 		// The stored payload is canonical and its hash is its hash.
 		canon, err := Canonicalize(stored.Payload)
 		if err != nil || !bytes.Equal(canon, stored.Payload) {
@@ -161,15 +171,10 @@ func FuzzIntakeIdentity(f *testing.F) {
 		}
 		r := newRig(Capabilities{})
 		ctx := context.Background()
-		res, err := r.in.Submit(ctx, "bot1", "k", envelope(p1))
-		if err != nil {
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("a refused body must be a ValidationError: %T %v", err, err)
-			}
+		stored, ok := acceptedOrInvalid(t, r.in, "bot1", "k", envelope(p1))
+		if !ok {
 			return
 		}
-		stored := res.Intent
 		// Hashed == stored == sent.
 		canonical, err := Canonicalize(envelope(p1))
 		if err != nil || HashBytes(canonical) != stored.RequestHash {

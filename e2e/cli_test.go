@@ -26,6 +26,17 @@ func buildBinary(t *testing.T, dir string) string {
 	return bin
 }
 
+// runExample runs an example program built by buildBinary as the test bot
+// against e's API, on account, and returns what it printed.
+func runExample(t *testing.T, e *env, bin, account string) string {
+	t.Helper()
+	out, err := exec.Command(bin, "-api", e.api.URL, "-token", botToken, "-grant", "g-1", "-account", account).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", filepath.Base(bin), err, out)
+	}
+	return string(out)
+}
+
 // The operator CLI, built and run as an operator would, against the local API.
 func TestOperatorCLI(t *testing.T) {
 	t.Parallel()

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -423,11 +422,7 @@ func TestExampleBot(t *testing.T) {
 	e := newEnv(t, options{})
 	run := func() string {
 		t.Helper()
-		out, err := exec.Command(bin, "-api", e.api.URL, "-token", botToken, "-grant", "g-1", "-account", "acct-example").CombinedOutput()
-		if err != nil {
-			t.Fatalf("bot: %v\n%s", err, out)
-		}
-		return string(out)
+		return runExample(t, e, bin, "acct-example")
 	}
 	// The bot submits with SubmitAndWait: each reply is delivered inline
 	// (or, where the attempt cannot be made now, accepted and waited for).

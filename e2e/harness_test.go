@@ -330,22 +330,28 @@ func (e *env) faults(cfg string) {
 	}
 }
 
-// effects reads the side effects the sandbox really performed, over HTTP.
-func (e *env) effects(query string) int {
+// sandboxGet reads one of the sandbox's control routes over HTTP into v.
+func (e *env) sandboxGet(path string, v any) {
 	e.t.Helper()
-	resp, err := http.Get(e.sbURL + "/_sandbox/effects" + query)
+	resp, err := http.Get(e.sbURL + path)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		// An error body would decode to Count 0 and make "no effect" checks vacuous.
-		e.t.Fatalf("sandbox effects%s: status %d", query, resp.StatusCode)
+		// An error body would decode to zero counts and make "no effect" checks vacuous.
+		e.t.Fatalf("sandbox %s: status %d", path, resp.StatusCode)
 	}
-	var er sandbox.EffectsResponse
-	if err := json.NewDecoder(resp.Body).Decode(&er); err != nil {
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// effects reads the side effects the sandbox really performed, over HTTP.
+func (e *env) effects(query string) int {
+	e.t.Helper()
+	var er sandbox.EffectsResponse
+	e.sandboxGet("/_sandbox/effects"+query, &er)
 	if er.Count != len(er.Effects) {
 		e.t.Fatalf("sandbox effects%s: count %d but %d effects listed", query, er.Count, len(er.Effects))
 	}

@@ -386,11 +386,7 @@ func TestExampleAgent(t *testing.T) {
 	e.st.SetAPIURL(e.api.URL)
 	run := func() string {
 		t.Helper()
-		out, err := exec.Command(bin, "-api", e.api.URL, "-token", botToken, "-grant", "g-1", "-account", "acct-agent").CombinedOutput()
-		if err != nil {
-			t.Fatalf("agent: %v\n%s", err, out)
-		}
-		return string(out)
+		return runExample(t, e, bin, "acct-agent")
 	}
 	out := run()
 	if !strings.Contains(out, "3 steps, 4 tool calls, 3 intents") || strings.Count(out, "succeeded") != 3 || strings.Count(out, "replayed") != 1 {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -16,18 +15,8 @@ import (
 // requests reads the sandbox's request log for an account over HTTP.
 func (e *env) requests(account string) []sandbox.RequestRecord {
 	e.t.Helper()
-	resp, err := http.Get(e.sbURL + "/_sandbox/requests?account=" + account)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("sandbox requests: status %d", resp.StatusCode)
-	}
 	var rr sandbox.RequestsResponse
-	if err := json.NewDecoder(resp.Body).Decode(&rr); err != nil {
-		e.t.Fatal(err)
-	}
+	e.sandboxGet("/_sandbox/requests?account="+account, &rr)
 	if rr.Count != len(rr.Requests) {
 		e.t.Fatalf("requests: count %d, %d listed", rr.Count, len(rr.Requests))
 	}

@@ -29,6 +29,15 @@ func (e *env) expectReplay(key, body, id string) {
 	}
 }
 
+// expectRefused submits body under key and requires the refusal status
+// and error code; what names the case in the failure.
+func (e *env) expectRefused(what, key, body string, status int, code string) {
+	e.t.Helper()
+	if r := e.submit(botToken, key, body); r.status != status || r.errorCode() != code {
+		e.t.Fatalf("%s: %d %s, want %d %s", what, r.status, r.body, status, code)
+	}
+}
+
 func TestReplayAfterDeadlinePassedIsReplayed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
@@ -42,14 +51,10 @@ func TestReplayAfterDeadlinePassedIsReplayed(t *testing.T) {
 	e.waitUntil(deadline.Add(time.Second))
 	e.expectReplay("rd-1", body, id)
 	// A new key with the same (now past) deadline is refused, as before.
-	if r := e.submit(botToken, "rd-2", body); r.status != http.StatusUnprocessableEntity || r.errorCode() != "deadline_passed" {
-		t.Fatalf("new key, past deadline: %d %s", r.status, r.body)
-	}
+	e.expectRefused("new key, past deadline", "rd-2", body, http.StatusUnprocessableEntity, "deadline_passed")
 	// A different body under the replayed key is still a reuse.
 	other := strings.Replace(body, "before the deadline", "something else", 1)
-	if r := e.submit(botToken, "rd-1", other); r.status != http.StatusUnprocessableEntity || r.errorCode() != "idempotency_key_reused" {
-		t.Fatalf("different body: %d %s", r.status, r.body)
-	}
+	e.expectRefused("different body", "rd-1", other, http.StatusUnprocessableEntity, "idempotency_key_reused")
 	if n := e.effectsFor(id); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
 	}
@@ -85,13 +90,9 @@ func TestReplayAfterProviderRemovedIsReplayed(t *testing.T) {
 	without := &env{t: t, st: st, api: api, table: e.table, prefix: e.prefix, contract: contract}
 
 	without.expectReplay("rp-1", body, id)
-	if r := without.submit(botToken, "rp-2", body); r.status != http.StatusUnprocessableEntity || r.errorCode() != "unknown_provider" {
-		t.Fatalf("new key, removed provider: %d %s", r.status, r.body)
-	}
+	without.expectRefused("new key, removed provider", "rp-2", body, http.StatusUnprocessableEntity, "unknown_provider")
 	other := strings.Replace(body, "provider later removed", "other", 1)
-	if r := without.submit(botToken, "rp-1", other); r.status != http.StatusUnprocessableEntity || r.errorCode() != "idempotency_key_reused" {
-		t.Fatalf("different body: %d %s", r.status, r.body)
-	}
+	without.expectRefused("different body", "rp-1", other, http.StatusUnprocessableEntity, "idempotency_key_reused")
 }
 
 func TestReplayAfterGrantRevokedIsReplayed(t *testing.T) {
@@ -104,9 +105,7 @@ func TestReplayAfterGrantRevokedIsReplayed(t *testing.T) {
 		t.Fatalf("revoke: %d %s", r.status, r.body)
 	}
 	e.expectReplay("rg-1", body, id)
-	if r := e.submit(botToken, "rg-2", body); r.status != http.StatusForbidden || r.errorCode() != "grant_does_not_cover" {
-		t.Fatalf("new key, revoked grant: %d %s", r.status, r.body)
-	}
+	e.expectRefused("new key, revoked grant", "rg-2", body, http.StatusForbidden, "grant_does_not_cover")
 	if n := e.effectsFor(id); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
 	}

@@ -115,9 +115,7 @@ func TestPrunedKeyReplaysTheOriginalOutcome(t *testing.T) {
 	e.assertEffectsStay(id, 1, 500*time.Millisecond)
 
 	// A different body under the key: refused.
-	if r := e.submit(botToken, "ret-1", intentBody("acct-ret", "chan-1", "something else")); r.status != http.StatusUnprocessableEntity || r.errorCode() != "idempotency_key_reused" {
-		t.Fatalf("different body after pruning: %d %s", r.status, r.body)
-	}
+	e.expectRefused("different body after pruning", "ret-1", intentBody("acct-ret", "chan-1", "something else"), http.StatusUnprocessableEntity, "idempotency_key_reused")
 	// Reads answer the tombstone's summary; the history is gone (410), never a 500.
 	if r := e.do("GET", "/v1/intents/"+id, botToken, nil, ""); r.status != http.StatusOK || !strings.Contains(string(r.body), `"pruned"`) {
 		t.Fatalf("GET pruned intent: %d %s", r.status, r.body)

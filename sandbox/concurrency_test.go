@@ -98,12 +98,19 @@ func TestConcurrentWaitsForHeldOwner(t *testing.T) {
 	e.wantCount("", 1, "")
 }
 
+// ownerHeldWithoutCommit starts a sandbox logging into logs and sends key
+// k1 on account a1 as an owner whose request is held and never commits.
+func ownerHeldWithoutCommit(t *testing.T) (e *env, logs *syncBuffer, first <-chan result) {
+	t.Helper()
+	logs = &syncBuffer{}
+	e = newEnv(t, WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
+	return e, logs, e.sendHeld("a1", "k1", "owner held")
+}
+
 // If the owner ends without committing, a waiter goes on and commits itself.
 func TestConcurrentWaiterCommitsWhenOwnerDoesNot(t *testing.T) {
-	var logs syncBuffer
-	e := newEnv(t, WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
-	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
-	first := e.sendHeld("a1", "k1", "owner held")
+	e, _, first := ownerHeldWithoutCommit(t)
 	second := e.sendAsync("a1", "k1")
 	time.Sleep(50 * time.Millisecond)
 	e.sb.Release("a1")
@@ -138,10 +145,7 @@ func TestConcurrentConflictPolicy(t *testing.T) {
 // A waiter whose client gives up leaves without an effect. The owner does
 // not commit, so a waiter that wrongly stayed would go on and commit one.
 func TestConcurrentWaiterClientGivesUp(t *testing.T) {
-	var logs syncBuffer
-	e := newEnv(t, WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
-	e.configure(honour("a1", 3600, Fault{Kind: FaultHangNoCommit, DelayMs: 60000}))
-	first := e.sendHeld("a1", "k1", "owner held")
+	e, logs, first := ownerHeldWithoutCommit(t)
 	impatient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 50 * time.Millisecond}
 	if r := e.send("a1", "k1", "t", sendOpts{client: impatient}); r.err == nil {
 		t.Fatalf("expected timeout, got %d", r.status)

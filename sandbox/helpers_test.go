@@ -164,14 +164,20 @@ func (e *env) lookup(account, key string) (int, LookupResponse) {
 	return r.status, lr
 }
 
+// getOK reads path, which must answer 200, into v.
+func (e *env) getOK(path string, v any) {
+	e.t.Helper()
+	r := e.do(nil, http.MethodGet, path, nil, "")
+	if r.err != nil || r.status != http.StatusOK {
+		e.t.Fatalf("GET %s: %d %v %s", path, r.status, r.err, r.body)
+	}
+	r.json(e.t, v)
+}
+
 func (e *env) effects(query string) EffectsResponse {
 	e.t.Helper()
-	r := e.do(nil, http.MethodGet, "/_sandbox/effects"+query, nil, "")
-	if r.err != nil || r.status != http.StatusOK {
-		e.t.Fatalf("effects: %d %v %s", r.status, r.err, r.body)
-	}
 	var er EffectsResponse
-	r.json(e.t, &er)
+	e.getOK("/_sandbox/effects"+query, &er)
 	if er.Count != len(er.Effects) {
 		e.t.Fatalf("count %d != len(effects) %d", er.Count, len(er.Effects))
 	}

@@ -8,12 +8,8 @@ import (
 
 func (e *env) requests(account string) RequestsResponse {
 	e.t.Helper()
-	r := e.do(nil, http.MethodGet, "/_sandbox/requests?account="+account, nil, "")
-	if r.err != nil || r.status != http.StatusOK {
-		e.t.Fatalf("requests: %d %v %s", r.status, r.err, r.body)
-	}
 	var rr RequestsResponse
-	r.json(e.t, &rr)
+	e.getOK("/_sandbox/requests?account="+account, &rr)
 	return rr
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -98,29 +97,22 @@ func (s *Store) RaiseBarrier(ctx context.Context, bot, backupID string, now time
 // update per shard, not a delete (no function of the outbox deletes items);
 // a shard held by another backup is left alone.
 func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
-	n := BarrierShards
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName:                 aws.String(s.table),
-				Key:                       barrierKey(bot, i),
-				UpdateExpression:          aws.String("SET #u = :zero"),
-				ConditionExpression:       aws.String("backupId = :b"),
-				ExpressionAttributeNames:  map[string]string{"#u": "until"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":b": avS(backupID), ":zero": &types.AttributeValueMemberN{Value: "0"}},
-			})
-			var ccf *types.ConditionalCheckFailedException
-			if err != nil && !errors.As(err, &ccf) {
-				errs[i] = err
-			}
-		}(i)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := eachShard(BarrierShards, BarrierShards, func(i int) error {
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(s.table),
+			Key:                       barrierKey(bot, i),
+			UpdateExpression:          aws.String("SET #u = :zero"),
+			ConditionExpression:       aws.String("backupId = :b"),
+			ExpressionAttributeNames:  map[string]string{"#u": "until"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":b": avS(backupID), ":zero": &types.AttributeValueMemberN{Value: "0"}},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("lift barrier for %s: %w", bot, err)
 	}
 	return nil
@@ -129,35 +121,26 @@ func (s *Store) LiftBarrier(ctx context.Context, bot, backupID string) error {
 // ProfileKeys lists the keys of every item in a profile (gsi2 is
 // keys-only): every shard is read at once, pages are handed over one by one.
 func (s *Store) ProfileKeys(ctx context.Context, bot string, page func(keys []map[string]types.AttributeValue) error) error {
-	n := ProfileShards
-	pages := make([][][]map[string]types.AttributeValue, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for shard := 0; shard < n; shard++ {
-		wg.Add(1)
-		go func(shard int) {
-			defer wg.Done()
-			var start map[string]types.AttributeValue
-			for {
-				out, err := s.db.Query(ctx, listingQuery(s.table, gsi2Name, profileShardPK(bot, shard), start, 100))
-				if err != nil {
-					errs[shard] = fmt.Errorf("list profile %s: %w", bot, err)
-					return
-				}
-				keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
-				for _, it := range out.Items {
-					keys = append(keys, map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]})
-				}
-				pages[shard] = append(pages[shard], keys)
-				if len(out.LastEvaluatedKey) == 0 {
-					return
-				}
-				start = out.LastEvaluatedKey
+	pages := make([][][]map[string]types.AttributeValue, ProfileShards)
+	err := eachShard(ProfileShards, ProfileShards, func(shard int) error {
+		var start map[string]types.AttributeValue
+		for {
+			out, err := s.db.Query(ctx, listingQuery(s.table, gsi2Name, profileShardPK(bot, shard), start, 100))
+			if err != nil {
+				return fmt.Errorf("list profile %s: %w", bot, err)
 			}
-		}(shard)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+			keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
+			for _, it := range out.Items {
+				keys = append(keys, map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]})
+			}
+			pages[shard] = append(pages[shard], keys)
+			if len(out.LastEvaluatedKey) == 0 {
+				return nil
+			}
+			start = out.LastEvaluatedKey
+		}
+	})
+	if err != nil {
 		return err
 	}
 	for _, ps := range pages {

@@ -6,24 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/botharness/outbox/core"
 )
-
-// cursorDB counts the reads that reach DynamoDB.
-type cursorDB struct {
-	*dynamodb.Client
-	queries atomic.Int64
-}
-
-func (c *cursorDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.queries.Add(1)
-	return c.Client.Query(ctx, in, o...)
-}
 
 func b64(v any) string {
 	b, _ := json.Marshal(v)
@@ -36,7 +22,7 @@ func b64(v any) string {
 // listing now refuses it as invalid_cursor before any query.
 func TestCraftedCursorsAreInvalidCursorAndNeverReachDynamoDB(t *testing.T) {
 	raw, table := testTable(t, "cursor")
-	db := &cursorDB{Client: raw}
+	db := &countingDB{Client: raw}
 	ctx := context.Background()
 	store, reg, tokens, wh := New(db, table), NewRegistry(db, table), NewTokens(db, table), NewWebhooks(db, table)
 	long := strings.Repeat("x", 1100)

@@ -2,32 +2,18 @@ package dynamo
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/botharness/outbox/core"
 )
-
-// getCountingDB counts GetItem calls on the intent store's client.
-type getCountingDB struct {
-	*dynamodb.Client
-	gets atomic.Int64
-}
-
-func (c *getCountingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.gets.Add(1)
-	return c.Client.GetItem(ctx, in, optFns...)
-}
 
 // UpdateKnown writes from the state its caller wrote without reading it;
 // when someone else wrote since, it reads and lets mutate decide on the
 // fresh state, as Update does.
 func TestUpdateKnownSkipsTheReadUnlessSomeoneWrote(t *testing.T) {
 	client, table := testTable(t, "known")
-	db := &getCountingDB{Client: client}
+	db := &countingDB{Client: client}
 	s := New(db, table)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -252,66 +251,51 @@ func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time
 	type result struct {
 		marks     []core.EpisodeMark
 		truncated bool
-		err       error
 	}
 	per := max(limit/OpEventShards, 1)
 	res := make([]result, OpEventShards)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for s := 0; s < OpEventShards; s++ {
-		wg.Add(1)
-		go func(s int) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			r := &res[s]
-			var start map[string]types.AttributeValue
-			for {
-				out, err := l.db.Query(ctx, &dynamodb.QueryInput{
-					TableName:              aws.String(l.table),
-					IndexName:              aws.String(gsi2Name),
-					KeyConditionExpression: aws.String("gsi2pk = :p AND gsi2sk >= :t"),
-					ExpressionAttributeValues: map[string]types.AttributeValue{
-						":p": &types.AttributeValueMemberS{Value: shardKey(opEventsTimeline, s)},
-						":t": &types.AttributeValueMemberS{Value: since.UTC().Format(timeKey)},
-					},
-					// Newest first: a capped read keeps the recent hours whole.
-					ScanIndexForward:  aws.Bool(false),
-					ExclusiveStartKey: start,
-				})
-				if err != nil {
-					r.err = fmt.Errorf("list operator events since %s: %w", since.Format(time.RFC3339), err)
-					return
-				}
-				for _, it := range out.Items {
-					if len(r.marks) == per {
-						r.truncated = true
-						return
-					}
-					if m, ok := parseTimelineSK(attrS(it, "gsi2sk")); ok {
-						r.marks = append(r.marks, m)
-					}
-				}
-				if out.LastEvaluatedKey == nil {
-					return
-				}
-				start = out.LastEvaluatedKey
+	err := eachShard(OpEventShards, 8, func(s int) error {
+		r := &res[s]
+		var start map[string]types.AttributeValue
+		for {
+			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
+				TableName:              aws.String(l.table),
+				IndexName:              aws.String(gsi2Name),
+				KeyConditionExpression: aws.String("gsi2pk = :p AND gsi2sk >= :t"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":p": &types.AttributeValueMemberS{Value: shardKey(opEventsTimeline, s)},
+					":t": &types.AttributeValueMemberS{Value: since.UTC().Format(timeKey)},
+				},
+				// Newest first: a capped read keeps the recent hours whole.
+				ScanIndexForward:  aws.Bool(false),
+				ExclusiveStartKey: start,
+			})
+			if err != nil {
+				return fmt.Errorf("list operator events since %s: %w", since.Format(time.RFC3339), err)
 			}
-		}(s)
+			for _, it := range out.Items {
+				if len(r.marks) == per {
+					r.truncated = true
+					return nil
+				}
+				if m, ok := parseTimelineSK(attrS(it, "gsi2sk")); ok {
+					r.marks = append(r.marks, m)
+				}
+			}
+			if out.LastEvaluatedKey == nil {
+				return nil
+			}
+			start = out.LastEvaluatedKey
+		}
+	})
+	if err != nil {
+		return nil, false, err
 	}
-	wg.Wait()
 	var out []core.EpisodeMark
 	truncated := false
-	var errs []error
 	for _, r := range res {
 		out = append(out, r.marks...)
 		truncated = truncated || r.truncated
-		if r.err != nil {
-			errs = append(errs, r.err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, false, err
 	}
 	return out, truncated, nil
 }

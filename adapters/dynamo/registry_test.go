@@ -17,22 +17,6 @@ import (
 	"github.com/botharness/outbox/core"
 )
 
-// countingDB counts the read requests the registry makes.
-type countingDB struct {
-	*dynamodb.Client
-	gets, batches atomic.Int64
-}
-
-func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.gets.Add(1)
-	return c.Client.GetItem(ctx, in, o...)
-}
-
-func (c *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.batches.Add(1)
-	return c.Client.BatchGetItem(ctx, in, o...)
-}
-
 func registryForTest(t *testing.T) (*Registry, *countingDB) {
 	t.Helper()
 	client, table := testTable(t, "reg")

@@ -198,30 +198,17 @@ func (s *Store) OldestNeedsHuman(ctx context.Context) (time.Time, bool, error) {
 // limit each, 16 shards at once) and hands each answer to fold, one at a
 // time; select "" reads the index's keys.
 func (s *Store) queryHumanShards(ctx context.Context, sel types.Select, limit int, fold func(*dynamodb.QueryOutput)) error {
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, 16)
-	)
-	for shard := 0; shard < s.RepairShards(); shard++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(shard int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			in := listingQuery(s.table, gsiName, shardKey(humanPfx, shard), nil, limit)
-			in.Select = sel
-			res, err := s.db.Query(ctx, in)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			fold(res)
-		}(shard)
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	var mu sync.Mutex
+	return eachShard(s.RepairShards(), 16, func(shard int) error {
+		in := listingQuery(s.table, gsiName, shardKey(humanPfx, shard), nil, limit)
+		in.Select = sel
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fold(res)
+		return nil
+	})
 }

@@ -1,7 +1,9 @@
 package dynamo
 
 import (
+	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/botharness/outbox/core"
 )
@@ -50,6 +52,25 @@ const (
 var shardOf = core.ShardOf
 
 func shardKey(prefix string, s int) string { return prefix + strconv.Itoa(s) }
+
+// eachShard calls f for shards 0 to n-1, at most limit at a time, and
+// returns their errors joined in shard order (nil if none failed).
+func eachShard(n, limit int, f func(shard int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, limit)
+	for shard := 0; shard < n; shard++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[shard] = f(shard)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 // orDefault is the sharding with DefaultSharding's count where unset.
 func (s Sharding) orDefault() Sharding {

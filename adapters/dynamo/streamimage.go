@@ -23,29 +23,40 @@ func IntentFromImage(img map[string]events.DynamoDBAttributeValue) (*core.Intent
 // ItemFromImage converts an item in the Lambda event's attribute values (a
 // stream image, or DynamoDB JSON decoded into them) to the SDK's.
 func ItemFromImage(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
-	item := make(map[string]types.AttributeValue, len(img))
-	for k, v := range img {
-		av, err := toSDK(v)
-		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", k, err)
-		}
-		item[k] = av
-	}
-	return item, nil
+	return convertMap(img, toSDK)
 }
 
 // ImageFromItem is the inverse of ItemFromImage; the image marshals to
 // DynamoDB JSON ({"S": ...}, {"N": ...}).
 func ImageFromItem(item map[string]types.AttributeValue) (map[string]events.DynamoDBAttributeValue, error) {
-	img := make(map[string]events.DynamoDBAttributeValue, len(item))
-	for k, v := range item {
-		e, err := fromSDK(v)
+	return convertMap(item, fromSDK)
+}
+
+// convertMap converts every attribute of an item with conv; an error names
+// the attribute.
+func convertMap[A, B any](in map[string]A, conv func(A) (B, error)) (map[string]B, error) {
+	out := make(map[string]B, len(in))
+	for k, v := range in {
+		c, err := conv(v)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %s: %w", k, err)
 		}
-		img[k] = e
+		out[k] = c
 	}
-	return img, nil
+	return out, nil
+}
+
+// convertList converts every element of a list attribute with conv.
+func convertList[A, B any](in []A, conv func(A) (B, error)) ([]B, error) {
+	out := make([]B, len(in))
+	for i, v := range in {
+		c, err := conv(v)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
 }
 
 // fromSDK converts an SDK attribute value to the Lambda event's type.
@@ -68,13 +79,9 @@ func fromSDK(v types.AttributeValue) (events.DynamoDBAttributeValue, error) {
 	case *types.AttributeValueMemberBS:
 		return events.NewBinarySetAttribute(t.Value), nil
 	case *types.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(t.Value))
-		for i, e := range t.Value {
-			c, err := fromSDK(e)
-			if err != nil {
-				return events.DynamoDBAttributeValue{}, err
-			}
-			l[i] = c
+		l, err := convertList(t.Value, fromSDK)
+		if err != nil {
+			return events.DynamoDBAttributeValue{}, err
 		}
 		return events.NewListAttribute(l), nil
 	case *types.AttributeValueMemberM:
@@ -107,16 +114,11 @@ func toSDK(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
 	case events.DataTypeBinarySet:
 		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
 	case events.DataTypeList:
-		l := v.List()
-		out := make([]types.AttributeValue, 0, len(l))
-		for _, e := range l {
-			av, err := toSDK(e)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, av)
+		l, err := convertList(v.List(), toSDK)
+		if err != nil {
+			return nil, err
 		}
-		return &types.AttributeValueMemberL{Value: out}, nil
+		return &types.AttributeValueMemberL{Value: l}, nil
 	case events.DataTypeMap:
 		m, err := ItemFromImage(v.Map())
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,4 +35,25 @@ func testTable(t *testing.T, prefix string) (*dynamodb.Client, string) {
 		_, _ = clients.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	return clients.DynamoDB, table
+}
+
+// countingDB counts the reads that reach DynamoDB through it.
+type countingDB struct {
+	*dynamodb.Client
+	gets, batches, queries atomic.Int64
+}
+
+func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+func (c *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.batches.Add(1)
+	return c.Client.BatchGetItem(ctx, in, o...)
+}
+
+func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.queries.Add(1)
+	return c.Client.Query(ctx, in, o...)
 }

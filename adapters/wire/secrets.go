@@ -13,6 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/botharness/outbox/adapters/providers/httpsigned"
+	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
 )
 
@@ -186,52 +189,57 @@ func SecretFields(settings string) ([]SecretField, error) {
 // or not), letting fn replace the value. This list is the one place that
 // says which fields are secrets and what each is for.
 func (ps *ProviderSettings) eachSecret(fn func(field string, use SecretUse, v *string) error) error {
-	if ps.Sandbox != nil {
-		for _, acct := range sortedKeys(ps.Sandbox.Tokens) {
-			v := ps.Sandbox.Tokens[acct]
-			if err := fn("sandbox.tokens."+acct, SecretForSending, &v); err != nil {
-				return err
-			}
-			ps.Sandbox.Tokens[acct] = v
+	if c := ps.Sandbox; c != nil {
+		if err := eachAccountSecret("sandbox.tokens.", c.Tokens, func(tok *string) []secretRef {
+			return []secretRef{{"", SecretForSending, tok}}
+		}, fn); err != nil {
+			return err
 		}
 	}
 	if c := ps.HTTP; c != nil {
-		for _, name := range sortedKeys(c.Accounts) {
-			a := c.Accounts[name]
-			for _, f := range []struct {
-				field string
-				v     *string
-			}{{"secret", &a.Secret}, {"previousSecret", &a.PreviousSecret}, {"token", &a.Token}} {
-				if err := fn("http.accounts."+name+"."+f.field, SecretForSending, f.v); err != nil {
-					return err
-				}
-			}
-			c.Accounts[name] = a
+		if err := eachAccountSecret("http.accounts.", c.Accounts, func(a *httpsigned.Account) []secretRef {
+			return []secretRef{{".secret", SecretForSending, &a.Secret}, {".previousSecret", SecretForSending, &a.PreviousSecret}, {".token", SecretForSending, &a.Token}}
+		}, fn); err != nil {
+			return err
 		}
 	}
 	if c := ps.Slack; c != nil {
-		for _, team := range sortedKeys(c.Accounts) {
-			a := c.Accounts[team]
-			if err := fn("slack.accounts."+team+".token", SecretForSending, &a.Token); err != nil {
-				return err
-			}
-			if err := fn("slack.accounts."+team+".signingSecret", SecretForVerifying, &a.SigningSecret); err != nil {
-				return err
-			}
-			c.Accounts[team] = a
+		if err := eachAccountSecret("slack.accounts.", c.Accounts, func(a *slack.Account) []secretRef {
+			return []secretRef{{".token", SecretForSending, &a.Token}, {".signingSecret", SecretForVerifying, &a.SigningSecret}}
+		}, fn); err != nil {
+			return err
 		}
 	}
 	if c := ps.Telegram; c != nil {
-		for _, name := range sortedKeys(c.Accounts) {
-			a := c.Accounts[name]
-			if err := fn("telegram.accounts."+name+".token", SecretForSending, &a.Token); err != nil {
-				return err
-			}
-			if err := fn("telegram.accounts."+name+".webhookSecret", SecretForVerifying, &a.WebhookSecret); err != nil {
-				return err
-			}
-			c.Accounts[name] = a
+		if err := eachAccountSecret("telegram.accounts.", c.Accounts, func(a *telegram.Account) []secretRef {
+			return []secretRef{{".token", SecretForSending, &a.Token}, {".webhookSecret", SecretForVerifying, &a.WebhookSecret}}
+		}, fn); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// secretRef is one secret-bearing field of an account: the field's name
+// after the account's, what the secret is for, and where it is held.
+type secretRef struct {
+	suffix string
+	use    SecretUse
+	v      *string
+}
+
+// eachAccountSecret calls fn with every secret of every account (in name
+// order), the field named prefix + account + suffix, and stores each account
+// back with what fn left in its secrets.
+func eachAccountSecret[A any](prefix string, accounts map[string]A, secrets func(*A) []secretRef, fn func(field string, use SecretUse, v *string) error) error {
+	for _, name := range sortedKeys(accounts) {
+		a := accounts[name]
+		for _, s := range secrets(&a) {
+			if err := fn(prefix+name+s.suffix, s.use, s.v); err != nil {
+				return err
+			}
+		}
+		accounts[name] = a
 	}
 	return nil
 }
