@@ -445,12 +445,7 @@ func (g *Gate) paceFor(provider, account, key string) (Pace, bool) {
 	return g.PaceFor(provider, account, nil)
 }
 
-func (g *Gate) maxHold() time.Duration {
-	if g.MaxHold > 0 {
-		return g.MaxHold
-	}
-	return 300 * time.Millisecond
-}
+func (g *Gate) maxHold() time.Duration { return OrDefault(g.MaxHold, 300*time.Millisecond) }
 
 // queueMargin is how early a deferred attempt asks the queue to bring it
 // back before its slot (QueueMargin, default 1.5 s).
@@ -459,11 +454,12 @@ func (g *Gate) queueMargin() time.Duration {
 }
 
 // holdFor is the longest wait held in-process: a returning reservation
-// waits out what the queue's whole-second delay left (up to the margin plus
-// a second), a fresh attempt up to MaxHold.
+// waits out what is left of the margin it asked the queue for (SQS rounds a
+// delay up to whole seconds and polling only adds, so it is never back
+// earlier), a fresh attempt up to MaxHold.
 func (g *Gate) holdFor(returning bool) time.Duration {
 	if returning {
-		return g.queueMargin() + time.Second + g.maxHold()
+		return g.queueMargin() + g.maxHold()
 	}
 	return g.maxHold()
 }

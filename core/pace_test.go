@@ -629,9 +629,13 @@ func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
 // the tail there would send it an interval and a lead later, and under a
 // slow claim path late for that slot too.
 func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
-	for _, others := range []int{2, 0} {
+	for _, c := range []struct {
+		others int
+		slow   time.Duration // how late b's worker wakes
+	}{{2, 700 * time.Millisecond}, {0, 700 * time.Millisecond}, {2, 2500 * time.Millisecond}} {
+		others := c.others
 		for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
-			t.Run(fmt.Sprintf("%d slots taken after its own, lead %v", others, lead), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d slots taken after its own, %v late, lead %v", others, c.slow, lead), func(t *testing.T) {
 				pace := Pace{Rate: 2, Per: time.Second, Burst: 1} // a slot every 500ms
 				r, gates, _ := gateRig(&pace)
 				ctx := context.Background()
@@ -658,7 +662,7 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 							}
 							taken = append(taken, slot.Add(lead))
 						}
-						r.clock.Advance(d + 700*time.Millisecond)
+						r.clock.Advance(d + c.slow)
 						woke = r.clock.Now()
 						return nil
 					}
@@ -674,6 +678,22 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 				}
 				if got := r.get(t, b.ID); got.Status != StatusSucceeded || got.AttemptCount != 1 {
 					t.Fatalf("b %s attempts %d", got.Status, got.AttemptCount)
+				}
+				if c.slow > 2*time.Second {
+					// The slots taken after its own are all past when it
+					// wakes: it starts the counter again from now, so the
+					// next fresh take follows its send by an interval (a
+					// send on the stale tail would go now and leave the
+					// counter behind now: the next take would restart there,
+					// a lead or less after it).
+					nextAt, _, _, _, _, err := r.d.take(ctx, key, pace, nil, false, "", sentAt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if sentAt.Before(woke) || nextAt.Sub(sentAt) < pace.Interval() {
+						t.Fatalf("b sent at +%v (woke +%v), the next fresh slot is sent %v after it; want at least %v", sentAt.Sub(t0), woke.Sub(t0), nextAt.Sub(sentAt), pace.Interval())
+					}
+					return
 				}
 				if others > 0 {
 					// Not between the others' sends: at the next free slot (+2s) plus the lead.

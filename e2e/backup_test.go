@@ -110,9 +110,9 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// The provider timeout outlasts the held call: the attempt is
 			// still in flight when the backup reads it, however slow the run.
-			src := newEnv(t, options{Config: wire.Config{ProviderConfig: `"sandbox":{"timeoutMs":30000}`}})
+			src := newEnv(t, options{Config: wire.Config{ProviderConfig: `"sandbox":{"timeoutMs":120000}`}})
 			acct := "acct-bk-" + c.name
-			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `,"faults":[{"kind":"hang","delayMs":20000}]}`)
+			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `,"faults":[{"kind":"hang","delayMs":90000}]}`)
 			id := src.mustSubmit("bk-"+c.name, intentBody(acct, "chan-1", "held open"))
 			src.waitStatus(id, 5*time.Second, core.StatusInFlight)
 			// In flight at the provider, not only claimed: a claim whose
@@ -124,8 +124,10 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 			if len(m.InFlightAtCutoff) != 1 || m.InFlightAtCutoff[0] != id {
 				t.Fatalf("manifest in-flight-at-cutoff = %v, want [%s]", m.InFlightAtCutoff, id)
 			}
-			if took > 10*time.Second { // the provider holds the call for 20 s
-				t.Fatalf("backup took %v: it waited for the provider", took)
+			// The provider holds the call until the test releases it (or
+			// 90 s): a backup that waited for it would find it answered.
+			if held := src.sb.Held(acct); held != 1 {
+				t.Fatalf("backup returned after %v with %d requests held at the provider, want 1: it waited for the provider", took, held)
 			}
 			// The held request now completes at the provider: one effect, after the cutoff.
 			if _, err := (&httpPoster{src}).post("/_sandbox/release", `{"account":"`+acct+`"}`); err != nil {
