@@ -185,14 +185,13 @@ type GateStore interface {
 // SlotTake is one request for a pace slot (GateStore.Take). When the key's
 // counter stands at or after Floor, the slot is the counter; when it lags
 // behind Floor (an idle spell, a new key), the slot is At. Either way the
-// counter moves to the slot plus Interval. The counter never moves back.
+// counter moves to the slot plus Interval. At + Interval must not be before
+// Floor (Valid), so the counter never moves back.
 type SlotTake struct {
 	Interval  time.Duration
 	Floor, At time.Time
 	// Claim (ClaimToken), when set, takes at most one slot until Until: a
 	// repeat before then, by At, takes nothing (dup).
-	// At + Interval must not be before Floor (ErrInvalidTake), so that an
-	// idle counter only ever moves forward.
 	Claim string
 	Until time.Time
 }
@@ -311,8 +310,8 @@ func Admit(slot time.Time, tolerance time.Duration, st GateState, mayHaveTakenEf
 // more than once for the same attempt: the stream's dispatch (every record
 // is delivered at least once, and each stream consumer fans it out) and the
 // sweeper's kick of a pending intent. Such an attempt takes its pace slot
-// under its claim token (SlotTake.Claim), so its duplicates hold no slot of their own (a wasted
-// slot is a send the account never makes). Pure.
+// under its claim token (SlotTake.Claim), so its duplicates hold no slot of
+// their own (a wasted slot is a send the account never makes). Pure.
 func DuplicateProneTrigger(trigger string) bool {
 	switch trigger {
 	case "stream", "sweeper", OpDispatch, TriggerInline:
@@ -498,9 +497,9 @@ type ticket struct {
 	probe     bool
 	key       string
 	state     GateState
-	// reservedOnce: a slot was taken under the attempt's
-	// claim token, so the intent's duplicate-prone triggers (its stream
-	// record) will hold none: whoever does not send hands the slot on.
+	// reservedOnce: a slot was taken under the attempt's claim token, so
+	// the intent's duplicate-prone triggers (its stream record) will hold
+	// none: whoever does not send hands the slot on.
 	reservedOnce bool
 	// later: the inline intake's deferral, handed on after its put.
 	later *deferral
@@ -555,7 +554,10 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 	// A duplicate-prone trigger's first reservations go under the attempt's
 	// claim token (a repeat holds no slot); a returning attempt carries its.
 	once := known.account == nil && known.target == nil && DuplicateProneTrigger(trigger)
-	claim := ClaimToken(in.ID, in.AttemptCount)
+	claim := ""
+	if once {
+		claim = ClaimToken(in.ID, in.AttemptCount)
+	}
 	duplicate := func(key string) (ticket, error) {
 		// A duplicate of a trigger that already holds a slot (or is being
 		// sent): that one carries the attempt; this one holds nothing.
@@ -568,7 +570,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		// The target (channel, chat) has a pace of its own: its slot first,
 		// so an attempt the target defers holds no slot of the account.
 		tkey := TargetGateKey(in.Provider, in.Account, in.Target)
-		tslot, traw, _, _, dup, err := d.take(ctx, tkey, tp, known.target, once, claim, now)
+		tslot, traw, _, _, dup, err := d.take(ctx, tkey, tp, known.target, claim, now)
 		t.reservedOnce = once
 		if err != nil {
 			return ticket{}, fmt.Errorf("gate %s: %w", tkey, err)
@@ -588,7 +590,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 	slot, usedResv := now, false
 	if paced {
 		var dup bool
-		slot, t.raw, t.state, usedResv, dup, err = d.take(ctx, key, pace, resv, once, claim, now)
+		slot, t.raw, t.state, usedResv, dup, err = d.take(ctx, key, pace, resv, claim, now)
 		t.reservedOnce = once // once: nothing carried, so take reserved under the claim
 		if err == nil && dup {
 			return duplicate(key)
@@ -603,7 +605,7 @@ func (d *Dispatcher) admit(ctx context.Context, id, trigger string, known gateKn
 		if err == nil && t.state.Override != nil {
 			// Paced only by an operator: take a slot now that we know.
 			pace, paced = t.state.Override.Pace, true
-			slot, t.raw, t.state, _, _, err = d.take(ctx, key, pace, nil, false, claim, now)
+			slot, t.raw, t.state, _, _, err = d.take(ctx, key, pace, nil, "", now)
 		}
 	}
 	if err == nil {
@@ -893,15 +895,13 @@ func seenKey(m *sync.Map, key string) bool {
 // one (slot), sent at that slot plus the lead (right before the send, so
 // the claim and the checks happen inside the lead and a send goes out on
 // its slot, not its slot plus their latency, which would crowd it against
-// the next), under claim when once (dup: a repeat, which holds nothing).
+// the next), under claim when one is given (dup: a repeat, which holds
+// nothing).
 // raw is the counter value the send stands on (late); st the key's state as
 // the take wrote it (zero for a carried slot: hold reads it).
-func (d *Dispatcher) take(ctx context.Context, key string, p Pace, carried *time.Time, once bool, claim string, now time.Time) (at, raw time.Time, st GateState, used, dup bool, err error) {
+func (d *Dispatcher) take(ctx context.Context, key string, p Pace, carried *time.Time, claim string, now time.Time) (at, raw time.Time, st GateState, used, dup bool, err error) {
 	if carried != nil && ReservationUsable(*carried, p, now) {
 		return *carried, carried.Add(-d.Gate.Lead), GateState{}, true, false, nil
-	}
-	if !once {
-		claim = ""
 	}
 	raw, st, dup, err = d.slot(ctx, key, p, now.Add(-p.Tolerance()), now, claim)
 	return raw.Add(d.Gate.Lead), raw, st, false, dup, err

@@ -686,7 +686,7 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 					// send on the stale tail would go now and leave the
 					// counter behind now: the next take would restart there,
 					// a lead or less after it).
-					nextAt, _, _, _, _, err := r.d.take(ctx, key, pace, nil, false, "", sentAt)
+					nextAt, _, _, _, _, err := r.d.take(ctx, key, pace, nil, "", sentAt)
 					if err != nil {
 						t.Fatal(err)
 					}
