@@ -1048,3 +1048,56 @@ func TestAnOperatorsFasterPaceNeverMovesTheCounterBack(t *testing.T) {
 		t.Fatalf("the next slot is %v after the last send, want at least %v", next.Sub(last), fast.Interval())
 	}
 }
+
+// A process's first look at a paced account reads the operator's pace
+// before it takes a slot: two processes starting at once on an account the
+// operator slowed take their slots by the operator's pace. Sized by the
+// declared pace and resized only after it was handed out, the other
+// process's slot would sit one declared interval after this one's.
+func TestAProcesssFirstSlotIsSizedByTheOperatorsPace(t *testing.T) {
+	declared := Pace{Rate: 20, Per: time.Second, Burst: 1}
+	slow := Pace{Rate: 2, Per: time.Second, Burst: 1}
+	r, gates, _ := gateRig(&declared)
+	ctx := context.Background()
+	key := GateKey("fake", "a1")
+	prov := &timedProvider{Provider: r.prov, clock: r.clock}
+	r.d.Providers = ProviderMap{"fake": prov}
+	r.d.Gate.MaxHold = 3 * time.Second
+	// The other worker: its own process, its own first look at the gate.
+	other := *r.d
+	g := r.d.Gate
+	other.Gate = &Gate{Store: gates, Breaker: g.Breaker, Events: g.Events, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
+	other.Owner = "w2"
+	if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: slow, Reason: "the provider asked us to slow down", By: "ann", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
+	// The other process's whole attempt lands right after this one's take,
+	// should that take go by the declared interval.
+	mine := &interleavedGates{MemoryGates: gates, interval: declared.Interval()}
+	mine.other = func() {
+		if err := other.Attempt(ctx, b.ID, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.d.Gate.Store = mine
+	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if mine.other != nil { // not interleaved: the other process comes second
+		if err := other.Attempt(ctx, b.ID, "stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.drain(t)
+	if len(prov.at) != 2 {
+		t.Fatalf("sends %d, want 2 (%v)", len(prov.at), prov.at)
+	}
+	gap := prov.at[1].Sub(prov.at[0])
+	if gap < 0 {
+		gap = -gap
+	}
+	if gap < slow.Interval() {
+		t.Fatalf("the two processes' first sends went %v apart, want at least the operator's interval %v", gap, slow.Interval())
+	}
+}
