@@ -65,9 +65,6 @@ type Store struct {
 // New returns the archive on bucket.
 func New(api API, bucket string) *Store { return &Store{s3: api, bucket: bucket} }
 
-// Bucket is the archive bucket's name.
-func (s *Store) Bucket() string { return s.bucket }
-
 // BatchKey is the object key of the batch whose first stream record is
 // (source, firstSeq), archived on day.
 func BatchKey(day time.Time, source, firstSeq string) string {

@@ -73,13 +73,3 @@ func LoadClients(ctx context.Context) (Clients, error) {
 	return New(cfg), nil
 }
 
-// MustEnv returns the variable or exits the process with a clear message:
-// functions fail fast at cold start, not on the first request.
-func MustEnv(name string) string {
-	v := os.Getenv(name)
-	if v == "" {
-		fmt.Fprintf(os.Stderr, "missing required environment variable %s\n", name)
-		os.Exit(2)
-	}
-	return v
-}
