@@ -72,4 +72,3 @@ func LoadClients(ctx context.Context) (Clients, error) {
 	}
 	return New(cfg), nil
 }
-
