@@ -108,6 +108,7 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 		{"lookup", `{"lookup":true}`, core.StatusSucceeded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own deployments and sandbox account
 			// The provider timeout outlasts the held call: the attempt is
 			// still in flight when the backup reads it, however slow the run.
 			src := newEnv(t, options{Config: wire.Config{ProviderConfig: `"sandbox":{"timeoutMs":30000}`}})
@@ -223,6 +224,7 @@ func TestRestoredPendingRule(t *testing.T) {
 		{"lookup: reconciled", `{"lookup":true}`, core.StatusSucceeded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own deployments and sandbox
 			src := newEnv(t, options{DisableStream: true})
 			acct := "acct-pend-" + c.name[:4]
 			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `}`)
