@@ -231,9 +231,11 @@ public class DynamoDBLocalLoopback {
     }
 
     // indexStreams finds the SQLite queue of DynamoDB Local (made with its
-    // database, maybe by the first request) and creates STREAM_INDEXES on it.
+    // database, by the first request) and creates STREAM_INDEXES on it. It
+    // looks every 100 ms for a minute, then every 5 s (a walk of about a
+    // thousand objects) until the first request comes.
     static void indexStreams(Object root) {
-        for (int i = 0; i < 600; i++) {
+        for (int i = 0; ; i++) {
             SQLiteQueue q = find(root);
             if (q != null) {
                 try {
@@ -258,9 +260,9 @@ public class DynamoDBLocalLoopback {
                     return;
                 }
             }
-            try { Thread.sleep(100); } catch (InterruptedException e) { return; }
+            if (i == 600) System.out.println("outbox: no DynamoDB Local database after a minute; stream records not indexed yet");
+            try { Thread.sleep(i < 600 ? 100 : 5000); } catch (InterruptedException e) { return; }
         }
-        System.out.println("outbox: DynamoDB Local SQLite queue not found; stream records not indexed");
     }
 
     // find walks the object graph from root (fields, arrays, collections) for a
