@@ -152,13 +152,19 @@ func TestRestoreRefusesForgedAndForeignSnapshots(t *testing.T) {
 		{"unsigned format 1", func(s *snapshot) { s.m.Format, s.m.Signature = 1, "" }, nil, "unsigned"},
 		{"signed with another key", func(s *snapshot) {}, []byte("another-deployments-key-0123456"), "signature"},
 	}
+	// Each restore target is a fresh deployment that only restores (and
+	// refuses): no stream or queue mapping to run, and it stops after its
+	// case, so the cases' stacks do not poll side by side to the end.
+	target := func(backupKey string) *env {
+		return startEnv(t, options{Config: wire.Config{BackupKey: backupKey}, DisableStream: true, DisableQueue: true}, src.sb, src.sbURL)
+	}
 	for _, c := range cases {
 		s := src.readSnapshot(m.BackupID)
 		s.m = clean.m
 		s.items = append([]map[string]types.AttributeValue{}, clean.items...)
 		c.edit(&s)
 		src.writeSnapshot(s, c.key)
-		dst := startEnv(t, options{Config: wire.Config{BackupKey: string(key)}}, src.sb, src.sbURL)
+		dst := target(string(key))
 		before := dst.dump()
 		r, _ := dst.restore(m.BackupID)
 		if r.status != http.StatusUnprocessableEntity || r.errorCode() != "snapshot_invalid" || !strings.Contains(string(r.body), c.error) {
@@ -170,15 +176,17 @@ func TestRestoreRefusesForgedAndForeignSnapshots(t *testing.T) {
 		if dst.do("GET", "/v1/admin/tokens", forged, nil, "").status != http.StatusForbidden {
 			t.Fatalf("%s: the forged token is accepted", c.name)
 		}
+		dst.stop()
 	}
 	// The snapshot as Backup wrote it still restores.
 	src.writeSnapshot(clean, key)
-	dst := startEnv(t, options{Config: wire.Config{BackupKey: string(key)}}, src.sb, src.sbURL)
+	dst := target(string(key))
 	if r, rep := dst.restore(m.BackupID); r.status != http.StatusOK || rep.Written != 1 {
 		t.Fatalf("the untouched snapshot: %d %s", r.status, r.body)
 	}
+	dst.stop()
 	// A deployment with another key refuses even the untouched snapshot.
-	other := startEnv(t, options{Config: wire.Config{BackupKey: "yet-another-key-0123456789abcdef"}}, src.sb, src.sbURL)
+	other := target("yet-another-key-0123456789abcdef")
 	if r, _ := other.restore(m.BackupID); r.status != http.StatusUnprocessableEntity {
 		t.Fatalf("restore under another key: %d %s", r.status, r.body)
 	}

@@ -44,9 +44,14 @@ func (e *env) restore(id string) (response, backup.RestoreReport) {
 	return r, rep
 }
 
-// fresh starts a new deployment (own table and queues) on the same sandbox and bucket.
+// fresh starts a new deployment (own table and queues) on the same sandbox
+// and bucket. Its sweeper runs every second: a sweep reads every repair
+// shard (about 17 requests), and at the 200 ms it ran before one idle
+// restore target kept DynamoDB Local half a core busy. The restore cases
+// wait for the sweeper with deadlines of several seconds, and drive the
+// rounds they count themselves (drive).
 func (e *env) fresh() *env {
-	return startEnv(e.t, options{SweepInterval: 200 * time.Millisecond}, e.sb, e.sbURL)
+	return startEnv(e.t, options{SweepInterval: time.Second}, e.sb, e.sbURL)
 }
 
 // dump returns every item of the table but the sweeper's checkpoints, as
@@ -108,6 +113,7 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 		{"lookup", `{"lookup":true}`, core.StatusSucceeded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own deployments and sandbox account
 			// The provider timeout outlasts the held call: the attempt is
 			// still in flight when the backup reads it, however slow the run.
 			src := newEnv(t, options{Config: wire.Config{ProviderConfig: `"sandbox":{"timeoutMs":120000}`}})
@@ -225,6 +231,7 @@ func TestRestoredPendingRule(t *testing.T) {
 		{"lookup: reconciled", `{"lookup":true}`, core.StatusSucceeded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own deployments and sandbox
 			src := newEnv(t, options{DisableStream: true})
 			acct := "acct-pend-" + c.name[:4]
 			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `}`)

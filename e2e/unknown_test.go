@@ -51,6 +51,7 @@ func TestDroppedResponseThenRestart(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own table, workers and sandbox
 			w1 := newEnv(t, options{})
 			acct := "acct-" + strings.ReplaceAll(c.name, " ", "-")
 			w1.faults(fmt.Sprintf(`{"account":%q,"capabilities":%s,"faults":[{"kind":"drop_after_commit"}]}`, acct, c.caps))

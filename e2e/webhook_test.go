@@ -241,6 +241,7 @@ func TestWebhookAckBeforeAndAfterOutcomeWriteSameFinalState(t *testing.T) {
 		{"response lost", `{"idempotencyKeys":false,"lookup":false}`, `[{"kind":"drop_after_commit"}]`, core.StatusNeedsHuman},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own deployment and sandbox
 			e := whEnv(t, options{})
 			slug := strings.ReplaceAll(c.name, " ", "-")
 			run := func(early bool) *core.Intent {
@@ -403,6 +404,7 @@ func TestWebhookAckResolvesUncertainIntentsWithoutASecondSend(t *testing.T) {
 		{`{"idempotencyKeys":false,"lookup":false}`, core.StatusNeedsHuman},
 	} {
 		t.Run(string(c.want), func(t *testing.T) {
+			t.Parallel() // each case has its own deployment and sandbox
 			// The retry queue is off: no reconciliation or retry can get in first.
 			e := whEnv(t, options{DisableQueue: true})
 			acct := "acct-" + string(c.want)

@@ -74,7 +74,7 @@ func killDuringInlineSend(t *testing.T, account, caps string) (string, *core.Int
 	// The provider outlives the host. Its account holds the request 3 s,
 	// then commits: the send is in flight when the host dies, and the
 	// effect lands after.
-	_, sbURL := sandbox.StartTest(t, time.Now)
+	sb, sbURL := sandbox.StartTest(t, time.Now)
 	post(t, sbURL+"/_sandbox/faults", "", fmt.Sprintf(`{"account":%q,"capabilities":%s,"faults":[{"kind":"hang","delayMs":3000}]}`, account, caps), http.StatusOK)
 
 	start, store := hostLauncher(t, bin, "icrash_", sbURL, lease, grace, interval)
@@ -121,6 +121,9 @@ func killDuringInlineSend(t *testing.T, account, caps string) (string, *core.Int
 		t.Fatalf("the inline put: attempt %d lease %v repair entry %v version %d; want attempt 1 under a lease, filed for repair, written once",
 			inFlight.AttemptCount, inFlight.Lease, inFlight.RepairAt, inFlight.Version)
 	}
+	// At the provider, not only written in flight: a host killed between
+	// its put and its send sends nothing, which is not this case.
+	waitFor(t, 10*time.Second, "the sandbox holds the inline send", func() bool { return sb.Held(account) == 1 })
 	if err := host.Process.Kill(); err != nil { // SIGKILL: no shutdown path runs
 		t.Fatal(err)
 	}
@@ -145,6 +148,9 @@ func TestHostKilledDuringAnInlineSendEndsByLookupOrKey(t *testing.T) {
 		{"keys", "acct-inline-crash-keys", `{"idempotencyKeys":true,"lookup":false}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// Each case has its own sandbox, table and host: they run side
+			// by side (most of a case is the lease and the sweeper's clock).
+			t.Parallel()
 			id, inFlight, effects, restart := killDuringInlineSend(t, c.account, c.caps)
 			ctx := context.Background()
 			store := restart()

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 )
 
 // event is the subset of test2json's TestEvent this command reads.
@@ -45,6 +46,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	coverSubtests(r.Tests)
 	slowest := func(ts []timing) {
 		sort.SliceStable(ts, func(i, j int) bool { return ts[i].Seconds > ts[j].Seconds })
 	}
@@ -87,4 +89,22 @@ func read(path string, r *report) error {
 		}
 	}
 	return sc.Err()
+}
+
+// coverSubtests makes each test's time at least its slowest subtest's: a
+// test whose subtests run in parallel (t.Parallel inside t.Run) reports only
+// its own body, 0.00 s, since they start once it returns.
+func coverSubtests(ts []timing) {
+	at := make(map[[2]string]int, len(ts))
+	for i, t := range ts {
+		at[[2]string{t.Package, t.Test}] = i
+	}
+	for _, t := range ts {
+		for name := t.Test; strings.Contains(name, "/"); {
+			name = name[:strings.LastIndex(name, "/")]
+			if i, ok := at[[2]string{t.Package, name}]; ok && ts[i].Seconds < t.Seconds {
+				ts[i].Seconds = t.Seconds
+			}
+		}
+	}
 }
