@@ -994,6 +994,20 @@ func (p *timedProvider) Send(ctx context.Context, r SendRequest) (SendResult, er
 	return p.Provider.Send(ctx, r)
 }
 
+// twoProcesses is a paced rig whose sends the provider times, and another
+// worker on the same gates: its own process, its own first look at them.
+func twoProcesses(pace *Pace) (*rig, *MemoryGates, *timedProvider, *Dispatcher) {
+	r, gates, _ := gateRig(pace)
+	prov := &timedProvider{Provider: r.prov, clock: r.clock}
+	r.d.Providers = ProviderMap{"fake": prov}
+	r.d.Gate.MaxHold = 3 * time.Second
+	other := *r.d
+	g := r.d.Gate
+	other.Gate = &Gate{Store: gates, Breaker: g.Breaker, Events: g.Events, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
+	other.Owner = "w2"
+	return r, gates, prov, &other
+}
+
 // An operator's faster pace never moves the counter back: a worker that
 // took its slot by the old pace learns the new one after another worker
 // took the slot after it by the new pace; sizing the counter down by the
@@ -1003,17 +1017,9 @@ func (p *timedProvider) Send(ctx context.Context, r SendRequest) (SendResult, er
 func TestAnOperatorsFasterPaceNeverMovesTheCounterBack(t *testing.T) {
 	old := Pace{Rate: 1, Per: time.Second, Burst: 1}
 	fast := Pace{Rate: 10, Per: time.Second, Burst: 1}
-	r, gates, _ := gateRig(&old)
+	r, gates, prov, other := twoProcesses(&old)
 	ctx := context.Background()
 	key := GateKey("fake", "a1")
-	prov := &timedProvider{Provider: r.prov, clock: r.clock}
-	r.d.Providers = ProviderMap{"fake": prov}
-	r.d.Gate.MaxHold = 3 * time.Second
-	// The other worker: its own process, its own first look at the gate.
-	other := *r.d
-	g := r.d.Gate
-	other.Gate = &Gate{Store: gates, Breaker: g.Breaker, Events: g.Events, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
-	other.Owner = "w2"
 	mine := &interleavedGates{MemoryGates: gates, interval: old.Interval()}
 	r.d.Gate.Store = mine
 	a, b, c := r.submitKey(t, "k1"), r.submitKey(t, "k2"), r.submitKey(t, "k3")
@@ -1057,17 +1063,9 @@ func TestAnOperatorsFasterPaceNeverMovesTheCounterBack(t *testing.T) {
 func TestAProcesssFirstSlotIsSizedByTheOperatorsPace(t *testing.T) {
 	declared := Pace{Rate: 20, Per: time.Second, Burst: 1}
 	slow := Pace{Rate: 2, Per: time.Second, Burst: 1}
-	r, gates, _ := gateRig(&declared)
+	r, gates, prov, other := twoProcesses(&declared)
 	ctx := context.Background()
 	key := GateKey("fake", "a1")
-	prov := &timedProvider{Provider: r.prov, clock: r.clock}
-	r.d.Providers = ProviderMap{"fake": prov}
-	r.d.Gate.MaxHold = 3 * time.Second
-	// The other worker: its own process, its own first look at the gate.
-	other := *r.d
-	g := r.d.Gate
-	other.Gate = &Gate{Store: gates, Breaker: g.Breaker, Events: g.Events, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
-	other.Owner = "w2"
 	if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: slow, Reason: "the provider asked us to slow down", By: "ann", At: t0}); err != nil {
 		t.Fatal(err)
 	}
