@@ -920,12 +920,12 @@ func (d *Dispatcher) slot(ctx context.Context, key string, p Pace, floor, at tim
 // value it stands on) onto a new one, and returns when to send and the raw
 // slot of that send: one take whose floor is one interval past raw. When no
 // slot was taken after its own (the counter still stands there: an account
-// with little traffic) the counter slides to one interval after now less the
-// lead, and the send goes now: later than its slot it crowds no send before it, and the
-// slots after it follow it. Otherwise it takes a fresh slot at the tail and
-// sends on it plus the lead, like every fresh slot (the sends of the slots
-// before it go out at theirs plus the lead; without it, this send would land
-// a lead early, on top of theirs).
+// with little traffic) the counter slides to one interval after now less
+// the lead, and the send goes now: later than its slot it crowds no send
+// before it, and the slots after it follow it. Otherwise it takes a fresh
+// slot at the tail and sends on it plus the lead, like every fresh slot (the
+// sends of the slots before it go out at theirs plus the lead; without it,
+// this send would land a lead early, on top of theirs).
 func (d *Dispatcher) late(ctx context.Context, key string, p Pace, raw, now time.Time) (time.Time, time.Time, error) {
 	stand := now.Add(-d.Gate.Lead)
 	slot, _, _, err := d.slot(ctx, key, p, raw.Add(p.Interval()+1), stand, "")

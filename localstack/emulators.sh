@@ -235,8 +235,9 @@ public class DynamoDBLocalLoopback {
     // looks every 100 ms for a minute, then every 5 s (a walk of about a
     // thousand objects) until the first request comes.
     static void indexStreams(Object root) {
+        SQLiteQueue q = null;
         for (int i = 0; ; i++) {
-            SQLiteQueue q = find(root);
+            if (q == null) q = find(root); // made once, with the database: walk the graph until then
             if (q != null) {
                 try {
                     Boolean done = q.execute(new SQLiteJob<Boolean>() {

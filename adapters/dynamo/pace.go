@@ -218,12 +218,20 @@ func (g *Gates) Take(ctx context.Context, key string, r core.SlotTake) (time.Tim
 	var names map[string]string
 	claim := map[string]types.AttributeValue{}
 	busySet, idleSet, cond := "ADD tat :i", "SET tat = :next", ""
+	held := func(map[string]types.AttributeValue) bool { return false }
 	if r.Claim != "" {
 		i, h := claimEntry(r.Claim)
+		now := r.At.UnixMilli()
 		names = map[string]string{"#c": fmt.Sprintf("c%02d", i), "#x": fmt.Sprintf("x%02d", i)}
-		claim[":h"], claim[":u"], claim[":now"] = avN(h), avN(r.Until.UnixMilli()), avN(r.At.UnixMilli())
+		claim[":h"], claim[":u"], claim[":now"] = avN(h), avN(r.Until.UnixMilli()), avN(now)
 		busySet, idleSet = "SET #c = :h, #x = :u ADD tat :i", idleSet+", #c = :h, #x = :u"
 		cond = " AND NOT (#c = :h AND #x > :now)"
+		// held: the item (a failed condition's) holds this claim unexpired.
+		held = func(item map[string]types.AttributeValue) bool {
+			c, _ := numAttr(item, names["#c"])
+			x, _ := numAttr(item, names["#x"])
+			return c == h && x > now
+		}
 	}
 	busy := &dynamodb.UpdateItemInput{UpdateExpression: aws.String(busySet),
 		ConditionExpression:       aws.String("tat >= :floor" + cond),
@@ -238,7 +246,7 @@ func (g *Gates) Take(ctx context.Context, key string, r core.SlotTake) (time.Tim
 		out, err := g.db.UpdateItem(ctx, in)
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			if claimHeld(ccf.Item, names, claim) {
+			if held(ccf.Item) {
 				return time.Time{}, gateState(ccf.Item), true, nil
 			}
 			continue // the counter's other form
@@ -250,19 +258,6 @@ func (g *Gates) Take(ctx context.Context, key string, r core.SlotTake) (time.Tim
 		return time.Unix(0, tat-int64(r.Interval)).UTC(), gateState(out.Attributes), false, nil
 	}
 	return time.Time{}, core.GateState{}, false, fmt.Errorf("take a slot of %s: the counter moved back", key)
-}
-
-// claimHeld reports whether a gate item holds Take's claim (names, vals)
-// unexpired.
-func claimHeld(item map[string]types.AttributeValue, names map[string]string, vals map[string]types.AttributeValue) bool {
-	if names == nil {
-		return false
-	}
-	h, _ := numAttr(item, names["#c"])
-	x, _ := numAttr(item, names["#x"])
-	want, _ := numAttr(vals, ":h")
-	now, _ := numAttr(vals, ":now")
-	return h == want && x > now
 }
 
 // State is one strongly consistent GetItem.
