@@ -21,8 +21,13 @@ import (
 // Name is the provider name bots use.
 const Name = "sandbox"
 
-// Actions the sandbox accepts.
-var Actions = map[string]bool{"send_message": true, "create_booking": true, "charge": true}
+// Actions the sandbox accepts. update_message sets the text of a message an
+// earlier send_message created (target: its "sbx_…" id): a set-to-value
+// action (sandbox/messages.go).
+var Actions = map[string]bool{"send_message": true, "create_booking": true, "charge": true, "update_message": true}
+
+// SetsValue: update_message sets a value, whatever the account declares.
+func (p *Provider) SetsValue(action string) bool { return action == "update_message" }
 
 // Config configures the adapter.
 type Config struct {
@@ -69,6 +74,9 @@ func (p *Provider) Capabilities(ctx context.Context, account, action string) (co
 		IdempotencyKeys: doc.IdempotencyKeys,
 		KeyRetention:    time.Duration(doc.KeyRetentionSeconds) * time.Second,
 		Lookup:          doc.Lookup,
+		// Lookup by key finds the update's own commit, which is fine; the
+		// set-to-value declaration is what lets it retry without either.
+		NaturallyIdempotent: p.SetsValue(action),
 	}, nil
 }
 
