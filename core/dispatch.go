@@ -280,9 +280,9 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 		// Nothing was sent: proof of no effect; try again later.
 		return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: fmt.Errorf("read payload %s: %w", in.PayloadRef, err)}, capsOf(), log)
 	}
-	setsValue := SetsValue(prov, in.Action)
-	if setsValue {
-		newer, err := d.supersededBy(ctx, in)
+	subject := ValueSubject(prov, in.Action, in.Target, payload)
+	if subject != "" {
+		newer, err := d.supersededBy(ctx, in, subject)
 		if err != nil {
 			// Could not tell: nothing was sent, proof of no effect; later.
 			return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: err}, capsOf(), log)
@@ -298,8 +298,8 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 	req.Payload = payload
 	res, sendErr := prov.Send(ctx, req)
 	d.sent(ctx, in, gate, sendErr)
-	if setsValue && WentOut(sendErr) {
-		d.markSent(ctx, in, log)
+	if subject != "" && WentOut(sendErr) {
+		d.markSent(ctx, in, subject, log)
 	}
 	return d.record(ctx, in, att, &res, sendErr, capsOf(), log)
 }

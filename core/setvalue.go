@@ -20,16 +20,23 @@ import (
 	"time"
 )
 
-// ValueSetter is a Provider that can tell, without I/O, which actions set a
-// value; it declares the same in Capabilities.NaturallyIdempotent.
+// ValueSetter is a Provider whose actions may set a value that a later
+// intent can overwrite (Capabilities.NaturallyIdempotent declares the same
+// actions harmless to repeat). Told without I/O.
 type ValueSetter interface {
-	SetsValue(action string) bool
+	// ValueSubject names the thing an intent of action sets (a message, by
+	// its channel and timestamp, say), or "" when the action sets nothing
+	// a later intent overwrites (adding a reaction commutes with adding
+	// another: there is nothing to order).
+	ValueSubject(action, target string, payload []byte) string
 }
 
-// SetsValue reports whether prov declares action a set-to-value action.
-func SetsValue(prov Provider, action string) bool {
-	vs, ok := prov.(ValueSetter)
-	return ok && vs.SetsValue(action)
+// ValueSubject is what prov says an intent of action sets ("" for nothing).
+func ValueSubject(prov Provider, action, target string, payload []byte) string {
+	if vs, ok := prov.(ValueSetter); ok {
+		return vs.ValueSubject(action, target, payload)
+	}
+	return ""
 }
 
 // ValueMarks records, per set-to-value target, the newest intent whose send
@@ -48,9 +55,10 @@ type ValueMarks interface {
 // reconcile window), so a retry never outlives the mark it is judged by.
 const ValueMarkTTL = 30 * 24 * time.Hour
 
-// ValueKey names the target a set-to-value intent sets.
-func ValueKey(in *Intent) string {
-	return fmt.Sprintf("%d:%s|%d:%s|%d:%s|%s", len(in.Provider), in.Provider, len(in.Account), in.Account, len(in.Action), in.Action, in.Target)
+// ValueKey names what a set-to-value intent sets: its provider, account and
+// action, and the subject the provider names (ValueSubject).
+func ValueKey(in *Intent, subject string) string {
+	return fmt.Sprintf("%d:%s|%d:%s|%d:%s|%s", len(in.Provider), in.Provider, len(in.Account), in.Account, len(in.Action), in.Action, subject)
 }
 
 // ValueSeq orders the intents of one target: by acceptance time, then id.
@@ -79,11 +87,11 @@ func WentOut(sendErr error) bool {
 
 // supersededBy returns the mark of a newer intent of in's target that went
 // out, or "" when none did.
-func (d *Dispatcher) supersededBy(ctx context.Context, in *Intent) (string, error) {
+func (d *Dispatcher) supersededBy(ctx context.Context, in *Intent, subject string) (string, error) {
 	if d.Marks == nil {
 		return "", nil
 	}
-	newest, err := d.Marks.Newest(ctx, ValueKey(in))
+	newest, err := d.Marks.Newest(ctx, ValueKey(in, subject))
 	if err != nil {
 		return "", fmt.Errorf("read the newest update of %s's target: %w", in.ID, err)
 	}
@@ -96,11 +104,11 @@ func (d *Dispatcher) supersededBy(ctx context.Context, in *Intent) (string, erro
 // markSent records that in's send went out. A failed write is logged: the
 // mark only ever stops older retries, so missing it costs ordering, never an
 // accepted intent or a duplicate.
-func (d *Dispatcher) markSent(ctx context.Context, in *Intent, log *slog.Logger) {
+func (d *Dispatcher) markSent(ctx context.Context, in *Intent, subject string, log *slog.Logger) {
 	if d.Marks == nil {
 		return
 	}
-	if _, err := d.Marks.MarkSent(ctx, ValueKey(in), ValueSeq(in), d.Clock.Now()); err != nil {
+	if _, err := d.Marks.MarkSent(ctx, ValueKey(in, subject), ValueSeq(in), d.Clock.Now()); err != nil {
 		log.WarnContext(ctx, "could not record the set-to-value send; older retries of this target are not stopped by it", "err", err.Error())
 	}
 }

@@ -12,7 +12,12 @@ import (
 // valueProvider is fakeProvider whose "send" sets a value.
 type valueProvider struct{ *fakeProvider }
 
-func (valueProvider) SetsValue(action string) bool { return action == "send" }
+func (valueProvider) ValueSubject(action, target string, _ []byte) string {
+	if action == "send" {
+		return target
+	}
+	return ""
+}
 
 // memMarks is a ValueMarks in memory.
 type memMarks struct {

@@ -26,8 +26,14 @@ const Name = "sandbox"
 // action (sandbox/messages.go).
 var Actions = map[string]bool{"send_message": true, "create_booking": true, "charge": true, "update_message": true}
 
-// SetsValue: update_message sets a value, whatever the account declares.
-func (p *Provider) SetsValue(action string) bool { return action == "update_message" }
+// ValueSubject: update_message sets the text of the message its target
+// names, whatever the account declares.
+func (p *Provider) ValueSubject(action, target string, _ []byte) string {
+	if action == "update_message" {
+		return target
+	}
+	return ""
+}
 
 // Config configures the adapter.
 type Config struct {
@@ -76,7 +82,7 @@ func (p *Provider) Capabilities(ctx context.Context, account, action string) (co
 		Lookup:          doc.Lookup,
 		// Lookup by key finds the update's own commit, which is fine; the
 		// set-to-value declaration is what lets it retry without either.
-		NaturallyIdempotent: p.SetsValue(action),
+		NaturallyIdempotent: action == "update_message",
 	}, nil
 }
 
