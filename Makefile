@@ -72,7 +72,7 @@ CDK_BIN  := $(CURDIR)/infra/_cli/node_modules/.bin
 CDK_ENV  := PATH="$(NODE22_BIN):$$PATH" CDK_DISABLE_CLI_TELEMETRY=true
 
 synth: deps build ## Synthesize the CDK stack offline into infra/cdk.out (with the cdk-nag report)
-	cd infra && $(CDK_ENV) go run ./app $(CDK_ARGS)
+	cd infra && go build -o ../build/infra-app ./app && $(CDK_ENV) ../build/infra-app $(CDK_ARGS)
 
 infra-cli: deps
 	cd infra/_cli && PATH="$(NODE22_BIN):$$PATH" npm ci --no-audit --no-fund
