@@ -10,9 +10,12 @@ GO_PKGS    := ./...
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's|$$(GOARCH)|$(GOARCH)|g' | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
 
-.PHONY: deps
+.PHONY: deps deps-test
 deps: ## Install Java 17 (if missing) and the pinned emulators and Node 22 (npm ci)
 	@bash localstack/install.sh
+
+deps-test: ## deps, plus what only the tests use: chromium (the console's browser test) and the MCP conformance suite
+	@bash localstack/install.sh --test
 
 .PHONY: run run-reset
 run: deps ## Run everything locally in the foreground (data kept on disk under localstack/.run/data; Ctrl-C stops it all)
@@ -22,7 +25,7 @@ run-reset: deps ## Like run, but delete the local data first and start clean (sa
 	@RESET=1 bash localstack/run.sh
 
 .PHONY: test
-test: deps ## Unit + integration tests (starts and stops its own emulators)
+test: deps-test ## Unit + integration tests (starts and stops its own emulators)
 	@bash localstack/test.sh
 
 .PHONY: test-unit
