@@ -36,6 +36,10 @@ test-unit: ## Unit tests only (no emulators)
 bench: deps ## Benchmarks against the raw emulator in one run: a table + build/bench/results.json (not part of make test)
 	@bash bench/run.sh
 
+.PHONY: cost
+cost: deps ## The stack's fixed monthly cost at zero traffic, item by item (template + bench/prices.json -> usd_per_month_idle in build/bench/results.json)
+	@bash bench/cost.sh $(CDK_ARGS)
+
 .PHONY: chaos fuzz
 chaos: deps ## Fault-injection suite: seeded schedules against emulators + sandbox, counting provider-side effects (SEED= replays one, N= count, FAULTS= focus)
 	@bash chaos/run.sh
