@@ -72,7 +72,7 @@ localstack-up: ## (Docker) start LocalStack with the same resources
 localstack-down: ## (Docker) stop LocalStack
 	@bash localstack/localstack.sh down
 
-.PHONY: synth deploy infra-cli localstack-deploy test-infra
+.PHONY: synth deploy bootstrap infra-cli localstack-deploy test-infra
 GOARCH   ?= arm64
 CDK_ARGS ?=
 CDK_BIN  := $(CURDIR)/infra/_cli/node_modules/.bin
@@ -81,10 +81,13 @@ CDK_ENV  := PATH="$(NODE22_BIN):$$PATH" CDK_DISABLE_CLI_TELEMETRY=true
 synth: deps build ## Synthesize the CDK stack offline into infra/cdk.out (with the cdk-nag report)
 	cd infra && go build -o ../build/infra-app ./app && $(CDK_ENV) ../build/infra-app $(CDK_ARGS)
 
-infra-cli: deps
+infra-cli: deps ## Install the pinned CDK CLI (aws-cdk, cdklocal) into infra/_cli/node_modules (npm ci)
 	cd infra/_cli && PATH="$(NODE22_BIN):$$PATH" npm ci --no-audit --no-fund
 
-deploy: deps build infra-cli ## Deploy to AWS with your credentials (`cdk bootstrap` once per account/region)
+bootstrap: deps build infra-cli ## Once per AWS account and region, before the first deploy: cdk bootstrap with your credentials
+	cd infra && $(CDK_ENV) $(CDK_BIN)/cdk bootstrap --no-notices $(CDK_ARGS)
+
+deploy: deps build infra-cli ## Deploy to AWS with your credentials (make bootstrap once per account/region first; infra/README.md "Deploy")
 	cd infra && $(CDK_ENV) $(CDK_BIN)/cdk deploy --no-notices $(CDK_ARGS)
 
 localstack-deploy: deps build infra-cli ## (Docker) deploy the same app to LocalStack with cdklocal, dev mode
