@@ -22,7 +22,7 @@ import (
 )
 
 // browser starts headless Chromium (Debian's `chromium`, installed by
-// localstack/install.sh) with a fresh profile and returns a chromedp context.
+// localstack/install.sh --test, make deps-test) with a fresh profile and returns a chromedp context.
 // Page errors (exceptions, console errors, CSP violations) are collected.
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
