@@ -21,7 +21,8 @@ import (
 // on non-default ports (its own emulators and data directory), then the
 // README's quick-start blocks run in bash with nothing but the variables
 // the banner printed: the curl lines, the example bot, outboxctl list, then
-// the needs-human walk-through (fault, submit, outboxctl list/show/resolve).
+// the needs-human walk-through (fault, submit, outboxctl list/show/resolve),
+// then the TypeScript and Python clients' examples and snippets.
 // The banner's "try" commands must be the README's.
 func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 	t.Parallel()
@@ -172,6 +173,9 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 	if !strings.Contains(final, id[1]+" is now succeeded") || !strings.Contains(final, "attempts:") {
 		t.Fatalf("outboxctl show/resolve:\n%s", final)
 	}
+
+	// The TypeScript and Python part (quickstart_clients_test.go).
+	clientQuickStart(t, root, vars)
 	t.Logf("make run on %s (sandbox %s): the README's quick start ran from the banner's variables; %s resolved", addr, sb, id[1])
 }
 
