@@ -5,6 +5,7 @@
 package clients
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 
@@ -37,6 +38,7 @@ func TestPythonClient(t *testing.T) {
 	}
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
 	cmd.Dir = clientstest.PythonDir()
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 -m unittest: %v\n%s", err, out)

@@ -246,6 +246,7 @@ func execDriver(t *testing.T, bin, script string, step confDriverStep) confResul
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, script, string(arg))
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
