@@ -250,6 +250,16 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(WebhookVerificationError):
                 verify_webhook(secret, bad_headers, bad_body)
 
+    def test_verify_webhook_agrees_with_the_outbox_signer(self) -> None:
+        with open(os.path.join(HERE, "..", "..", "webhookvectors.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+        for c in doc["cases"]:
+            if c["valid"]:
+                self.assertEqual(verify_webhook(doc["secret"], c["headers"], c["body"], now=c["now"]).id, c["headers"]["webhook-id"], c["name"])
+            else:
+                with self.assertRaises(WebhookVerificationError, msg=c["name"]):
+                    verify_webhook(doc["secret"], c["headers"], c["body"], now=c["now"])
+
 
 if __name__ == "__main__":
     unittest.main()

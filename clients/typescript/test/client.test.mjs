@@ -248,3 +248,12 @@ test("verifyWebhook accepts a Standard Webhooks signature and refuses others", (
   assert.throws(() => verifyWebhook(secret, { ...headers, "webhook-timestamp": String(Number(ts) - 600) }, body), WebhookVerificationError);
   assert.throws(() => verifyWebhook(secret, { ...headers, "webhook-signature": "" }, body), WebhookVerificationError);
 });
+
+test("verifyWebhook agrees with the outbox's signer (clients/webhookvectors.json)", () => {
+  const doc = JSON.parse(readFileSync(new URL("../../webhookvectors.json", import.meta.url), "utf8"));
+  for (const c of doc.cases) {
+    const verify = () => verifyWebhook(doc.secret, c.headers, c.body, { now: () => c.now * 1000 });
+    if (c.valid) assert.equal(verify().id, c.headers["webhook-id"], c.name);
+    else assert.throws(verify, WebhookVerificationError, c.name);
+  }
+});
