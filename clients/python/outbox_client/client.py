@@ -125,7 +125,11 @@ class Client:
         self._token = token
         self.retry = retry or RetryPolicy()
         self._new_key = key_generator
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        # Proxies from the environment (HTTPS_PROXY, NO_PROXY), as Go's
+        # ProxyFromEnvironment, which never proxies a loopback address.
+        host = urllib.parse.urlsplit(self.base_url).hostname or ""
+        loopback = host in ("localhost", "127.0.0.1", "::1")
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({} if loopback else None))
 
     # --- transport ---------------------------------------------------------
 
