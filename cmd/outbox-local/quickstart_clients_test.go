@@ -21,8 +21,10 @@ import (
 // (examples/bot-ts, examples/agent-py), then the TypeScript snippet as a
 // module of a project that installed clients/typescript, and the Python
 // snippet with clients/python on PYTHONPATH, each twice (the second run
-// replays).
-func clientQuickStart(t *testing.T, root string, vars map[string]string) {
+// replays). It prepares on the test's goroutine and runs in the background
+// (beside the needs-human walk-through, which mostly waits); the returned
+// function waits for it and reports.
+func clientQuickStart(t *testing.T, root string, vars map[string]string) (wait func()) {
 	t.Helper()
 	start := time.Now()
 	if err := clientstest.BuildTypeScript(); err != nil {
@@ -125,10 +127,13 @@ func clientQuickStart(t *testing.T, root string, vars map[string]string) {
 			outs[i], errs[i] = c()
 		}()
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
+	return func() {
+		t.Helper()
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the README's client quick start ran in %v; second runs: TypeScript %q, Python %q",
+			time.Since(start).Round(time.Millisecond), outs[1], outs[2])
 	}
-	t.Logf("the README's client quick start ran in %v; second runs: TypeScript %q, Python %q",
-		time.Since(start).Round(time.Millisecond), outs[1], outs[2])
 }

@@ -145,6 +145,10 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 		t.Fatalf("the example bot's second run did not replay:\n%s", again)
 	}
 
+	// The TypeScript and Python part (quickstart_clients_test.go) runs
+	// beside the needs-human walk-through; its intents are acct-1's.
+	clientsDone := clientQuickStart(t, root, vars)
+
 	// The needs-human walk-through, with <id> the intent it submits.
 	human := between(t, string(readme), "<!-- quickstart-human:begin -->", "<!-- quickstart-human:end -->")
 	hb := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(human)
@@ -173,9 +177,7 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 	if !strings.Contains(final, id[1]+" is now succeeded") || !strings.Contains(final, "attempts:") {
 		t.Fatalf("outboxctl show/resolve:\n%s", final)
 	}
-
-	// The TypeScript and Python part (quickstart_clients_test.go).
-	clientQuickStart(t, root, vars)
+	clientsDone()
 	t.Logf("make run on %s (sandbox %s): the README's quick start ran from the banner's variables; %s resolved", addr, sb, id[1])
 }
 
