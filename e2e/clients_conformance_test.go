@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/clients/clientstest"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/sandbox"
 )
 
 type confRetry struct {
@@ -110,14 +112,15 @@ type confPost struct {
 // payload text (one per step: every POST of a step carries it).
 type confProxy struct {
 	upstream string
+	prime    func(account, target string) error
 	mu       sync.Mutex
 	faults   map[string][]confFault
 	posts    map[string][]*confPost
 	gets     map[string]int // by path
 }
 
-func newConfProxy(t *testing.T, upstream string) (*confProxy, string) {
-	p := &confProxy{upstream: upstream, faults: map[string][]confFault{}, posts: map[string][]*confPost{}, gets: map[string]int{}}
+func newConfProxy(t *testing.T, upstream string, prime func(account, target string) error) (*confProxy, string) {
+	p := &confProxy{upstream: upstream, prime: prime, faults: map[string][]confFault{}, posts: map[string][]*confPost{}, gets: map[string]int{}}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	return p, srv.URL
@@ -168,6 +171,20 @@ func (p *confProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.gets[r.URL.Path]++
 		p.mu.Unlock()
+	}
+	if fault != nil && fault.Action == "take-account-slot" {
+		// Another intent of the same account goes first and takes its slot
+		// (sent inline): the client's intent must wait for the next one.
+		var b struct {
+			Account string `json:"account"`
+			Target  string `json:"target"`
+		}
+		_ = json.Unmarshal(body, &b)
+		if err := p.prime(b.Account, b.Target); err != nil {
+			http.Error(w, "conformance proxy: take the account's slot: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		fault = nil
 	}
 	if fault != nil && fault.Action == "answer" {
 		if fault.RetryAfter > 0 {
@@ -222,9 +239,9 @@ func (p *confProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // confClients are the three clients' drivers.
-type confDriver func(t *testing.T, step confDriverStep) confResult
+type confDriver func(t confTB, step confDriverStep) confResult
 
-func nodeDriver(t *testing.T, step confDriverStep) confResult {
+func nodeDriver(t confTB, step confDriverStep) confResult {
 	node, err := clientstest.Node()
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +249,7 @@ func nodeDriver(t *testing.T, step confDriverStep) confResult {
 	return execDriver(t, node, filepath.Join(clientstest.Root(), "clients", "conformance", "driver.mjs"), step)
 }
 
-func pythonDriver(t *testing.T, step confDriverStep) confResult {
+func pythonDriver(t confTB, step confDriverStep) confResult {
 	py, err := clientstest.Python()
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +257,7 @@ func pythonDriver(t *testing.T, step confDriverStep) confResult {
 	return execDriver(t, py, filepath.Join(clientstest.Root(), "clients", "conformance", "driver.py"), step)
 }
 
-func execDriver(t *testing.T, bin, script string, step confDriverStep) confResult {
+func execDriver(t confTB, bin, script string, step confDriverStep) confResult {
 	t.Helper()
 	arg, _ := json.Marshal(step)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -261,7 +278,7 @@ func execDriver(t *testing.T, bin, script string, step confDriverStep) confResul
 }
 
 // goDriver is the Go client, in this process, doing what the other drivers do.
-func goDriver(t *testing.T, step confDriverStep) confResult {
+func goDriver(t confTB, step confDriverStep) confResult {
 	t.Helper()
 	key := step.Key
 	if step.KeyFile != "" {
@@ -326,54 +343,65 @@ func goDriver(t *testing.T, step confDriverStep) confResult {
 
 // TestClientConformance runs every scenario against every client, all at
 // once on one stack (each run has its own key, target and payload).
-func TestClientConformance(t *testing.T) {
-	t.Parallel()
+func TestClientConformance(tt *testing.T) {
+	tt.Parallel()
 	raw, err := os.ReadFile(filepath.Join(clientstest.Root(), "clients", "conformance", "scenarios.json"))
 	if err != nil {
-		t.Fatal(err)
+		tt.Fatal(err)
 	}
 	var doc struct {
 		Retry     confRetry      `json:"retry"`
 		Scenarios []confScenario `json:"scenarios"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
+		tt.Fatal(err)
 	}
 	if len(doc.Scenarios) < 7 {
-		t.Fatalf("only %d scenarios", len(doc.Scenarios))
+		tt.Fatalf("only %d scenarios", len(doc.Scenarios))
 	}
 	if err := clientstest.BuildTypeScript(); err != nil {
-		t.Fatal(err)
+		tt.Fatal(err)
 	}
 	drivers := []struct {
 		name string
 		run  confDriver
 	}{{"go", goDriver}, {"typescript", nodeDriver}, {"python", pythonDriver}}
-	// One paced account per client: 1 send per 8 s, so a second intent's
-	// slot is seconds away and Prefer: wait declines.
+	// One paced account per client: 1 send per 3 s, so an intent sent just
+	// after another (the take-account-slot fault) waits seconds for its
+	// slot and Prefer: wait declines.
 	var paced []string
 	for _, d := range drivers {
-		paced = append(paced, fmt.Sprintf(`"sandbox/acct-paced-%s":{"rate":1,"per":"8s"}`, d.name))
+		paced = append(paced, fmt.Sprintf(`"sandbox/acct-paced-%s":{"rate":1,"per":"3s"}`, d.name))
 	}
-	e := newEnv(t, options{Config: wire.Config{ProviderConfig: `"pacing":{"accounts":{` + strings.Join(paced, ",") + `}}`}})
-	proxy, proxyURL := newConfProxy(t, e.api.URL)
+	e := newEnv(tt, options{Config: wire.Config{ProviderConfig: `"pacing":{"accounts":{` + strings.Join(paced, ",") + `}}`}})
+	proxy, proxyURL := newConfProxy(tt, e.api.URL, func(account, target string) error {
+		return confPrime(e, randName("prime-"), intentBody(account, target+"-prime", "prime"))
+	})
 	run := randName("")
+	// The runs go side by side, six at a time, in goroutines of this one
+	// test (parallel subtests would each hold one of e2e's -parallel slots,
+	// mostly waiting; all 21 at once made each driver's start-up the tail).
+	var runs []*confRun
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 6)
 	for _, d := range drivers {
 		for _, sc := range doc.Scenarios {
-			t.Run(d.name+"/"+sc.Name, func(t *testing.T) {
-				t.Parallel()
+			t := &confRun{name: d.name + "/" + sc.Name}
+			runs = append(runs, t)
+			keyFile := filepath.Join(tt.TempDir(), "key")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				start := time.Now()
+				defer func() { t.took = time.Since(start) }()
 				nonce := fmt.Sprintf("%s-%s-%s", d.name, sc.Name, run)
 				account, target := "acct-conf", "chan-"+nonce
 				if sc.Account == "paced" {
 					account = "acct-paced-" + d.name
-					// Take the account's slot now (an inline send), so the client's intent must wait for the next one.
-					r := e.submitWait(botToken, "prime-"+nonce, intentBody(account, target+"-prime", "prime"), 5)
-					if r.status != http.StatusCreated {
-						t.Fatalf("prime the paced account: %d %s", r.status, r.body)
-					}
 				}
 				key := client.KeyFor("conformance", d.name, sc.Name, run)
-				keyFile := filepath.Join(t.TempDir(), "key")
 				var ids []string
 				var keys []string
 				for i, st := range sc.Steps {
@@ -469,14 +497,101 @@ func TestClientConformance(t *testing.T) {
 						t.Fatalf("two intents: %v", ids)
 					}
 				}
-				e.waitStatus(ids[0], 60*time.Second, core.Status(sc.Status))
-				if n := e.effectsFor(ids[0]); n != sc.Effects {
-					t.Errorf("%d effects for %s at the sandbox, want %d", n, ids[0], sc.Effects)
+				if err := confWaitStatus(e, ids[0], 60*time.Second, core.Status(sc.Status)); err != nil {
+					t.Fatalf("%v", err)
 				}
-				if n := e.effects("?target=" + target); n != sc.Effects {
-					t.Errorf("%d effects at the sandbox for target %s, want %d", n, target, sc.Effects)
+				for _, q := range []string{"?intentId=" + ids[0], "?idempotencyKey=" + ids[0], "?target=" + target} {
+					if n, err := confEffects(e, q); err != nil || n != sc.Effects {
+						t.Errorf("%d effects at the sandbox for %s (%v), want %d", n, q, err, sc.Effects)
+					}
 				}
-			})
+			}()
 		}
 	}
+	wg.Wait()
+	for _, r := range runs {
+		if len(r.errs) > 0 {
+			tt.Errorf("%s (%v):\n  %s", r.name, r.took.Round(time.Millisecond), strings.Join(r.errs, "\n  "))
+		} else {
+			tt.Logf("%s: passed in %v", r.name, r.took.Round(time.Millisecond))
+		}
+	}
+}
+
+// confTB is what a run reports through: a *testing.T, or a confRun.
+type confTB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// confRun collects one run's failures; Fatal ends the run's goroutine.
+type confRun struct {
+	name string
+	took time.Duration
+	errs []string
+}
+
+func (r *confRun) Helper() {}
+func (r *confRun) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *confRun) Fatalf(format string, args ...any) { r.Errorf(format, args...); runtime.Goexit() }
+func (r *confRun) Fatal(args ...any)                 { r.Errorf("%s", fmt.Sprint(args...)); runtime.Goexit() }
+
+// confPrime submits an intent with Prefer: wait, taking its account's slot.
+func confPrime(e *env, key, body string) error {
+	req, _ := http.NewRequest(http.MethodPost, e.api.URL+"/v1/intents", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+botToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Prefer", "wait=5")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("%d %s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+// confWaitStatus polls the intent in the table until it has the status.
+func confWaitStatus(e *env, id string, timeout time.Duration, want core.Status) error {
+	deadline := time.Now().Add(timeout)
+	var last core.Status
+	for time.Now().Before(deadline) {
+		in, err := e.st.App.Store.Get(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if last = in.Status; last == want {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("intent %s is %s, want %s after %v", id, last, want, timeout)
+}
+
+// confEffects counts the sandbox's effects for a query, over HTTP.
+func confEffects(e *env, query string) (int, error) {
+	resp, err := http.Get(e.sbURL + "/_sandbox/effects" + query)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var er sandbox.EffectsResponse
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&er); err != nil {
+		return 0, err
+	}
+	if er.Count != len(er.Effects) {
+		return 0, fmt.Errorf("count %d but %d effects listed", er.Count, len(er.Effects))
+	}
+	return er.Count, nil
 }
