@@ -254,15 +254,16 @@ func pythonDriver(t confTB, step confDriverStep) confResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return execDriver(t, py, filepath.Join(clientstest.Root(), "clients", "conformance", "driver.py"), step)
+	// -S: no site-packages (nor their start-up cost): the client runs on the bare interpreter.
+	return execDriver(t, py, filepath.Join(clientstest.Root(), "clients", "conformance", "driver.py"), step, "-S")
 }
 
-func execDriver(t confTB, bin, script string, step confDriverStep) confResult {
+func execDriver(t confTB, bin, script string, step confDriverStep, flags ...string) confResult {
 	t.Helper()
 	arg, _ := json.Marshal(step)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, script, string(arg))
+	cmd := exec.CommandContext(ctx, bin, append(flags, script, string(arg))...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
