@@ -124,8 +124,9 @@ func TestExactBodyIsDeliveredAsHashed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.RequestHash != core.HashBytes(canonBody) || !bytes.Contains(canonBody, append([]byte(`"payload":`), want...)) {
-		t.Fatalf("the stored request hash is not the hash of the canonical body holding the payload")
+	if in.RequestHash != core.EffectHash(in) || !strings.HasPrefix(in.RequestHash, core.EffectHashPrefix) ||
+		!bytes.Contains(canonBody, append([]byte(`"payload":`), want...)) {
+		t.Fatalf("the stored request hash %s is not the effect hash over the canonical payload", in.RequestHash)
 	}
 	if !bytes.Equal(in.Payload, want) || in.PayloadHash != core.HashBytes(want) {
 		t.Fatalf("stored payload %s (%s), want the hashed bytes %s", in.Payload, in.PayloadHash, want)
