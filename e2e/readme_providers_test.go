@@ -68,6 +68,13 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Sends
 	},
+	"stripe": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewStripe(t, time.Now)
+		f.AddKey(os.Getenv("STRIPE_SECRET_KEY"))
+		f.AddPaymentIntent("pi_3MtwBwLkdIwHu7ix28a3tqPa", 5000)
+		block["baseUrl"] = f.URL()
+		return f.Refunds
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

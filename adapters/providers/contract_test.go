@@ -24,6 +24,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
@@ -241,3 +242,39 @@ func (f telegramFake) Effects(r core.SendRequest) int {
 	return f.fk.SendsWith(42, r.IntentID)
 }
 func (f telegramFake) Release() { f.fk.Release() }
+
+func contractStripe(t *testing.T) {
+	contract.Run(t, contract.Subject{
+		Name: "stripe",
+		Start: func(t *testing.T) contract.Env {
+			fk := fakes.NewStripe(t, time.Now)
+			fk.AddKey("sk_test_contract")
+			for n := 0; n < 20; n++ {
+				fk.AddPaymentIntent(fmt.Sprintf("pi_contract%d", n), 5000)
+			}
+			return contract.Env{Fake: stripeFake{fk}, BaseURL: fk.URL()}
+		},
+		New: func(t *testing.T, baseURL string, timeout time.Duration) core.Provider {
+			p, err := stripe.New(nil, stripe.Config{BaseURL: baseURL, Timeout: timeout,
+				Accounts: map[string]stripe.Account{"shop": {SecretKey: "sk_test_contract"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Request: func(n int) core.SendRequest {
+			id := fmt.Sprintf("it_stripe%d", n)
+			return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "shop", Action: "refund",
+				Target: fmt.Sprintf("pi_contract%d", n), Payload: []byte(`{"amount":1500,"reason":"requested_by_customer"}`), PayloadHash: "sha256:x", Attempt: 1}
+		},
+		Documented:         declared(t, "stripe", "refund"),
+		ConfiguredAccounts: true,
+		NoRetryAfter:       true,
+	})
+}
+
+type stripeFake struct{ fk *fakes.Stripe }
+
+func (f stripeFake) Inject(x contract.Fault)        { f.fk.Inject(toFault(x)) }
+func (f stripeFake) Effects(r core.SendRequest) int { return f.fk.RefundsFor(r.IntentID) }
+func (f stripeFake) Release()                       { f.fk.Release() }

@@ -19,6 +19,7 @@ var harnesses = map[string]struct {
 	"http":     {contractHTTP, "fakes/receiver.go"},
 	"slack":    {contractSlack, "fakes/slack.go"},
 	"telegram": {contractTelegram, "fakes/telegram.go"},
+	"stripe":   {contractStripe, "fakes/stripe.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

@@ -13,6 +13,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
 )
@@ -29,6 +30,7 @@ var Registered = []plugin.Registration{
 	httpsigned.Registration,
 	slack.Registration,
 	telegram.Registration,
+	stripe.Registration,
 }
 
 // Registration returns the registered provider called name.
