@@ -75,6 +75,15 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Refunds
 	},
+	// Google Calendar: the token endpoint is the key file's token_uri, so the
+	// key file is the fake's (the README's is a shortened example).
+	"gcal": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewGCal(t, time.Now)
+		f.AddCalendar("tables@example.com")
+		t.Setenv("GCAL_SERVICE_ACCOUNT_JSON", f.ServiceAccountKey("outbox@your-project.iam.gserviceaccount.com"))
+		block["baseUrl"] = f.URL()
+		return f.Events
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

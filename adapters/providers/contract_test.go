@@ -21,6 +21,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/contract"
 	"github.com/botharness/outbox/adapters/providers/fakes"
+	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
@@ -278,3 +279,42 @@ type stripeFake struct{ fk *fakes.Stripe }
 func (f stripeFake) Inject(x contract.Fault)        { f.fk.Inject(toFault(x)) }
 func (f stripeFake) Effects(r core.SendRequest) int { return f.fk.RefundsFor(r.IntentID) }
 func (f stripeFake) Release()                       { f.fk.Release() }
+
+func contractGCal(t *testing.T) {
+	contract.Run(t, contract.Subject{
+		Name: "gcal",
+		Start: func(t *testing.T) contract.Env {
+			fk := fakes.NewGCal(t, time.Now)
+			fk.AddCalendar("team@example.com")
+			return contract.Env{Fake: gcalFake{fk}, BaseURL: fk.URL() + "#" + fk.ServiceAccountKey("outbox@proj.iam.gserviceaccount.com")}
+		},
+		New: func(t *testing.T, baseURL string, timeout time.Duration) core.Provider {
+			base, key, _ := strings.Cut(baseURL, "#")
+			if key == "" { // the suite's refused-connection URL: any key file shape
+				key = `{"type":"service_account","client_email":"x@y","private_key":"k","token_uri":"` + base + `/token"}`
+			}
+			p, err := gcal.New(nil, gcal.Config{BaseURL: base, Timeout: timeout,
+				Accounts: map[string]gcal.Account{"bookings": {ServiceAccount: key}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Request: func(n int) core.SendRequest {
+			id := fmt.Sprintf("it_gcal%d", n)
+			return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "bookings", Action: "create_event",
+				Target: "team@example.com", Payload: []byte(`{"summary":"Table for 2","start":{"dateTime":"2030-01-01T19:00:00Z"},"end":{"dateTime":"2030-01-01T21:00:00Z"}}`),
+				PayloadHash: "sha256:x", Attempt: 1}
+		},
+		Documented:         declared(t, "gcal", "create_event"),
+		ConfiguredAccounts: true,
+		ClientChosenID:     true,
+		NoRetryAfter:       true,
+	})
+}
+
+type gcalFake struct{ fk *fakes.GCal }
+
+func (f gcalFake) Inject(x contract.Fault)        { f.fk.Inject(toFault(x)) }
+func (f gcalFake) Effects(r core.SendRequest) int { return f.fk.EventsFor(r.IntentID) }
+func (f gcalFake) Release()                       { f.fk.Release() }

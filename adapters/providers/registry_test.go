@@ -20,6 +20,7 @@ var harnesses = map[string]struct {
 	"slack":    {contractSlack, "fakes/slack.go"},
 	"telegram": {contractTelegram, "fakes/telegram.go"},
 	"stripe":   {contractStripe, "fakes/stripe.go"},
+	"gcal":     {contractGCal, "fakes/gcal.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
@@ -31,6 +32,7 @@ var Registered = []plugin.Registration{
 	slack.Registration,
 	telegram.Registration,
 	stripe.Registration,
+	gcal.Registration,
 }
 
 // Registration returns the registered provider called name.
