@@ -84,6 +84,13 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Events
 	},
+	"discord": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewDiscord(t, time.Now)
+		f.AddBot(os.Getenv("DISCORD_BOT_TOKEN"), "1100")
+		f.AddChannel("1234567890123456789")
+		block["baseUrl"] = f.URL()
+		return f.Messages
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

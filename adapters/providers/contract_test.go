@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/providers/contract"
+	"github.com/botharness/outbox/adapters/providers/discord"
 	"github.com/botharness/outbox/adapters/providers/fakes"
 	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
@@ -318,3 +319,38 @@ type gcalFake struct{ fk *fakes.GCal }
 func (f gcalFake) Inject(x contract.Fault)        { f.fk.Inject(toFault(x)) }
 func (f gcalFake) Effects(r core.SendRequest) int { return f.fk.EventsFor(r.IntentID) }
 func (f gcalFake) Release()                       { f.fk.Release() }
+
+func contractDiscord(t *testing.T) {
+	contract.Run(t, contract.Subject{
+		Name: "discord",
+		Start: func(t *testing.T) contract.Env {
+			fk := fakes.NewDiscord(t, time.Now)
+			fk.AddBot("bot-token-contract", "1100")
+			fk.AddChannel("1300")
+			return contract.Env{Fake: discordFake{fk}, BaseURL: fk.URL()}
+		},
+		New: func(t *testing.T, baseURL string, timeout time.Duration) core.Provider {
+			p, err := discord.New(nil, discord.Config{BaseURL: baseURL, Timeout: timeout,
+				Accounts: map[string]discord.Account{"support": {Token: "bot-token-contract"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Request: func(n int) core.SendRequest {
+			id := fmt.Sprintf("it_discord%d", n)
+			return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "support", Action: "send_message",
+				Target: "1300", Payload: []byte(`{"content":"hello"}`), PayloadHash: "sha256:x", Attempt: 1}
+		},
+		Documented:         declared(t, "discord", "send_message"),
+		ConfiguredAccounts: true,
+	})
+}
+
+type discordFake struct{ fk *fakes.Discord }
+
+func (f discordFake) Inject(x contract.Fault) { f.fk.Inject(toFault(x)) }
+func (f discordFake) Effects(r core.SendRequest) int {
+	return f.fk.MessagesWithNonce(discord.Nonce(r.IntentID))
+}
+func (f discordFake) Release() { f.fk.Release() }

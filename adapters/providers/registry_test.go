@@ -21,6 +21,7 @@ var harnesses = map[string]struct {
 	"telegram": {contractTelegram, "fakes/telegram.go"},
 	"stripe":   {contractStripe, "fakes/stripe.go"},
 	"gcal":     {contractGCal, "fakes/gcal.go"},
+	"discord":  {contractDiscord, "fakes/discord.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

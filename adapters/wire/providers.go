@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/botharness/outbox/adapters/providers/discord"
 	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
 	"github.com/botharness/outbox/adapters/providers/plugin"
@@ -33,6 +34,7 @@ var Registered = []plugin.Registration{
 	telegram.Registration,
 	stripe.Registration,
 	gcal.Registration,
+	discord.Registration,
 }
 
 // Registration returns the registered provider called name.
