@@ -41,7 +41,7 @@ func conformanceCLI(t *testing.T) (node, cli string) {
 	cli = filepath.Join(root, "adapters", "mcpserver", "_conformance", "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	for _, p := range []string{node, cli} {
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s is missing: run `make deps` (localstack/install.sh installs the MCP conformance suite)", p)
+			t.Fatalf("%s is missing: run `make deps-test` (localstack/install.sh --test installs the MCP conformance suite)", p)
 		}
 	}
 	return node, cli

@@ -69,7 +69,7 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 		for sc.Scan() {
 			line := sc.Text()
 			out.Write([]byte(line + "\n"))
-			if m := regexp.MustCompile(`^\s+export (OUTBOX_[A-Z_]+)=(\S+)$`).FindStringSubmatch(line); m != nil {
+			if m := regexp.MustCompile(`^\s+export ((?:OUTBOX|AWS)_[A-Z_]+)=(\S+)$`).FindStringSubmatch(line); m != nil {
 				out.mu.Lock()
 				exports[m[1]] = m[2]
 				out.mu.Unlock()
@@ -134,7 +134,9 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 		t.Fatalf("the quick start should hold the exports block and the commands block, found %d", len(blocks))
 	}
 	got := sh(blocks[1][1])
-	for _, want := range []string{`"status":"pending"`, `"count":`, "demo-msg-3: succeeded", "ID  "} {
+	// ... and outboxctl token issue, which reaches the table through the
+	// banner's AWS exports (issue 50: without them, "no EC2 IMDS role found").
+	for _, want := range []string{`"status":"pending"`, `"count":`, "demo-msg-3: succeeded", "ID  ", "(operator alice)"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("the quick start's output lacks %q:\n%s", want, got)
 		}
@@ -189,11 +191,12 @@ func between(t *testing.T, s, a, b string) string {
 }
 
 // cleanEnv is this process's environment without the outbox's and the AWS
-// endpoints' variables, so only what a test passes explicitly is seen.
+// SDK's variables (endpoints, region, credentials), so only what a test
+// passes explicitly is seen.
 func cleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "OUTBOX_") || strings.HasPrefix(kv, "AWS_ENDPOINT_URL") || strings.HasPrefix(kv, "LOG_LEVEL=") {
+		if strings.HasPrefix(kv, "OUTBOX_") || strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "LOG_LEVEL=") {
 			continue
 		}
 		out = append(out, kv)
