@@ -32,6 +32,25 @@ func TestMakeRunInstallsNoTestOnlyPackage(t *testing.T) {
 		writeFile(t, filepath.Join(nm, f), "", 0o755)
 	}
 	writeFile(t, filepath.Join(nm, ".outbox-lock.sha256"), lockSum(t, ls)+"\n", 0o644)
+	// The TypeScript client, already built (the examples make run serves
+	// need it; clients/typescript/build.sh does nothing then).
+	ts := filepath.Join(root, "clients", "typescript")
+	srcs, err := filepath.Glob("../clients/typescript/src/*.ts")
+	if err != nil || len(srcs) == 0 {
+		t.Fatalf("client sources: %v %v", srcs, err)
+	}
+	built := []string{"package.json", "package-lock.json", "tsconfig.json"}
+	for _, f := range append([]string{"build.sh"}, built...) {
+		copyFile(t, "../clients/typescript/"+f, filepath.Join(ts, f))
+	}
+	for _, s := range srcs {
+		copyFile(t, s, filepath.Join(ts, "src", filepath.Base(s)))
+		built = append(built, "src/"+filepath.Base(s))
+	}
+	writeFile(t, filepath.Join(ts, "node_modules", "typescript", "bin", "tsc"), "", 0o644)
+	writeFile(t, filepath.Join(ts, "node_modules", ".outbox-lock.sha256"), sumOf(t, ts, "package.json", "package-lock.json")+"\n", 0o644)
+	writeFile(t, filepath.Join(ts, "dist", "index.js"), "", 0o644)
+	writeFile(t, filepath.Join(ts, "dist", ".outbox-build.sha256"), sumOf(t, ts, built...)+"\n", 0o644)
 
 	// A PATH of its own: the few tools install.sh runs, and recording stubs.
 	bin := filepath.Join(root, "bin")
@@ -89,8 +108,15 @@ func TestMakeRunInstallsNoTestOnlyPackage(t *testing.T) {
 
 func lockSum(t *testing.T, dir string) string {
 	t.Helper()
+	return sumOf(t, dir, "package.json", "package-lock.json")
+}
+
+// sumOf is the sha256 of the files' concatenation, as install.sh and
+// clients/typescript/build.sh stamp it.
+func sumOf(t *testing.T, dir string, files ...string) string {
+	t.Helper()
 	h := sha256.New()
-	for _, f := range []string{"package.json", "package-lock.json"} {
+	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)

@@ -21,7 +21,8 @@ import (
 // on non-default ports (its own emulators and data directory), then the
 // README's quick-start blocks run in bash with nothing but the variables
 // the banner printed: the curl lines, the example bot, outboxctl list, then
-// the needs-human walk-through (fault, submit, outboxctl list/show/resolve).
+// the needs-human walk-through (fault, submit, outboxctl list/show/resolve),
+// then the TypeScript and Python clients' examples and snippets.
 // The banner's "try" commands must be the README's.
 func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 	t.Parallel()
@@ -146,6 +147,10 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 		t.Fatalf("the example bot's second run did not replay:\n%s", again)
 	}
 
+	// The TypeScript and Python part (quickstart_clients_test.go) runs
+	// beside the needs-human walk-through; its intents are acct-1's.
+	clientsDone := clientQuickStart(t, root, vars)
+
 	// The needs-human walk-through, with <id> the intent it submits.
 	human := between(t, string(readme), "<!-- quickstart-human:begin -->", "<!-- quickstart-human:end -->")
 	hb := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(human)
@@ -174,6 +179,7 @@ func TestREADMEQuickStartAgainstMakeRun(t *testing.T) {
 	if !strings.Contains(final, id[1]+" is now succeeded") || !strings.Contains(final, "attempts:") {
 		t.Fatalf("outboxctl show/resolve:\n%s", final)
 	}
+	clientsDone()
 	t.Logf("make run on %s (sandbox %s): the README's quick start ran from the banner's variables; %s resolved", addr, sb, id[1])
 }
 
