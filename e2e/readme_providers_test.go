@@ -49,8 +49,57 @@ func runSnippet(t *testing.T, script string, env []string) string {
 	return string(out)
 }
 
+// readmeFakes start, for each registered provider, the fake that accepts
+// what its README configuration block configured: block is the provider's
+// member of OUTBOX_PROVIDER_CONFIG (the fake's URL goes in), account and acct
+// its one account. They return the fake's count of effects.
+var readmeFakes = map[string]func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int{
+	"slack": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewSlack(t, time.Now)
+		f.AddToken(os.Getenv("SLACK_BOT_TOKEN"), account, acct["botId"].(string))
+		f.AddChannel("C0123ABCD")
+		block["baseUrl"] = f.URL()
+		return f.Posts
+	},
+	"telegram": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewTelegram(t, time.Now)
+		f.AddBot(os.Getenv("TELEGRAM_BOT_TOKEN"), 7001)
+		f.AddChat(424242, "private")
+		block["baseUrl"] = f.URL()
+		return f.Sends
+	},
+	"stripe": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewStripe(t, time.Now)
+		f.AddKey(os.Getenv("STRIPE_SECRET_KEY"))
+		f.AddPaymentIntent("pi_3MtwBwLkdIwHu7ix28a3tqPa", 5000)
+		block["baseUrl"] = f.URL()
+		return f.Refunds
+	},
+	// Google Calendar: the token endpoint is the key file's token_uri, so the
+	// key file is the fake's (the README's is a shortened example).
+	"gcal": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewGCal(t, time.Now)
+		f.AddCalendar("tables@example.com")
+		t.Setenv("GCAL_SERVICE_ACCOUNT_JSON", f.ServiceAccountKey("outbox@your-project.iam.gserviceaccount.com"))
+		block["baseUrl"] = f.URL()
+		return f.Events
+	},
+	"discord": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewDiscord(t, time.Now)
+		f.AddBot(os.Getenv("DISCORD_BOT_TOKEN"), "1100")
+		f.AddChannel("1234567890123456789")
+		block["baseUrl"] = f.URL()
+		return f.Messages
+	},
+	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
+		acct["url"] = f.URL()
+		return f.Effects
+	},
+}
+
 // TestREADMEProviderSnippets executes README "Connecting a real provider":
-// for Slack, Telegram and a signed HTTP receiver, the configuration block
+// for every registered provider but the sandbox, the configuration block
 // (its exports; `make run` is this test's stack) and then the block that
 // makes the grant and sends through it, with the variables make run prints.
 // The only change to the README's configuration is the provider's base URL
@@ -64,7 +113,11 @@ func TestREADMEProviderSnippets(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, name := range []string{"slack", "telegram", "http"} {
+	for _, r := range wire.Registered {
+		if r.Local {
+			continue // the sandbox: make run starts it
+		}
+		name := r.Name
 		t.Run(name, func(t *testing.T) {
 			// 1. The configuration block, without its `make run`.
 			config := readmeSnippet(t, readme, name+":config")
@@ -99,25 +152,11 @@ func TestREADMEProviderSnippets(t *testing.T) {
 			}
 
 			// 2. The fake, accepting what the README configured.
-			effects := func() int { return 0 }
-			switch name {
-			case "slack":
-				f := fakes.NewSlack(t, time.Now)
-				f.AddToken(os.Getenv("SLACK_BOT_TOKEN"), account, acct["botId"].(string))
-				f.AddChannel("C0123ABCD")
-				block["baseUrl"] = f.URL()
-				effects = f.Posts
-			case "telegram":
-				f := fakes.NewTelegram(t, time.Now)
-				f.AddBot(os.Getenv("TELEGRAM_BOT_TOKEN"), 7001)
-				f.AddChat(424242, "private")
-				block["baseUrl"] = f.URL()
-				effects = f.Sends
-			case "http":
-				f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
-				acct["url"] = f.URL()
-				effects = f.Effects
+			setup, ok := readmeFakes[name]
+			if !ok {
+				t.Fatalf("%s is registered but this test has no fake for its README blocks (add it to readmeFakes)", name)
 			}
+			effects := setup(t, block, account, acct)
 			cfg, _ := json.Marshal(doc)
 
 			// make run's merge keeps the sandbox beside the provider, and the banner names both.

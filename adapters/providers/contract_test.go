@@ -20,25 +20,34 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/providers/contract"
+	"github.com/botharness/outbox/adapters/providers/discord"
 	"github.com/botharness/outbox/adapters/providers/fakes"
+	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
 )
 
-func TestContractSandbox(t *testing.T) {
-	yes, no, day := true, false, 86400
+func contractSandbox(t *testing.T) {
+	yes, no, day, fiveMin := true, false, 86400, 300
 	for _, c := range []struct {
-		name string
-		caps sandbox.CapabilitiesPatch
-		doc  core.Capabilities
+		name   string
+		caps   sandbox.CapabilitiesPatch
+		doc    core.Capabilities
+		chosen bool
 	}{
 		{"keys+lookup", sandbox.CapabilitiesPatch{IdempotencyKeys: &yes, KeyRetentionSeconds: &day, Lookup: &yes},
-			core.Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour, Lookup: true}},
-		{"neither", sandbox.CapabilitiesPatch{IdempotencyKeys: &no, Lookup: &no}, core.Capabilities{}},
+			core.Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour, Lookup: true}, false},
+		{"neither", sandbox.CapabilitiesPatch{IdempotencyKeys: &no, Lookup: &no}, core.Capabilities{}, false},
+		// Discord's shape: a key window of minutes, no lookup.
+		{"short key window", sandbox.CapabilitiesPatch{IdempotencyKeys: &yes, KeyRetentionSeconds: &fiveMin, Lookup: &no},
+			core.Capabilities{IdempotencyKeys: true, KeyRetention: 5 * time.Minute}, false},
+		// Google Calendar's shape: a client-chosen id (409 on repeat) and lookup.
+		{"chosen id+lookup", sandbox.CapabilitiesPatch{ClientChosenIDs: &yes, Lookup: &yes}, core.Capabilities{Lookup: true}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			contract.Run(t, contract.Subject{
@@ -61,7 +70,8 @@ func TestContractSandbox(t *testing.T) {
 					return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "acct", Action: "send_message",
 						Target: "chan-1", Payload: []byte(`{"text":"hi"}`), PayloadHash: "sha256:x", Attempt: 1}
 				},
-				Documented: c.doc,
+				Documented:     c.doc,
+				ClientChosenID: c.chosen,
 			})
 		})
 	}
@@ -101,7 +111,7 @@ func newSecret(t *testing.T) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
 
-func TestContractHTTP(t *testing.T) {
+func contractHTTP(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts fakes.ReceiverOptions
@@ -170,7 +180,7 @@ func toFault(x contract.Fault) fakes.Fault {
 	panic("unknown contract fault " + string(x.Kind))
 }
 
-func TestContractSlack(t *testing.T) {
+func contractSlack(t *testing.T) {
 	contract.Run(t, contract.Subject{
 		Name: "slack",
 		Start: func(t *testing.T) contract.Env {
@@ -193,7 +203,7 @@ func TestContractSlack(t *testing.T) {
 				Target: "C1", Payload: []byte(`{"text":"hello"}`), PayloadHash: "sha256:x", Attempt: 1}
 		},
 		// chat.postMessage has no idempotency key; history is readable.
-		Documented:         core.Capabilities{Lookup: true},
+		Documented:         declared(t, "slack", "send_message"),
 		ConfiguredAccounts: true,
 	})
 }
@@ -206,7 +216,7 @@ func (f slackFake) Effects(r core.SendRequest) int {
 }
 func (f slackFake) Release() { f.fk.Release() }
 
-func TestContractTelegram(t *testing.T) {
+func contractTelegram(t *testing.T) {
 	contract.Run(t, contract.Subject{
 		Name: "telegram",
 		Start: func(t *testing.T) contract.Env {
@@ -229,7 +239,7 @@ func TestContractTelegram(t *testing.T) {
 				Target: "42", Payload: []byte(fmt.Sprintf(`{"text":"hello %s"}`, id)), PayloadHash: "sha256:x", Attempt: 1}
 		},
 		// The Bot API has neither idempotency keys nor a way to ask.
-		Documented:         core.Capabilities{},
+		Documented:         declared(t, "telegram", "send_message"),
 		ConfiguredAccounts: true,
 	})
 }
@@ -241,3 +251,113 @@ func (f telegramFake) Effects(r core.SendRequest) int {
 	return f.fk.SendsWith(42, r.IntentID)
 }
 func (f telegramFake) Release() { f.fk.Release() }
+
+func contractStripe(t *testing.T) {
+	contract.Run(t, contract.Subject{
+		Name: "stripe",
+		Start: func(t *testing.T) contract.Env {
+			fk := fakes.NewStripe(t, time.Now)
+			fk.AddKey("sk_test_contract")
+			for n := 0; n < 20; n++ {
+				fk.AddPaymentIntent(fmt.Sprintf("pi_contract%d", n), 5000)
+			}
+			return contract.Env{Fake: stripeFake{fk}, BaseURL: fk.URL()}
+		},
+		New: func(t *testing.T, baseURL string, timeout time.Duration) core.Provider {
+			p, err := stripe.New(nil, stripe.Config{BaseURL: baseURL, Timeout: timeout,
+				Accounts: map[string]stripe.Account{"shop": {SecretKey: "sk_test_contract"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Request: func(n int) core.SendRequest {
+			id := fmt.Sprintf("it_stripe%d", n)
+			return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "shop", Action: "refund",
+				Target: fmt.Sprintf("pi_contract%d", n), Payload: []byte(`{"amount":1500,"reason":"requested_by_customer"}`), PayloadHash: "sha256:x", Attempt: 1}
+		},
+		Documented:         declared(t, "stripe", "refund"),
+		ConfiguredAccounts: true,
+		NoRetryAfter:       true,
+	})
+}
+
+type stripeFake struct{ fk *fakes.Stripe }
+
+func (f stripeFake) Inject(x contract.Fault)        { f.fk.Inject(toFault(x)) }
+func (f stripeFake) Effects(r core.SendRequest) int { return f.fk.RefundsFor(r.IntentID) }
+func (f stripeFake) Release()                       { f.fk.Release() }
+
+func contractGCal(t *testing.T) {
+	contract.Run(t, contract.Subject{
+		Name: "gcal",
+		Start: func(t *testing.T) contract.Env {
+			fk := fakes.NewGCal(t, time.Now)
+			fk.AddCalendar("team@example.com")
+			return contract.Env{Fake: gcalFake{fk}, BaseURL: fk.URL() + "#" + fk.ServiceAccountKey("outbox@proj.iam.gserviceaccount.com")}
+		},
+		New: func(t *testing.T, baseURL string, timeout time.Duration) core.Provider {
+			base, key, _ := strings.Cut(baseURL, "#")
+			if key == "" { // the suite's refused-connection URL: any key file shape
+				key = `{"type":"service_account","client_email":"x@y","private_key":"k","token_uri":"` + base + `/token"}`
+			}
+			p, err := gcal.New(nil, gcal.Config{BaseURL: base, Timeout: timeout,
+				Accounts: map[string]gcal.Account{"bookings": {ServiceAccount: key}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Request: func(n int) core.SendRequest {
+			id := fmt.Sprintf("it_gcal%d", n)
+			return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "bookings", Action: "create_event",
+				Target: "team@example.com", Payload: []byte(`{"summary":"Table for 2","start":{"dateTime":"2030-01-01T19:00:00Z"},"end":{"dateTime":"2030-01-01T21:00:00Z"}}`),
+				PayloadHash: "sha256:x", Attempt: 1}
+		},
+		Documented:         declared(t, "gcal", "create_event"),
+		ConfiguredAccounts: true,
+		ClientChosenID:     true,
+		NoRetryAfter:       true,
+	})
+}
+
+type gcalFake struct{ fk *fakes.GCal }
+
+func (f gcalFake) Inject(x contract.Fault)        { f.fk.Inject(toFault(x)) }
+func (f gcalFake) Effects(r core.SendRequest) int { return f.fk.EventsFor(r.IntentID) }
+func (f gcalFake) Release()                       { f.fk.Release() }
+
+func contractDiscord(t *testing.T) {
+	contract.Run(t, contract.Subject{
+		Name: "discord",
+		Start: func(t *testing.T) contract.Env {
+			fk := fakes.NewDiscord(t, time.Now)
+			fk.AddBot("bot-token-contract", "1100")
+			fk.AddChannel("1300")
+			return contract.Env{Fake: discordFake{fk}, BaseURL: fk.URL()}
+		},
+		New: func(t *testing.T, baseURL string, timeout time.Duration) core.Provider {
+			p, err := discord.New(nil, discord.Config{BaseURL: baseURL, Timeout: timeout,
+				Accounts: map[string]discord.Account{"support": {Token: "bot-token-contract"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Request: func(n int) core.SendRequest {
+			id := fmt.Sprintf("it_discord%d", n)
+			return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "support", Action: "send_message",
+				Target: "1300", Payload: []byte(`{"content":"hello"}`), PayloadHash: "sha256:x", Attempt: 1}
+		},
+		Documented:         declared(t, "discord", "send_message"),
+		ConfiguredAccounts: true,
+	})
+}
+
+type discordFake struct{ fk *fakes.Discord }
+
+func (f discordFake) Inject(x contract.Fault) { f.fk.Inject(toFault(x)) }
+func (f discordFake) Effects(r core.SendRequest) int {
+	return f.fk.MessagesWithNonce(discord.Nonce(r.IntentID))
+}
+func (f discordFake) Release() { f.fk.Release() }

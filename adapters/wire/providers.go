@@ -1,22 +1,55 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
+	"github.com/botharness/outbox/adapters/providers/discord"
+	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
 )
 
-// ProviderSettings is the OUTBOX_PROVIDER_CONFIG document:
+// Registered is the one list of providers: each entry is the Registration
+// value its package exports (adapters/providers/plugin). The configuration
+// parser, the start-up banner, the secret fields (and so the CDK stack's
+// grants), the webhook function and the contract suite read this list;
+// nothing else names a provider. Adding a provider is a package, one line
+// here, its fake and its README blocks (adapters/providers/README.md,
+// "Adding a provider").
+var Registered = []plugin.Registration{
+	sandboxprovider.Registration,
+	httpsigned.Registration,
+	slack.Registration,
+	telegram.Registration,
+	stripe.Registration,
+	gcal.Registration,
+	discord.Registration,
+}
+
+// Registration returns the registered provider called name.
+func Registration(name string) (plugin.Registration, bool) {
+	for _, r := range Registered {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return plugin.Registration{}, false
+}
+
+// ProviderSettings is the OUTBOX_PROVIDER_CONFIG document: one member per
+// configured provider, named by its registration and decoded by it (each
+// package documents its member on its settings type), plus "pacing":
 //
 //	{"sandbox": {"baseUrl": "http://127.0.0.1:4100", "timeoutMs": 5000, "tokens": {"acct": "…"}},
 //	 "http": {"timeoutMs": 10000, "actions": ["order.created"],
@@ -27,6 +60,9 @@ import (
 //	           "accounts": {"T1": {"token": "env:SLACK_T1_TOKEN", "botId": "B1", "signingSecret": "env:SLACK_SIGNING_SECRET"}}},
 //	 "telegram": {"baseUrl": "https://api.telegram.org",
 //	              "accounts": {"bot1": {"token": "env:TELEGRAM_BOT1_TOKEN", "webhookSecret": "…"}}}}
+//
+// A member that is absent or null is not configured; a member no
+// registration names is ignored, as it always was.
 //
 // "pacing" declares paces per account and configures the circuit breaker
 // (see PacingSettings in pacing.go).
@@ -40,31 +76,27 @@ import (
 // environments hold secret names, never values (see secrets.go). Secrets
 // never appear in errors or logs.
 type ProviderSettings struct {
-	Sandbox *struct {
-		BaseURL   string            `json:"baseUrl"`
-		TimeoutMs int               `json:"timeoutMs"`
-		Tokens    map[string]string `json:"tokens"`
-	} `json:"sandbox"`
-	HTTP *struct {
-		TimeoutMs int                           `json:"timeoutMs"`
-		Actions   []string                      `json:"actions"`
-		Accounts  map[string]httpsigned.Account `json:"accounts"`
-	} `json:"http"`
-	Slack *struct {
-		BaseURL         string                   `json:"baseUrl"`
-		TimeoutMs       int                      `json:"timeoutMs"`
-		LookbackSeconds int                      `json:"lookbackSeconds"`
-		MaxHistoryPages int                      `json:"maxHistoryPages"`
-		HistoryPageSize int                      `json:"historyPageSize"`
-		Accounts        map[string]slack.Account `json:"accounts"`
-	} `json:"slack"`
-	Telegram *struct {
-		BaseURL   string                      `json:"baseUrl"`
-		TimeoutMs int                         `json:"timeoutMs"`
-		Accounts  map[string]telegram.Account `json:"accounts"`
-	} `json:"telegram"`
+	// Configured holds the providers the document configures, in
+	// Registered's order.
+	Configured []ConfiguredProvider
 	// Pacing is read by the gate (pacing.go), not by a provider.
 	Pacing *PacingSettings `json:"pacing"`
+}
+
+// ConfiguredProvider is one provider's decoded member.
+type ConfiguredProvider struct {
+	plugin.Registration
+	Config plugin.Config
+}
+
+// Config returns the decoded member of the provider called name.
+func (ps *ProviderSettings) Config(name string) (plugin.Config, bool) {
+	for _, c := range ps.Configured {
+		if c.Name == name {
+			return c.Config, true
+		}
+	}
+	return nil, false
 }
 
 // ParseProviderSettings reads the OUTBOX_PROVIDER_CONFIG document once, for
@@ -74,9 +106,26 @@ type ProviderSettings struct {
 func ParseProviderSettings(settings string) (*ProviderSettings, error) {
 	ps := &ProviderSettings{}
 	if strings.TrimSpace(settings) != "" {
-		if err := json.Unmarshal([]byte(settings), ps); err != nil {
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(settings), &doc); err != nil {
 			// json errors name fields and types, never values.
 			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+		}
+		if raw, ok := doc["pacing"]; ok {
+			if err := json.Unmarshal(raw, &ps.Pacing); err != nil {
+				return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing: %w", err)
+			}
+		}
+		for _, r := range Registered {
+			raw, ok := doc[r.Name]
+			if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+				continue
+			}
+			c, err := r.Decode(raw)
+			if err != nil {
+				return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
+			}
+			ps.Configured = append(ps.Configured, ConfiguredProvider{Registration: r, Config: c})
 		}
 	}
 	if ps.Pacing == nil {
@@ -110,53 +159,19 @@ func ProvidersWith(ctx context.Context, settings string, client *http.Client, re
 // their secrets in place.
 func providersFrom(ctx context.Context, ps *ProviderSettings, client *http.Client, res *SecretResolver) (core.ProviderMap, error) {
 	m := core.ProviderMap{}
-	if err := ps.eachSecret(func(field string, use SecretUse, v *string) error {
-		r, err := res.resolve(ctx, field, use, *v)
-		*v = r
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if ps.Sandbox != nil {
-		if ps.Sandbox.BaseURL == "" {
-			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: sandbox.baseUrl is required")
+	for _, sec := range ps.secrets() {
+		r, err := res.resolve(ctx, sec)
+		if err != nil {
+			return nil, err
 		}
-		m[sandboxprovider.Name] = sandboxprovider.New(client, sandboxprovider.Config{
-			BaseURL: ps.Sandbox.BaseURL,
-			Timeout: time.Duration(ps.Sandbox.TimeoutMs) * time.Millisecond,
-			Tokens:  ps.Sandbox.Tokens,
-		})
+		*sec.Value = r
 	}
-	if c := ps.HTTP; c != nil {
-		p, err := httpsigned.New(client, httpsigned.Config{
-			Accounts: c.Accounts, Actions: c.Actions, Timeout: time.Duration(c.TimeoutMs) * time.Millisecond,
-		})
+	for _, c := range ps.Configured {
+		p, err := c.Config.Build(client)
 		if err != nil {
 			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
 		}
-		m[httpsigned.Name] = p
-	}
-	if c := ps.Slack; c != nil {
-		p, err := slack.New(client, slack.Config{
-			BaseURL: c.BaseURL, Accounts: c.Accounts,
-			Timeout:         time.Duration(c.TimeoutMs) * time.Millisecond,
-			Lookback:        time.Duration(c.LookbackSeconds) * time.Second,
-			MaxHistoryPages: c.MaxHistoryPages,
-			HistoryPageSize: c.HistoryPageSize,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
-		}
-		m[slack.Name] = p
-	}
-	if c := ps.Telegram; c != nil {
-		p, err := telegram.New(client, telegram.Config{
-			BaseURL: c.BaseURL, Accounts: c.Accounts, Timeout: time.Duration(c.TimeoutMs) * time.Millisecond,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
-		}
-		m[telegram.Name] = p
+		m[c.Name] = p
 	}
 	if !res.holds(SecretForSending) {
 		for name, p := range m {
@@ -166,19 +181,11 @@ func providersFrom(ctx context.Context, ps *ProviderSettings, client *http.Clien
 	return m, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// WithSandbox returns the provider configuration with the sandbox added at
-// baseURL unless the configuration names "sandbox" itself (`"sandbox": null`
-// turns it off). `make run` uses it so that OUTBOX_PROVIDER_CONFIG adds real
-// providers beside the sandbox instead of silently replacing it.
+// WithSandbox returns the provider configuration with the sandbox (the
+// registration marked Local) added at baseURL unless the configuration names
+// it itself (`"sandbox": null` turns it off). `make run` uses it so that
+// OUTBOX_PROVIDER_CONFIG adds real providers beside the sandbox instead of
+// silently replacing it.
 func WithSandbox(settings, baseURL string, timeoutMs int) (string, error) {
 	doc := map[string]json.RawMessage{}
 	if strings.TrimSpace(settings) != "" {
@@ -186,12 +193,23 @@ func WithSandbox(settings, baseURL string, timeoutMs int) (string, error) {
 			return "", fmt.Errorf("OUTBOX_PROVIDER_CONFIG: %w", err)
 		}
 	}
-	if _, ok := doc["sandbox"]; !ok {
+	local := localProvider()
+	if _, ok := doc[local]; !ok {
 		sb, _ := json.Marshal(map[string]any{"baseUrl": baseURL, "timeoutMs": timeoutMs})
-		doc["sandbox"] = sb
+		doc[local] = sb
 	}
 	out, err := json.Marshal(doc)
 	return string(out), err
+}
+
+// localProvider names the registration marked Local (the sandbox make run starts).
+func localProvider() string {
+	for _, r := range Registered {
+		if r.Local {
+			return r.Name
+		}
+	}
+	return ""
 }
 
 // ProviderSummary names a configured provider and its accounts, for the
@@ -209,17 +227,9 @@ func DescribeProviders(settings string) ([]ProviderSummary, error) {
 		return nil, err
 	}
 	var out []ProviderSummary
-	if ps.HTTP != nil {
-		out = append(out, ProviderSummary{Name: httpsigned.Name, Accounts: sortedKeys(ps.HTTP.Accounts)})
+	for _, c := range ps.Configured {
+		out = append(out, ProviderSummary{Name: c.Name, Accounts: c.Config.Accounts(), BaseURL: c.Config.BaseURL()})
 	}
-	if ps.Sandbox != nil {
-		out = append(out, ProviderSummary{Name: sandboxprovider.Name, BaseURL: ps.Sandbox.BaseURL})
-	}
-	if ps.Slack != nil {
-		out = append(out, ProviderSummary{Name: slack.Name, Accounts: sortedKeys(ps.Slack.Accounts), BaseURL: ps.Slack.BaseURL})
-	}
-	if ps.Telegram != nil {
-		out = append(out, ProviderSummary{Name: telegram.Name, Accounts: sortedKeys(ps.Telegram.Accounts), BaseURL: ps.Telegram.BaseURL})
-	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }

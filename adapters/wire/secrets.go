@@ -13,25 +13,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	"github.com/botharness/outbox/adapters/providers/httpsigned"
-	"github.com/botharness/outbox/adapters/providers/slack"
-	"github.com/botharness/outbox/adapters/providers/telegram"
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
 )
 
 // SecretUse is what a provider secret is for. A function reads only the
 // secrets of the uses it holds (EnvSecretUses), and the CDK stack grants it
 // read access to exactly those secrets.
-type SecretUse string
+type SecretUse = plugin.SecretUse
 
 const (
 	// SecretForSending: credentials for calling a provider (bot tokens,
 	// outbound signing secrets, bearer tokens): the functions that attempt
 	// or look up (retrier, sweeper, admin's reconcile).
-	SecretForSending SecretUse = "send"
+	SecretForSending = plugin.SendSecret
 	// SecretForVerifying: secrets that verify a provider's webhooks (Slack
 	// signing secret, Telegram secret token): the webhook function.
-	SecretForVerifying SecretUse = "verify"
+	SecretForVerifying = plugin.VerifySecret
 )
 
 // EnvSecretUses lists, comma separated, the SecretUses this function holds
@@ -87,12 +85,13 @@ type SecretResolver struct {
 
 func (r *SecretResolver) holds(u SecretUse) bool { return r.Uses == nil || r.Uses[u] }
 
-func (r *SecretResolver) resolve(ctx context.Context, field string, use SecretUse, v string) (string, error) {
+func (r *SecretResolver) resolve(ctx context.Context, sec plugin.Secret) (string, error) {
+	field, v := sec.Field, *sec.Value
 	if v == "" {
 		return "", nil
 	}
-	if !r.holds(use) {
-		return placeholder(field), nil
+	if !r.holds(sec.Use) {
+		return placeholder(sec), nil
 	}
 	if name, ok := strings.CutPrefix(v, "env:"); ok {
 		s := os.Getenv(name)
@@ -149,13 +148,13 @@ func SecretsManagerRef(v string) (name, key string, ok bool) {
 }
 
 // placeholder stands in for a withheld secret: random, never configured,
-// valid wherever the adapters validate a secret's shape (whsec_ for the
-// HTTP provider's signing secrets).
-func placeholder(field string) string {
+// valid wherever the adapter validates the secret's shape (the field's own
+// Placeholder, e.g. whsec_ for the HTTP provider's signing secrets).
+func placeholder(sec plugin.Secret) string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	if strings.HasPrefix(field, "http.") && (strings.HasSuffix(field, ".secret") || strings.HasSuffix(field, ".previousSecret")) {
-		return "whsec_" + base64.StdEncoding.EncodeToString(b[:])
+	if sec.Placeholder != nil {
+		return sec.Placeholder(b[:])
 	}
 	return "withheld-" + base64.RawURLEncoding.EncodeToString(b[:])
 }
@@ -176,72 +175,23 @@ func SecretFields(settings string) ([]SecretField, error) {
 		return nil, err
 	}
 	var out []SecretField
-	err = ps.eachSecret(func(field string, use SecretUse, v *string) error {
-		if *v != "" {
-			out = append(out, SecretField{Field: field, Use: use, Value: *v})
+	for _, s := range ps.secrets() {
+		if *s.Value != "" {
+			out = append(out, SecretField{Field: s.Field, Use: s.Use, Value: *s.Value})
 		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
-// eachSecret calls fn with every secret-bearing field of the settings (set
-// or not), letting fn replace the value. This list is the one place that
-// says which fields are secrets and what each is for.
-func (ps *ProviderSettings) eachSecret(fn func(field string, use SecretUse, v *string) error) error {
-	if c := ps.Sandbox; c != nil {
-		if err := eachAccountSecret("sandbox.tokens.", c.Tokens, func(tok *string) []secretRef {
-			return []secretRef{{"", SecretForSending, tok}}
-		}, fn); err != nil {
-			return err
-		}
+// secrets lists every secret-bearing field of the configured providers (set
+// or not), as each provider's registration declares them, in Registered's
+// order; the values may be replaced in place.
+func (ps *ProviderSettings) secrets() []plugin.Secret {
+	var out []plugin.Secret
+	for _, c := range ps.Configured {
+		out = append(out, c.Config.Secrets()...)
 	}
-	if c := ps.HTTP; c != nil {
-		if err := eachAccountSecret("http.accounts.", c.Accounts, func(a *httpsigned.Account) []secretRef {
-			return []secretRef{{".secret", SecretForSending, &a.Secret}, {".previousSecret", SecretForSending, &a.PreviousSecret}, {".token", SecretForSending, &a.Token}}
-		}, fn); err != nil {
-			return err
-		}
-	}
-	if c := ps.Slack; c != nil {
-		if err := eachAccountSecret("slack.accounts.", c.Accounts, func(a *slack.Account) []secretRef {
-			return []secretRef{{".token", SecretForSending, &a.Token}, {".signingSecret", SecretForVerifying, &a.SigningSecret}}
-		}, fn); err != nil {
-			return err
-		}
-	}
-	if c := ps.Telegram; c != nil {
-		if err := eachAccountSecret("telegram.accounts.", c.Accounts, func(a *telegram.Account) []secretRef {
-			return []secretRef{{".token", SecretForSending, &a.Token}, {".webhookSecret", SecretForVerifying, &a.WebhookSecret}}
-		}, fn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// secretRef is one secret-bearing field of an account: the field's name
-// after the account's, what the secret is for, and where it is held.
-type secretRef struct {
-	suffix string
-	use    SecretUse
-	v      *string
-}
-
-// eachAccountSecret calls fn with every secret of every account (in name
-// order), the field named prefix + account + suffix, and stores each account
-// back with what fn left in its secrets.
-func eachAccountSecret[A any](prefix string, accounts map[string]A, secrets func(*A) []secretRef, fn func(field string, use SecretUse, v *string) error) error {
-	for _, name := range sortedKeys(accounts) {
-		a := accounts[name]
-		for _, s := range secrets(&a) {
-			if err := fn(prefix+name+s.suffix, s.use, s.v); err != nil {
-				return err
-			}
-		}
-		accounts[name] = a
-	}
-	return nil
+	return out
 }
 
 // ErrCredentialsWithheld: this function holds no sending credentials, so it

@@ -11,9 +11,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/handlers/webhook"
-	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
-	"github.com/botharness/outbox/adapters/providers/slack"
-	"github.com/botharness/outbox/adapters/providers/telegram"
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
 )
@@ -70,22 +68,22 @@ func wireWebhooks(a *App) error {
 		Log:     a.Log,
 		Tracer:  a.Tracer,
 	}
-	verifier := &webhooksig.Verifier{Secrets: secrets, Now: a.Config.Clock.Now}
-	h := &webhook.Handler{
-		Webhooks: wh,
-		Providers: map[string]webhook.Provider{
-			sandboxprovider.Name: &webhook.Sandbox{Name: sandboxprovider.Name, Verifier: verifier},
-		},
-		Log: a.Log,
-	}
-	// Slack and Telegram verify with the secrets configured on their accounts
-	// in OUTBOX_PROVIDER_CONFIG (signingSecret / webhookSecret); their routes
-	// exist only when the provider is configured.
-	if p, ok := unwrapProvider(a.Providers[slack.Name]).(*slack.Provider); ok {
-		h.Providers[slack.Name] = &webhook.Slack{Accounts: p.Account, Now: a.Config.Clock.Now}
-	}
-	if p, ok := unwrapProvider(a.Providers[telegram.Name]).(*telegram.Provider); ok {
-		h.Providers[telegram.Name] = &webhook.Telegram{Accounts: p.Account}
+	env := plugin.WebhookEnv{Now: a.Config.Clock.Now, Secrets: &webhooksig.Verifier{Secrets: secrets, Now: a.Config.Clock.Now}}
+	h := &webhook.Handler{Webhooks: wh, Providers: map[string]webhook.Provider{}, Log: a.Log}
+	// Each registration builds its dialect from its configuration (with the
+	// secrets resolved for this function's uses); a provider's route exists
+	// only when its registration returns one.
+	for _, r := range Registered {
+		if r.Webhook == nil {
+			continue
+		}
+		var cfg plugin.Config
+		if a.settings != nil {
+			cfg, _ = a.settings.Config(r.Name)
+		}
+		if d := r.Webhook(cfg, env); d != nil {
+			h.Providers[r.Name] = d
+		}
 	}
 	a.Webhook = h.Handle
 	for k, f := range (&admin.Unresolved{Store: store, Log: a.Log}).Routes() {

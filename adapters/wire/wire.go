@@ -139,7 +139,7 @@ func FromEnv(required ...string) (Config, error) {
 	}
 	c.BotLimits = limits
 	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
-		c.ProviderConfig = fmt.Sprintf(`{"sandbox":{"baseUrl":%q}}`, os.Getenv("OUTBOX_SANDBOX_URL"))
+		c.ProviderConfig = fmt.Sprintf(`{%q:{"baseUrl":%q}}`, localProvider(), os.Getenv("OUTBOX_SANDBOX_URL"))
 	}
 	vals := map[string]string{
 		"OUTBOX_TABLE": c.Table, "OUTBOX_RETRY_QUEUE_URL": c.RetryQueueURL, "OUTBOX_INBOX_QUEUE_URL": c.InboxQueueURL,
@@ -218,6 +218,9 @@ type App struct {
 	pacedAccounts []string
 	// pacing is the operators' view of the gate (nil with the gate off).
 	pacing *core.Pacing
+	// settings is OUTBOX_PROVIDER_CONFIG as parsed, its secrets resolved
+	// (the webhook dialects read their accounts from it).
+	settings *ProviderSettings
 }
 
 // New assembles the app.
@@ -298,6 +301,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	}
 	app := &App{
 		Config:     cfg,
+		settings:   settings,
 		Store:      store,
 		Tokens:     dynamo.NewTokens(clients.DynamoDB, cfg.Table),
 		Queue:      queue,

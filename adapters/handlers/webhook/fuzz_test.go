@@ -3,6 +3,7 @@ package webhook
 import (
 	"testing"
 
+	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/webhooksig"
 )
 
@@ -16,7 +17,7 @@ func FuzzSandboxDecode(f *testing.F) {
 	f.Add("a1", "evt_4", []byte(`{"type":"message.echo","data":{"eventId":"evt_4","account":"a2","messageId":"m"}}`))
 	f.Add("a1", "evt_5", []byte(`{"type":"x","data":[]} {}`))
 	f.Add("", "", []byte(`{"type":"message.acknowledged","data":{"eventId":"","account":""}}`))
-	s := &Sandbox{}
+	s := &sandboxprovider.Webhook{}
 	f.Fuzz(func(t *testing.T, account, eventID string, body []byte) {
 		ev, err := s.Decode(account, map[string]string{webhooksig.HeaderID: eventID}, body)
 		if err != nil {

@@ -17,9 +17,9 @@ import (
 
 const slackSecret = "8f742231b10e8888abcd99yyyzzz85a5"
 
-func slackProvider() *Slack {
+func slackProvider() *slack.Webhook {
 	accounts := map[string]slack.Account{"T1": {Token: "xoxb", BotID: "B1", SigningSecret: slackSecret}, "T2": {Token: "xoxb"}}
-	return &Slack{
+	return &slack.Webhook{
 		Accounts: func(team string) (slack.Account, bool) { a, ok := accounts[team]; return a, ok },
 		Now:      func() time.Time { return now },
 	}

@@ -16,9 +16,9 @@ import (
 
 const tgSecret = "tg-secret_token-0123456789"
 
-func telegramProvider() *Telegram {
+func telegramProvider() *telegram.Webhook {
 	accounts := map[string]telegram.Account{"bot1": {Token: "123:abc", WebhookSecret: tgSecret}, "bot2": {Token: "456:def"}}
-	return &Telegram{Accounts: func(name string) (telegram.Account, bool) { a, ok := accounts[name]; return a, ok }}
+	return &telegram.Webhook{Accounts: func(name string) (telegram.Account, bool) { a, ok := accounts[name]; return a, ok }}
 }
 
 func tgRequest(account, body, secret string) events.APIGatewayV2HTTPRequest {

@@ -26,31 +26,24 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
 )
 
 // MaxBodyBytes is the largest webhook body accepted (256 KiB).
 const MaxBodyBytes = 256 << 10
 
-// Provider is one provider's webhook dialect: its signature scheme and its
-// event format.
-type Provider interface {
-	// Verify authenticates the raw request for the account. An error wrapping
-	// ErrUnauthenticated means 401; any other error is a server failure.
-	Verify(ctx context.Context, account string, headers map[string]string, body []byte) error
-	// Decode turns a verified body into an event; errors are *core.ValidationError.
-	Decode(account string, headers map[string]string, body []byte) (core.ProviderEvent, error)
-}
+// Provider is one provider's webhook dialect (plugin.Webhook): each
+// provider package's registration builds its own (adapters/wire reads the
+// list).
+type Provider = plugin.Webhook
 
-// Challenger is implemented by providers whose endpoint must answer a
-// verified handshake itself (Slack's url_verification): after Verify, if
-// Challenge reports true, its response is returned and nothing is stored.
-type Challenger interface {
-	Challenge(account string, headers map[string]string, body []byte) (events.APIGatewayV2HTTPResponse, bool)
-}
+// Challenger is implemented by dialects that answer a verified handshake
+// themselves (plugin.Challenger).
+type Challenger = plugin.Challenger
 
 // ErrUnauthenticated marks a request whose signature does not verify.
-var ErrUnauthenticated = errors.New("webhook signature not verified")
+var ErrUnauthenticated = plugin.ErrUnauthenticated
 
 // Handler serves the webhook route.
 type Handler struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
 )
@@ -58,7 +59,7 @@ func handler(st *stubStore, inbox *stubInbox) *Handler {
 	v := &webhooksig.Verifier{Secrets: webhooksig.StaticSecrets{"sandbox/a1": {secret}}, Now: func() time.Time { return now }}
 	return &Handler{
 		Webhooks:  &core.Webhooks{Store: st, Inbox: inbox, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
-		Providers: map[string]Provider{"sandbox": &Sandbox{Verifier: v}},
+		Providers: map[string]Provider{"sandbox": &sandboxprovider.Webhook{Verifier: v}},
 		Log:       slog.New(slog.DiscardHandler),
 	}
 }

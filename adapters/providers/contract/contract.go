@@ -82,6 +82,14 @@ type Subject struct {
 	// so a request for another account must be rejected without any call.
 	// (The sandbox creates accounts on first use, so it does not.)
 	ConfiguredAccounts bool
+	// ClientChosenID: the adapter names the effect with an id derived from
+	// the intent (Google Calendar's event id), so the provider refuses a
+	// second effect with it; the refusal is not proof, so the repeat must be
+	// an unknown outcome that lookup settles. Requires Documented.Lookup.
+	ClientChosenID bool
+	// NoRetryAfter: the provider documents no delay with its 429 (Stripe),
+	// so the adapter must not invent one (the core's backoff decides).
+	NoRetryAfter bool
 }
 
 // Timeout is the per-request timeout the suite gives adapters.
@@ -143,8 +151,12 @@ func Run(t *testing.T, s Subject) {
 		{"rejected input is permanent", 3, Fault{Kind: Reject}, func(t *testing.T, err error) { wantPermanent(t, err, core.ClassRejectedInput) }},
 		{"revoked authorisation is permanent", 4, Fault{Kind: Unauthorized}, func(t *testing.T, err error) { wantPermanent(t, err, core.ClassUnauthorized) }},
 		{"429 is rate limited with the provider's delay", 5, Fault{Kind: RateLimit, RetryAfter: 7 * time.Second}, func(t *testing.T, err error) {
-			if re := wantRetryable(t, err, core.ClassRateLimited); re.RetryAfter != 7*time.Second {
-				t.Fatalf("RetryAfter = %v, want 7s", re.RetryAfter)
+			want := 7 * time.Second
+			if s.NoRetryAfter {
+				want = 0
+			}
+			if re := wantRetryable(t, err, core.ClassRateLimited); re.RetryAfter != want {
+				t.Fatalf("RetryAfter = %v, want %v", re.RetryAfter, want)
 			}
 		}},
 	} {
@@ -232,6 +244,23 @@ func Run(t *testing.T, s Subject) {
 				t.Fatalf("retry with the same key: %v (id %q)", err, res.ExternalID)
 			}
 			wantEffects(t, env, req, 1)
+		})
+	} else if s.ClientChosenID {
+		t.Run("client-chosen id: the same request twice is one effect, the repeat unknown and found by lookup", func(t *testing.T) {
+			env, p := setup(t, Timeout)
+			req := s.Request(13)
+			r1, err := p.Send(ctx, req)
+			if err != nil {
+				t.Fatalf("first send: %v", err)
+			}
+			again := req
+			again.Attempt++
+			_, err = p.Send(ctx, again)
+			wantUnknown(t, err)
+			wantEffects(t, env, req, 1)
+			if lr := wantLookup(t, p, req, core.LookupFound); lr.ExternalID != r1.ExternalID {
+				t.Fatalf("lookup external id %q, send said %q", lr.ExternalID, r1.ExternalID)
+			}
 		})
 	} else {
 		t.Run("no keys declared: the same request twice is two effects", func(t *testing.T) {

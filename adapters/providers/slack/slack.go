@@ -121,12 +121,12 @@ func (p *Provider) Capabilities(_ context.Context, account, action string) (core
 	if err := httpx.KnownAccount(Name, p.cfg.Accounts, account); err != nil {
 		return core.Capabilities{}, err
 	}
-	if setsValue(action) {
-		// Editing a message or adding a reaction: repeating it changes
-		// nothing (edit.go); history lookup cannot see an edit.
-		return core.Capabilities{NaturallyIdempotent: true}, nil
+	// The registration's declaration (register.go): set-to-value for
+	// update_message and add_reaction, lookup for posting.
+	if a, ok := Registration.Declaration(action); ok {
+		return a.Declared, nil
 	}
-	return core.Capabilities{IdempotencyKeys: false, Lookup: true}, nil
+	return declared, nil
 }
 
 // Account returns the configured account (for the webhook side).

@@ -96,7 +96,8 @@ func (p *Provider) SupportsAction(action string) bool { return Actions[action] }
 // Capabilities: the Bot API offers neither idempotency keys nor lookup.
 // edit_message sets a message's text: naturally idempotent (edit.go).
 func (p *Provider) Capabilities(_ context.Context, account, action string) (core.Capabilities, error) {
-	return core.Capabilities{NaturallyIdempotent: action == ActionEditMessage}, httpx.KnownAccount(Name, p.cfg.Accounts, account)
+	a, _ := Registration.Declaration(action) // register.go: neither, or set-to-value for edit_message
+	return a.Declared, httpx.KnownAccount(Name, p.cfg.Accounts, account)
 }
 
 // Account returns the configured account (for the webhook side).

@@ -1,4 +1,4 @@
-package webhook
+package slack
 
 import (
 	"bytes"
@@ -11,17 +11,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/botharness/outbox/adapters/providers/slack"
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
 )
 
-// Slack is Slack's Events API dialect (adapters/providers/slack/events.go):
+// Webhook is Slack's Events API dialect (events.go):
 // requests signed with the account's signing secret (X-Slack-Signature v0,
 // X-Slack-Request-Timestamp, five-minute window), a url_verification
 // handshake answered with its challenge, and event_callback envelopes whose
 // event_id is the deduplication key.
 //
-// The route's account is the Slack team id (the key of slack.accounts in
+// The route's account is the Slack team id (the key of accounts in
 // OUTBOX_PROVIDER_CONFIG); the envelope's team_id must match it, because one
 // Slack app (one signing secret) may be installed in several workspaces.
 //
@@ -34,48 +34,48 @@ import (
 //     verification token does not);
 //   - anything else (another bot's message, edits, deletions, other event
 //     types, app_rate_limited): recorded and ignored.
-type Slack struct {
-	// Accounts returns the configured account (slack.Provider.Account).
-	Accounts func(team string) (slack.Account, bool)
+type Webhook struct {
+	// Accounts returns the configured account (Provider.Account).
+	Accounts func(team string) (Account, bool)
 	// Now is the clock for the replay window (default time.Now).
 	Now func() time.Time
 }
 
-func (s *Slack) account(team string) (slack.Account, bool) {
+func (s *Webhook) account(team string) (Account, bool) {
 	if s.Accounts == nil {
-		return slack.Account{}, false
+		return Account{}, false
 	}
 	return s.Accounts(team)
 }
 
 // Verify checks the v0 signature with the account's signing secret. An
 // unknown account, or one without a signing secret, is refused (fails closed).
-func (s *Slack) Verify(_ context.Context, account string, headers map[string]string, body []byte) error {
+func (s *Webhook) Verify(_ context.Context, account string, headers map[string]string, body []byte) error {
 	a, ok := s.account(account)
 	if !ok || a.SigningSecret == "" {
-		return fmt.Errorf("%w: %w", ErrUnauthenticated, slack.ErrMissingSignature)
+		return fmt.Errorf("%w: %w", plugin.ErrUnauthenticated, ErrMissingSignature)
 	}
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
 	}
-	err := slack.VerifySlackSignature(a.SigningSecret, headerValue(headers, slack.HeaderTimestamp), body, headerValue(headers, slack.HeaderSignature), now())
+	err := VerifySlackSignature(a.SigningSecret, plugin.Header(headers, HeaderTimestamp), body, plugin.Header(headers, HeaderSignature), now())
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+		return fmt.Errorf("%w: %w", plugin.ErrUnauthenticated, err)
 	}
 	return nil
 }
 
 // Challenge answers a (verified) url_verification request with its challenge.
-func (s *Slack) Challenge(_ string, _ map[string]string, body []byte) (events.APIGatewayV2HTTPResponse, bool) {
-	e, err := slack.ParseEvent(body)
-	if err != nil || e.Type != slack.TypeURLVerification {
+func (s *Webhook) Challenge(_ string, _ map[string]string, body []byte) (events.APIGatewayV2HTTPResponse, bool) {
+	e, err := ParseEvent(body)
+	if err != nil || e.Type != TypeURLVerification {
 		return events.APIGatewayV2HTTPResponse{}, false
 	}
 	return events.APIGatewayV2HTTPResponse{
 		StatusCode: http.StatusOK,
 		Headers:    map[string]string{"Content-Type": "application/json"},
-		Body:       string(slack.ChallengeResponse(e.Challenge)),
+		Body:       string(ChallengeResponse(e.Challenge)),
 	}, true
 }
 
@@ -86,7 +86,7 @@ type slackRaw struct {
 }
 
 // Decode parses a verified Events API body.
-func (s *Slack) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
+func (s *Webhook) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
 	var ev core.ProviderEvent
 	bad := func(field, msg string) (core.ProviderEvent, error) {
 		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
@@ -96,7 +96,7 @@ func (s *Slack) Decode(account string, _ map[string]string, body []byte) (core.P
 	if err := dec.Decode(&raw); err != nil || dec.More() {
 		return ev, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the body is not one JSON object"}
 	}
-	e, err := slack.ParseEvent(body)
+	e, err := ParseEvent(body)
 	if err != nil {
 		return bad("event", "the body is not a Slack Events API request")
 	}
@@ -105,12 +105,12 @@ func (s *Slack) Decode(account string, _ map[string]string, body []byte) (core.P
 	}
 	ev = core.ProviderEvent{Account: account, EventID: e.EventID, Type: e.Type, OccurredAt: e.EventTime, Kind: core.EventOther}
 	switch e.Type {
-	case slack.TypeEventCallback:
-	case slack.TypeAppRateLimited:
+	case TypeEventCallback:
+	case TypeAppRateLimited:
 		// No event_id: the rate-limited minute identifies it.
 		ev.EventID = "app_rate_limited:" + strconv.FormatInt(raw.MinuteRateLimited, 10)
 		return ev, nil
-	case slack.TypeURLVerification:
+	case TypeURLVerification:
 		// Answered by Challenge; never stored.
 		return bad("type", "url_verification is answered, not stored")
 	default:

@@ -1,4 +1,4 @@
-package webhook
+package telegram
 
 import (
 	"bytes"
@@ -9,15 +9,15 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/botharness/outbox/adapters/providers/telegram"
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
 )
 
-// Telegram is the Bot API's webhook dialect
-// (https://core.telegram.org/bots/api#update): every request carries the
+// Webhook is the Bot API's webhook dialect
+// (https://core.org/bots/api#update): every request carries the
 // secret_token given to setWebhook in X-Telegram-Bot-Api-Secret-Token, and
 // the body is one Update object. The route's account is the bot's name (the
-// key of telegram.accounts in OUTBOX_PROVIDER_CONFIG).
+// key of accounts in OUTBOX_PROVIDER_CONFIG).
 //
 // The event id is "update:<update_id>". A "message" from a person
 // (from.is_bot false) is inbound and forwarded once, the Message object being
@@ -25,9 +25,9 @@ import (
 // there are no echoes; every other update kind (edited messages, channel
 // posts, callback queries, ...) and messages from bots are recorded and
 // ignored, like the sandbox's unknown types.
-type Telegram struct {
-	// Accounts returns the configured account (telegram.Provider.Account).
-	Accounts func(name string) (telegram.Account, bool)
+type Webhook struct {
+	// Accounts returns the configured account (Provider.Account).
+	Accounts func(name string) (Account, bool)
 }
 
 var errTelegramSecret = errors.New("telegram secret token: missing or does not match")
@@ -35,13 +35,13 @@ var errTelegramSecret = errors.New("telegram secret token: missing or does not m
 // Verify compares the secret token header with the account's webhook secret
 // in constant time. An unknown account, or one without a webhook secret, is
 // refused (fails closed).
-func (t *Telegram) Verify(_ context.Context, account string, headers map[string]string, _ []byte) error {
-	var a telegram.Account
+func (t *Webhook) Verify(_ context.Context, account string, headers map[string]string, _ []byte) error {
+	var a Account
 	if t.Accounts != nil {
 		a, _ = t.Accounts(account)
 	}
-	if !telegram.VerifySecretToken(a.WebhookSecret, headerValue(headers, telegram.SecretTokenHeader)) {
-		return fmt.Errorf("%w: %w", ErrUnauthenticated, errTelegramSecret)
+	if !VerifySecretToken(a.WebhookSecret, plugin.Header(headers, SecretTokenHeader)) {
+		return fmt.Errorf("%w: %w", plugin.ErrUnauthenticated, errTelegramSecret)
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ var telegramKinds = []string{
 }
 
 // Decode parses a verified Update.
-func (t *Telegram) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
+func (t *Webhook) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
 	var ev core.ProviderEvent
 	bad := func(field, msg string) (core.ProviderEvent, error) {
 		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}

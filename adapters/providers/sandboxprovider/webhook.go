@@ -1,4 +1,4 @@
-package webhook
+package sandboxprovider
 
 import (
 	"bytes"
@@ -6,14 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
 )
 
-// Sandbox is the sandbox provider's webhook dialect (sandbox/webhooks.go):
+// Webhook is the sandbox provider's webhook dialect (sandbox/webhooks.go):
 // Standard Webhooks signatures, and a body
 //
 //	{"type": "message.acknowledged", "timestamp": "<RFC 3339>", "data": {
@@ -23,13 +23,13 @@ import (
 //
 // with types message.acknowledged, message.status, message.echo (the bot's
 // own message seen on the channel) and message.received (a user wrote).
-type Sandbox struct {
+type Webhook struct {
 	Name     string // provider name in the route (default "sandbox")
 	Verifier *webhooksig.Verifier
 }
 
 // Verify checks the Standard Webhooks signature with the account's secrets.
-func (s *Sandbox) Verify(ctx context.Context, account string, headers map[string]string, body []byte) error {
+func (s *Webhook) Verify(ctx context.Context, account string, headers map[string]string, body []byte) error {
 	name := s.Name
 	if name == "" {
 		name = "sandbox"
@@ -39,7 +39,7 @@ func (s *Sandbox) Verify(ctx context.Context, account string, headers map[string
 	case err == nil:
 		return nil
 	case isSigError(err):
-		return fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+		return fmt.Errorf("%w: %w", plugin.ErrUnauthenticated, err)
 	}
 	return err
 }
@@ -77,7 +77,7 @@ const (
 )
 
 // Decode parses a verified sandbox event.
-func (s *Sandbox) Decode(account string, headers map[string]string, body []byte) (core.ProviderEvent, error) {
+func (s *Webhook) Decode(account string, headers map[string]string, body []byte) (core.ProviderEvent, error) {
 	var ev core.ProviderEvent
 	bad := func(field, msg string) (core.ProviderEvent, error) {
 		return ev, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
@@ -100,7 +100,7 @@ func (s *Sandbox) Decode(account string, headers map[string]string, body []byte)
 	if d.EventID == "" {
 		return bad("data.eventId", "data.eventId is required")
 	}
-	if d.EventID != headerValue(headers, webhooksig.HeaderID) {
+	if d.EventID != plugin.Header(headers, webhooksig.HeaderID) {
 		return bad("data.eventId", "data.eventId must equal the webhook-id header")
 	}
 	if d.Account != account {
@@ -136,16 +136,4 @@ func (s *Sandbox) Decode(account string, headers map[string]string, body []byte)
 		return bad("data.messageId", "data.messageId is required for "+se.Type)
 	}
 	return ev, nil // core validates the rest
-}
-
-func headerValue(headers map[string]string, name string) string {
-	if v, ok := headers[name]; ok {
-		return v
-	}
-	for k, v := range headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
 }
