@@ -445,7 +445,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
 		a := att
 		a.EndedAt = now
-		late = !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner)
+		late = !in.HeldBy(d.Owner, att.N)
 		if late {
 			// The sweeper declared our lease lost. Keep the fact: a success is
 			// provider evidence that resolves the uncertainty; anything else is
@@ -535,7 +535,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, stored *Intent, op string, del
 func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Attempt, b *Blocked, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
 	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
-		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
+		if !in.HeldBy(d.Owner, att.N) {
 			return ErrLeaseLost
 		}
 		a := att
@@ -579,7 +579,7 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 		detail = "the backup barrier could not be read; the claim was given back before anything was sent"
 	}
 	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
-		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
+		if !in.HeldBy(d.Owner, att.N) {
 			return ErrLeaseLost
 		}
 		a := att

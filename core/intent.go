@@ -159,6 +159,13 @@ func (in *Intent) moveTo(to Status, reason string, now time.Time) error {
 	return nil
 }
 
+// HeldBy reports whether owner still holds attempt n of in: in flight,
+// on that attempt, under owner's lease. Every write that records an
+// attempt's end checks it (the sweeper may have declared the lease lost).
+func (in *Intent) HeldBy(owner string, n int) bool {
+	return in.Status == StatusInFlight && in.AttemptCount == n && in.Lease != nil && in.Lease.Owner == owner
+}
+
 // Claimable reports whether an attempt may start now.
 func (in *Intent) Claimable(now time.Time) bool {
 	switch in.Status {

@@ -834,7 +834,7 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 	}
 	until := v.At
 	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
-		if !(in.Status == StatusInFlight && in.AttemptCount == n && in.Lease != nil && in.Lease.Owner == d.Owner) {
+		if !in.HeldBy(d.Owner, n) {
 			return ErrLeaseLost
 		}
 		// The claim is on record, so is this: an attempt that sent nothing

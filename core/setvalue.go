@@ -120,7 +120,7 @@ func (d *Dispatcher) recordSuperseded(ctx context.Context, claimed *Intent, att 
 	now := d.Clock.Now()
 	reason := fmt.Sprintf("superseded: a newer update of the same target (%s) went out; this older value is not sent again", newer)
 	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
-		if !(in.Status == StatusInFlight && in.AttemptCount == att.N && in.Lease != nil && in.Lease.Owner == d.Owner) {
+		if !in.HeldBy(d.Owner, att.N) {
 			return ErrLeaseLost
 		}
 		a := att

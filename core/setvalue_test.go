@@ -173,3 +173,23 @@ func TestSupersededAndWentOut(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldBy: the one lease-ownership check every attempt-ending write makes.
+func TestHeldBy(t *testing.T) {
+	lease := &Lease{Owner: "w1"}
+	for _, c := range []struct {
+		name string
+		in   Intent
+		want bool
+	}{
+		{"held", Intent{Status: StatusInFlight, AttemptCount: 2, Lease: lease}, true},
+		{"another attempt", Intent{Status: StatusInFlight, AttemptCount: 3, Lease: lease}, false},
+		{"another owner", Intent{Status: StatusInFlight, AttemptCount: 2, Lease: &Lease{Owner: "w2"}}, false},
+		{"no lease", Intent{Status: StatusInFlight, AttemptCount: 2}, false},
+		{"not in flight", Intent{Status: StatusUnknownOutcome, AttemptCount: 2, Lease: lease}, false},
+	} {
+		if got := c.in.HeldBy("w1", 2); got != c.want {
+			t.Errorf("%s: %v", c.name, got)
+		}
+	}
+}
