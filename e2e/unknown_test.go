@@ -263,6 +263,24 @@ func TestHumanDecisionsEndToEnd(t *testing.T) {
 		e.assertEffectsStay(id, 2, 300*time.Millisecond)
 	})
 
+	t.Run("retry at a keyed provider within retention needs no flag", func(t *testing.T) {
+		// The first send commits and its answer is lost; the retry under the
+		// key is rejected, which cannot prove the first did nothing: a human
+		// decides. The key still covers a retry, so no risk needs accepting,
+		// and the sandbox answers it from the key: still one effect.
+		e.faults(`{"account":"acct-hk","capabilities":{"idempotencyKeys":true,"keyRetentionSeconds":86400,"lookup":false},"faults":[{"kind":"drop_after_commit"},{"kind":"reject"}]}`)
+		id := e.mustSubmit("hk", intentBody("acct-hk", "chan-1", "pay invoice hk"))
+		e.waitStatus(id, 15*time.Second, core.StatusNeedsHuman)
+		if r := e.resolve(opToken, id, "", `{"decision":"retry","reason":"the key covers it"}`); r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		in := e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
+		if res := in.Resolutions[len(in.Resolutions)-1]; res.DuplicateRiskAccepted {
+			t.Fatalf("a retry the key covers records no accepted risk: %+v", res)
+		}
+		e.assertEffectsStay(id, 1, 300*time.Millisecond)
+	})
+
 	t.Run("reconcile", func(t *testing.T) {
 		id := needsHuman(t, e, "acct-h4", "h4")
 		// The provider has since gained an outcome lookup.
