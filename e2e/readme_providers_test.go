@@ -91,6 +91,13 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Messages
 	},
+	"twilio": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewTwilio(t, time.Now)
+		f.AddAccount(acct["accountSid"].(string), os.Getenv("TWILIO_AUTH_TOKEN"))
+		f.AddNumber(acct["from"].(string))
+		block["baseUrl"] = f.URL()
+		return f.Created
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

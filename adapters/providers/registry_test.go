@@ -22,6 +22,7 @@ var harnesses = map[string]struct {
 	"stripe":   {contractStripe, "fakes/stripe.go"},
 	"gcal":     {contractGCal, "fakes/gcal.go"},
 	"discord":  {contractDiscord, "fakes/discord.go"},
+	"twilio":   {contractTwilio, "fakes/twilio.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

@@ -17,6 +17,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
+	"github.com/botharness/outbox/adapters/providers/twilio"
 	"github.com/botharness/outbox/core"
 )
 
@@ -35,6 +36,7 @@ var Registered = []plugin.Registration{
 	stripe.Registration,
 	gcal.Registration,
 	discord.Registration,
+	twilio.Registration,
 }
 
 // Registration returns the registered provider called name.

@@ -1,5 +1,6 @@
 // Package webhook is the providers' callback endpoint,
-// POST /v1/webhooks/{provider}/{account}. There is no authorizer on the route:
+// POST /v1/webhooks/{provider}/{account} (and GET, for providers that verify
+// the endpoint with a handshake). There is no authorizer on the route:
 // each provider's adapter verifies the request's signature with the
 // account's secret before anything is stored. Then core deduplicates by the
 // provider's event id and binds, records or forwards the event.
@@ -86,7 +87,27 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return tooLarge(limit), nil
 	}
 	log := h.log().With("provider", provider, "account", account)
-	if err := p.Verify(ctx, account, req.Headers, body); err != nil {
+	raw := plugin.Request{Method: req.RequestContext.HTTP.Method, RawPath: req.RawPath, RawQuery: req.RawQueryString, Headers: req.Headers, Body: body}
+	if raw.Method == "" {
+		raw.Method = http.MethodPost
+	}
+	if raw.Method == http.MethodGet {
+		// A GET is only ever a handshake: answered by the dialect, nothing stored.
+		if hs, ok := p.(plugin.Handshaker); ok {
+			return hs.Handshake(ctx, account, raw), nil
+		}
+		return httpjson.Error(http.StatusNotFound, "unknown_provider", "this provider has no webhook handshake", "provider"), nil
+	}
+	rw, whole := p.(plugin.RequestWebhook)
+	verify := func() error { return p.Verify(ctx, account, req.Headers, body) }
+	decode := func() (core.ProviderEvent, error) { return p.Decode(account, req.Headers, body) }
+	if whole {
+		// The dialect's signature covers the request itself (path, raw
+		// query, form parameters): it gets them as received.
+		verify = func() error { return rw.VerifyRequest(ctx, account, raw) }
+		decode = func() (core.ProviderEvent, error) { return rw.DecodeRequest(account, raw) }
+	}
+	if err := verify(); err != nil {
 		if errors.Is(err, ErrUnauthenticated) {
 			// Nothing is stored for an unauthenticated request; the reason is
 			// logged, not told (no oracle for forgers).
@@ -101,7 +122,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return resp, nil
 		}
 	}
-	ev, err := p.Decode(account, req.Headers, body)
+	ev, err := decode()
 	if err != nil {
 		return h.fail(ctx, log, err), nil
 	}

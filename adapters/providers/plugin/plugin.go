@@ -110,6 +110,10 @@ type Secret struct {
 	// Field is the field's path in OUTBOX_PROVIDER_CONFIG, e.g. "slack.accounts.T1.token".
 	Field string
 	Use   SecretUse
+	// AlsoUse, when set, is a second use of the same value (Twilio's auth
+	// token authenticates the API calls and verifies its callbacks): a
+	// function holding either use reads it, and the stack grants both.
+	AlsoUse SecretUse
 	// Value points at the configured value.
 	Value *string
 	// Placeholder, when set, makes a stand-in for a withheld secret that
@@ -211,6 +215,36 @@ type Webhook interface {
 // Challenge reports true, its response is returned and nothing is stored.
 type Challenger interface {
 	Challenge(account string, headers map[string]string, body []byte) (events.APIGatewayV2HTTPResponse, bool)
+}
+
+// Request is a webhook request as the endpoint received it, for dialects
+// whose signature covers more than headers and body.
+type Request struct {
+	// Method is GET or POST.
+	Method string
+	// RawPath is the path as received, still escaped (API Gateway's
+	// rawPath), never rebuilt.
+	RawPath string
+	// RawQuery is the query string as received, without "?".
+	RawQuery string
+	Headers  map[string]string
+	Body     []byte
+}
+
+// RequestWebhook is implemented by dialects that verify and decode the
+// whole request (Twilio signs the exact URL it called, query included, and
+// form-encoded parameters): the endpoint calls VerifyRequest and
+// DecodeRequest instead of Verify and Decode.
+type RequestWebhook interface {
+	VerifyRequest(ctx context.Context, account string, r Request) error
+	DecodeRequest(account string, r Request) (core.ProviderEvent, error)
+}
+
+// Handshaker is implemented by dialects whose provider verifies the endpoint
+// with a GET (WhatsApp's hub.challenge): GET /v1/webhooks/<name>/<account>
+// is answered by Handshake; nothing is stored.
+type Handshaker interface {
+	Handshake(ctx context.Context, account string, r Request) events.APIGatewayV2HTTPResponse
 }
 
 // ErrUnauthenticated marks a webhook request whose signature does not verify.
