@@ -34,7 +34,9 @@ func TestTwilio(t *testing.T) {
 	fk.AddNumber("+15005550006")
 	e := providerEnv(t, "twilio", fmt.Sprintf(`{"baseUrl":%q,"timeoutMs":1500,"statusCallbackBaseUrl":%q,"accounts":{"alerts":{"accountSid":%q,"authToken":%q,"from":"+15005550006"}}}`,
 		fk.URL(), twilioPublic, twilioSID, twilioToken))
-	sms := func(body string) string { return twilioIntent("send_sms", "+15005550001", fmt.Sprintf(`{"body":%q}`, body)) }
+	sms := func(body string) string {
+		return twilioIntent("send_sms", "+15005550001", fmt.Sprintf(`{"body":%q}`, body))
+	}
 	one := func(id string) fakes.TwilioResource {
 		t.Helper()
 		c := fk.CreatedWith("intent=" + id)
