@@ -101,3 +101,31 @@ func TestPlanPrunesAndReplaysPrunedKeysLeavingTheRestUnchanged(t *testing.T) {
 	}
 	t.Logf("%d of 300 plans prune, %d replay a pruned key", prunes, replays)
 }
+
+// The capability shapes of the real providers are in the mix: short key
+// windows (Discord's nonce: seconds of fake time against a day), and
+// client-chosen ids with lookup (Google Calendar's event id), never together
+// with keys; drawing them leaves every other draw of a seed unchanged.
+func TestPlanMixesProviderCapabilityShapes(t *testing.T) {
+	chosen, short, lookupOnly := 0, 0, 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		specs, _, _ := Plan(seed, Config{})
+		for _, s := range specs {
+			if s.ChosenID {
+				chosen++
+				if s.Keys || !s.Lookup {
+					t.Fatalf("seed %d intent %d: a chosen id with %s", seed, s.N, s.caps())
+				}
+			}
+			if s.Lookup && !s.Keys {
+				lookupOnly++
+			}
+			if s.Keys && s.Retain <= 10 {
+				short++
+			}
+		}
+	}
+	if chosen == 0 || short == 0 || chosen < lookupOnly/4 || chosen > lookupOnly*3/4 {
+		t.Fatalf("chosen ids %d of %d lookup-only accounts, short key windows %d", chosen, lookupOnly, short)
+	}
+}

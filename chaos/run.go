@@ -138,6 +138,14 @@ func basePlan(seed uint64, cfg Config) ([]*IntentSpec, []Step, []string) {
 		if lr.IntN(3) == 0 {
 			s.Large = []int{5 << 10, 64 << 10, 200 << 10}[lr.IntN(3)]
 		}
+		// Half the lookup-only accounts name the message with a
+		// client-chosen id (Google Calendar's shape: a repeat is 409
+		// duplicate, the lookup decides), drawn from a stream of its own
+		// too. The short key windows (Discord's shape) are the 1 s, 3 s and
+		// 10 s retentions above.
+		if cr := rand.New(rand.NewPCG(seed, 0xc405e+uint64(i))); s.Lookup && !s.Keys && cr.IntN(2) == 0 {
+			s.ChosenID = true
+		}
 		specs = append(specs, s)
 	}
 	drawPacing(seed, specs)

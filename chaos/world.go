@@ -62,6 +62,10 @@ type IntentSpec struct {
 	Retain   int // key retention, seconds (fake time)
 	Lookup   bool
 	Conflict bool // concurrentKeyPolicy "conflict"
+	// ChosenID: the account names the message with the key, a client-chosen
+	// id (sandbox clientChosenIds: a repeat is 409 duplicate); lookup-only
+	// accounts.
+	ChosenID bool
 	Deadline time.Duration
 	Late     bool                   // submitted by a step, not at the start
 	Webhook  *sandbox.WebhookConfig // the provider sends webhooks for this account (URL filled in at start)
@@ -75,6 +79,9 @@ func (s *IntentSpec) caps() string {
 	var c []string
 	if s.Keys {
 		c = append(c, fmt.Sprintf("keys(%ds)", s.Retain))
+	}
+	if s.ChosenID {
+		c = append(c, "chosen-id")
 	}
 	if s.Lookup {
 		c = append(c, "lookup")
@@ -206,6 +213,7 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 		retain := s.Retain
 		cfg := sandbox.Config{Account: s.Account, Capabilities: &sandbox.CapabilitiesPatch{
 			IdempotencyKeys: &s.Keys, KeyRetentionSeconds: &retain, Lookup: &s.Lookup, ConcurrentKeyPolicy: &policy,
+			ClientChosenIDs: &s.ChosenID,
 		}}
 		if err := w.sandboxControl("/_sandbox/faults", cfg); err != nil {
 			w.close(ctx)

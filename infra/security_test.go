@@ -16,7 +16,7 @@ import (
 // kind of secret field; each must arrive as a Secrets Manager reference,
 // and nothing shaped like a credential may appear anywhere in the template.
 func TestNoSecretValueInTemplateOrEnvironment(t *testing.T) {
-	shapes := regexp.MustCompile(`xox[abpr]-|whsec_|\b[0-9]{6,}:[A-Za-z0-9_-]{30,}|Bearer [A-Za-z0-9._~+/-]{16,}`)
+	shapes := regexp.MustCompile(`xox[abpr]-|whsec_|[sr]k_(live|test)_|PRIVATE KEY|\b[0-9]{6,}:[A-Za-z0-9_-]{30,}|Bearer [A-Za-z0-9._~+/-]{16,}`)
 	for name, tm := range map[string]template{"prod": prodT, "dev": devT, "minimal": minT} {
 		b, _ := json.Marshal(tm)
 		if m := shapes.Find(b); m != nil {
@@ -38,8 +38,8 @@ func TestNoSecretValueInTemplateOrEnvironment(t *testing.T) {
 					t.Errorf("%s %v: %s is not a Secrets Manager reference", name, fn.Props["FunctionName"], f.Field)
 				}
 			}
-			if name == "dev" && len(fields) != 7 {
-				t.Errorf("dev %v: %d secret fields, want the 7 of devProviderConfig", fn.Props["FunctionName"], len(fields))
+			if name == "dev" && len(fields) != 11 {
+				t.Errorf("dev %v: %d secret fields, want the 11 of devProviderConfig", fn.Props["FunctionName"], len(fields))
 			}
 		}
 	}
@@ -66,6 +66,10 @@ func TestPropsRefuseSecretValuesInProviderConfig(t *testing.T) {
 		"slack.accounts.T1.signingSecret":     `{"slack":{"accounts":{"T1":{"token":"secretsmanager:x","signingSecret":"` + canary + `"}}}}`,
 		"telegram.accounts.b.token":           `{"telegram":{"accounts":{"b":{"token":"env:TG_` + canary + `"}}}}`,
 		"telegram.accounts.b.webhookSecret":   `{"telegram":{"accounts":{"b":{"token":"secretsmanager:x","webhookSecret":"` + canary + `"}}}}`,
+		"stripe.accounts.s.secretKey":         `{"stripe":{"accounts":{"s":{"secretKey":"sk_live_` + canary + `"}}}}`,
+		"stripe.accounts.s.webhookSecret":     `{"stripe":{"accounts":{"s":{"secretKey":"secretsmanager:x","webhookSecret":"whsec_` + canary + `"}}}}`,
+		"discord.accounts.d.token":            `{"discord":{"accounts":{"d":{"token":"env:DISCORD_` + canary + `"}}}}`,
+		"gcal.accounts.g.serviceAccount":      `{"gcal":{"accounts":{"g":{"serviceAccount":"{\"private_key\":\"` + canary + `\"}"}}}}`,
 		"slack.accounts.T2.token: \"bad name": `{"slack":{"accounts":{"T2":{"token":"secretsmanager:bad name ` + canary + `"}}}}`,
 		"telegram.accounts.c.token: \"arn:":   `{"telegram":{"accounts":{"c":{"token":"secretsmanager:arn:aws:secretsmanager:eu-west-1:111111111111:secret:partial"}}}}`,
 	} {

@@ -46,14 +46,17 @@ const (
 	devProviderConfig = `{"sandbox":{"baseUrl":"https://sandbox.example","tokens":{"acct":"secretsmanager:dev/sandbox#acct"}},
 	  "http":{"accounts":{"a":{"url":"https://receiver.example/h","secret":"secretsmanager:dev/http#secret","token":"secretsmanager:dev/http#token"}}},
 	  "slack":{"baseUrl":"https://slack.example/api","accounts":{"T1":{"token":"secretsmanager:dev/slack-token","signingSecret":"secretsmanager:dev/slack-signing-key"}}},
-	  "telegram":{"baseUrl":"https://tg.example","accounts":{"b":{"token":"secretsmanager:` + devTgArn + `#token","webhookSecret":"secretsmanager:dev/tg-webhook"}}}}`
+	  "telegram":{"baseUrl":"https://tg.example","accounts":{"b":{"token":"secretsmanager:` + devTgArn + `#token","webhookSecret":"secretsmanager:dev/tg-webhook"}}},
+	  "stripe":{"baseUrl":"https://stripe.example","accounts":{"shop":{"secretKey":"secretsmanager:dev/stripe#secretKey","webhookSecret":"secretsmanager:dev/stripe-webhook"}}},
+	  "discord":{"accounts":{"support":{"token":"secretsmanager:dev/discord"}}},
+	  "gcal":{"accounts":{"bookings":{"serviceAccount":"secretsmanager:dev/gcal-key"}}}}`
 )
 
 // devSendSecrets and devVerifySecrets are what devProviderConfig references
 // for sending and for verifying webhooks.
 var (
-	devSendSecrets   = []string{devTgArn, "dev/http", "dev/sandbox", "dev/slack-token"} // sorted
-	devVerifySecrets = []string{"dev/slack-signing-key", "dev/tg-webhook"}
+	devSendSecrets   = []string{devTgArn, "dev/discord", "dev/gcal-key", "dev/http", "dev/sandbox", "dev/slack-token", "dev/stripe"} // sorted
+	devVerifySecrets = []string{"dev/slack-signing-key", "dev/stripe-webhook", "dev/tg-webhook"}
 	devThrottles     = map[string]Throttle{RouteGroupWebhooks: {RateLimit: 7, BurstLimit: 9}}
 )
 

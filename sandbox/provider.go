@@ -182,6 +182,14 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		writeUnavailable(w)
 		return
 	}
+	if a.caps.ClientChosenIDs && ks.effects > 0 {
+		// The key names a message that exists: a client-chosen id's repeat.
+		finish()
+		s.mu.Unlock()
+		log.Info("send", slog.String("outcome", "duplicate"), slog.Int("status", http.StatusConflict))
+		writeError(w, http.StatusConflict, "duplicate", "a message with this id already exists", nil)
+		return
+	}
 	respBody, replayed, messageID := s.commitLocked(a, ks, key, req)
 	emit := s.commitWebhooksLocked(a, key, req, messageID, replayed)
 	finish()

@@ -331,3 +331,33 @@ func TestLogsCarryNoPayload(t *testing.T) {
 		t.Fatalf("missing send log: %s", out)
 	}
 }
+
+// clientChosenIds: the key names the message; a repeat of a committed key is
+// 409 duplicate with no effect (at any age), a failed first send leaves the
+// id free, and lookup finds the one message.
+func TestClientChosenIDs(t *testing.T) {
+	e := newEnv(t)
+	e.configure(Config{Account: "a1", Capabilities: &CapabilitiesPatch{ClientChosenIDs: ptr(true), Lookup: ptr(true)}})
+	e.configure(Config{Account: "a1", Faults: []Fault{{Kind: FaultReject}}})
+	if r := e.send("a1", "id1", "t", sendOpts{}); r.status != http.StatusBadRequest {
+		t.Fatalf("rejected first send: %d", r.status)
+	}
+	first := e.mustSend("a1", "id1", "t", http.StatusCreated).message(t)
+	e.clock.Advance(1000 * time.Hour)
+	r := e.send("a1", "id1", "t", sendOpts{})
+	if r.status != http.StatusConflict || r.errorCode(t) != "duplicate" {
+		t.Fatalf("repeat: %d %s", r.status, r.body)
+	}
+	e.wantCount("?idempotencyKey=id1", 1, "a chosen id's repeat has no effect")
+	if _, lr := e.lookup("a1", "id1"); lr.State != "found" || lr.EffectCount != 1 {
+		t.Fatalf("lookup %+v", lr)
+	}
+	var m Message
+	if _, lr := e.lookup("a1", "id1"); json.Unmarshal(lr.Message, &m) != nil || m.ID != first.ID {
+		t.Fatalf("lookup message %+v, want %s", m, first.ID)
+	}
+	// Exclusive with idempotency keys.
+	if _, err := e.sb.Configure(Config{Account: "a1", Capabilities: &CapabilitiesPatch{IdempotencyKeys: ptr(true)}}); err == nil {
+		t.Fatal("keys and chosen ids together were accepted")
+	}
+}

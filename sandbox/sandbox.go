@@ -186,6 +186,16 @@ func (s *Server) Configure(c Config) (AccountState, error) {
 	defer s.mu.Unlock()
 	a := s.accountLocked(c.Account)
 	if p := c.Capabilities; p != nil {
+		keys, chosen := a.caps.IdempotencyKeys, a.caps.ClientChosenIDs
+		if p.IdempotencyKeys != nil {
+			keys = *p.IdempotencyKeys
+		}
+		if p.ClientChosenIDs != nil {
+			chosen = *p.ClientChosenIDs
+		}
+		if keys && chosen {
+			return AccountState{}, fmt.Errorf("%w: clientChosenIds and idempotencyKeys are exclusive (a chosen id refuses a repeat, a key replays it)", ErrInvalidConfig)
+		}
 		if p.IdempotencyKeys != nil {
 			a.caps.IdempotencyKeys = *p.IdempotencyKeys
 		}
@@ -197,6 +207,9 @@ func (s *Server) Configure(c Config) (AccountState, error) {
 		}
 		if p.ConcurrentKeyPolicy != nil {
 			a.caps.ConcurrentKeyPolicy = *p.ConcurrentKeyPolicy
+		}
+		if p.ClientChosenIDs != nil {
+			a.caps.ClientChosenIDs = *p.ClientChosenIDs
 		}
 	}
 	if c.Token != nil {

@@ -31,6 +31,11 @@ type Capabilities struct {
 	KeyRetentionSeconds int    `json:"keyRetentionSeconds"`
 	Lookup              bool   `json:"lookup"`
 	ConcurrentKeyPolicy string `json:"concurrentKeyPolicy"`
+	// ClientChosenIDs: the Idempotency-Key names the message, as a
+	// client-chosen id does (Google Calendar's event id): a second POST with
+	// a committed key is refused with 409 duplicate and no effect, for as
+	// long as the message exists. Exclusive with IdempotencyKeys.
+	ClientChosenIDs bool `json:"clientChosenIds,omitempty"`
 }
 
 // DefaultCapabilities are those of an account the sandbox has not been told about.
@@ -49,6 +54,7 @@ type CapabilitiesPatch struct {
 	KeyRetentionSeconds *int    `json:"keyRetentionSeconds,omitempty"`
 	Lookup              *bool   `json:"lookup,omitempty"`
 	ConcurrentKeyPolicy *string `json:"concurrentKeyPolicy,omitempty"`
+	ClientChosenIDs     *bool   `json:"clientChosenIds,omitempty"`
 }
 
 // FaultKind names an injected fault.

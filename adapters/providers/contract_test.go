@@ -33,15 +33,21 @@ import (
 )
 
 func contractSandbox(t *testing.T) {
-	yes, no, day := true, false, 86400
+	yes, no, day, fiveMin := true, false, 86400, 300
 	for _, c := range []struct {
-		name string
-		caps sandbox.CapabilitiesPatch
-		doc  core.Capabilities
+		name   string
+		caps   sandbox.CapabilitiesPatch
+		doc    core.Capabilities
+		chosen bool
 	}{
 		{"keys+lookup", sandbox.CapabilitiesPatch{IdempotencyKeys: &yes, KeyRetentionSeconds: &day, Lookup: &yes},
-			core.Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour, Lookup: true}},
-		{"neither", sandbox.CapabilitiesPatch{IdempotencyKeys: &no, Lookup: &no}, core.Capabilities{}},
+			core.Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour, Lookup: true}, false},
+		{"neither", sandbox.CapabilitiesPatch{IdempotencyKeys: &no, Lookup: &no}, core.Capabilities{}, false},
+		// Discord's shape: a key window of minutes, no lookup.
+		{"short key window", sandbox.CapabilitiesPatch{IdempotencyKeys: &yes, KeyRetentionSeconds: &fiveMin, Lookup: &no},
+			core.Capabilities{IdempotencyKeys: true, KeyRetention: 5 * time.Minute}, false},
+		// Google Calendar's shape: a client-chosen id (409 on repeat) and lookup.
+		{"chosen id+lookup", sandbox.CapabilitiesPatch{ClientChosenIDs: &yes, Lookup: &yes}, core.Capabilities{Lookup: true}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			contract.Run(t, contract.Subject{
@@ -64,7 +70,8 @@ func contractSandbox(t *testing.T) {
 					return core.SendRequest{IntentID: id, IdempotencyKey: id, Bot: "bot-1", Account: "acct", Action: "send_message",
 						Target: "chan-1", Payload: []byte(`{"text":"hi"}`), PayloadHash: "sha256:x", Attempt: 1}
 				},
-				Documented: c.doc,
+				Documented:     c.doc,
+				ClientChosenID: c.chosen,
 			})
 		})
 	}

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -8,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/botharness/outbox/core"
 )
 
 // TestNoPerProviderBranchInWire enforces "a provider is one package,
@@ -93,5 +97,33 @@ func TestNoPerProviderBranchInWire(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no source files checked")
+	}
+}
+
+// A function that does not send (the webhook function) builds every
+// registered provider from Secrets Manager references without reading them:
+// each withheld secret's stand-in passes its adapter's validation (a
+// service-account key file's shape for gcal), and the providers refuse to send.
+func TestEveryProviderBuildsWithSendingSecretsWithheld(t *testing.T) {
+	cfg := `{"sandbox":{"baseUrl":"http://127.0.0.1:1","tokens":{"a":"secretsmanager:s/a"}},
+	  "http":{"accounts":{"h":{"url":"https://r.example","secret":"secretsmanager:s/h"}}},
+	  "slack":{"accounts":{"T1":{"token":"secretsmanager:s/slack"}}},
+	  "telegram":{"accounts":{"b":{"token":"secretsmanager:s/tg"}}},
+	  "stripe":{"accounts":{"shop":{"secretKey":"secretsmanager:s/stripe"}}},
+	  "discord":{"accounts":{"d":{"token":"secretsmanager:s/discord"}}},
+	  "gcal":{"accounts":{"cal":{"serviceAccount":"secretsmanager:s/gcal"}}}}`
+	m, err := ProvidersWith(context.Background(), cfg, nil, &SecretResolver{Uses: map[SecretUse]bool{SecretForVerifying: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Registered {
+		p, ok := m[r.Name]
+		if !ok {
+			t.Errorf("%s not built", r.Name)
+			continue
+		}
+		if _, err := p.Send(context.Background(), core.SendRequest{Account: "x"}); !errors.Is(err, ErrCredentialsWithheld) {
+			t.Errorf("%s sends without credentials: %v", r.Name, err)
+		}
 	}
 }

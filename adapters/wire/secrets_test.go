@@ -240,7 +240,10 @@ func TestSecretFieldsListsEverySecretWithItsUse(t *testing.T) {
 	got, err := SecretFields(`{"sandbox":{"baseUrl":"http://x","tokens":{"a":"secretsmanager:s/a"}},
 	  "http":{"accounts":{"h":{"url":"https://r.example","secret":"whsec_x","previousSecret":"env:OLD"}}},
 	  "slack":{"accounts":{"T1":{"token":"xoxb-1","signingSecret":"secretsmanager:s/sign"}}},
-	  "telegram":{"accounts":{"b":{"token":"secretsmanager:s/tg#token","webhookSecret":""}}}}`)
+	  "telegram":{"accounts":{"b":{"token":"secretsmanager:s/tg#token","webhookSecret":""}}},
+	  "stripe":{"accounts":{"shop":{"secretKey":"secretsmanager:s/stripe#key","webhookSecret":"secretsmanager:s/stripe-hook"}}},
+	  "gcal":{"accounts":{"cal":{"serviceAccount":"env:GCAL_KEY"}}},
+	  "discord":{"accounts":{"d":{"token":"secretsmanager:s/discord"}}}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +254,10 @@ func TestSecretFieldsListsEverySecretWithItsUse(t *testing.T) {
 		{"slack.accounts.T1.token", SecretForSending, "xoxb-1"},
 		{"slack.accounts.T1.signingSecret", SecretForVerifying, "secretsmanager:s/sign"},
 		{"telegram.accounts.b.token", SecretForSending, "secretsmanager:s/tg#token"},
+		{"stripe.accounts.shop.secretKey", SecretForSending, "secretsmanager:s/stripe#key"},
+		{"stripe.accounts.shop.webhookSecret", SecretForVerifying, "secretsmanager:s/stripe-hook"},
+		{"gcal.accounts.cal.serviceAccount", SecretForSending, "env:GCAL_KEY"},
+		{"discord.accounts.d.token", SecretForSending, "secretsmanager:s/discord"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
