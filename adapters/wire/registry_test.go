@@ -111,7 +111,10 @@ func TestEveryProviderBuildsWithSendingSecretsWithheld(t *testing.T) {
 	  "telegram":{"accounts":{"b":{"token":"secretsmanager:s/tg"}}},
 	  "stripe":{"accounts":{"shop":{"secretKey":"secretsmanager:s/stripe"}}},
 	  "discord":{"accounts":{"d":{"token":"secretsmanager:s/discord"}}},
-	  "gcal":{"accounts":{"cal":{"serviceAccount":"secretsmanager:s/gcal"}}}}`
+	  "gcal":{"accounts":{"cal":{"serviceAccount":"secretsmanager:s/gcal"}}},
+	  "twilio":{"statusCallbackBaseUrl":"https://o.example","accounts":{"tw":{"accountSid":"AC0123456789abcdef0123456789abcdef","authToken":"env:OUTBOX_TEST_TWILIO_TOKEN","apiKeySid":"SK0123456789abcdef0123456789abcdef","apiKeySecret":"secretsmanager:s/twkey","from":"+15005550006"}}}}`
+	// Twilio's auth token also verifies callbacks, so this function reads it.
+	t.Setenv("OUTBOX_TEST_TWILIO_TOKEN", "tw-token")
 	m, err := ProvidersWith(context.Background(), cfg, nil, &SecretResolver{Uses: map[SecretUse]bool{SecretForVerifying: true}})
 	if err != nil {
 		t.Fatal(err)
