@@ -98,6 +98,13 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Created
 	},
+	"postmark": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewPostmark(t, time.Now)
+		f.AddServer(os.Getenv("POSTMARK_SERVER_TOKEN"))
+		f.AddSender(acct["from"].(string))
+		block["baseUrl"] = f.URL()
+		return f.Sent
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

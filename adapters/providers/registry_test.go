@@ -23,6 +23,7 @@ var harnesses = map[string]struct {
 	"gcal":     {contractGCal, "fakes/gcal.go"},
 	"discord":  {contractDiscord, "fakes/discord.go"},
 	"twilio":   {contractTwilio, "fakes/twilio.go"},
+	"postmark": {contractPostmark, "fakes/postmark.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

@@ -13,6 +13,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
 	"github.com/botharness/outbox/adapters/providers/plugin"
+	"github.com/botharness/outbox/adapters/providers/postmark"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/stripe"
@@ -37,6 +38,7 @@ var Registered = []plugin.Registration{
 	gcal.Registration,
 	discord.Registration,
 	twilio.Registration,
+	postmark.Registration,
 }
 
 // Registration returns the registered provider called name.
