@@ -85,7 +85,9 @@ func (a Account) stream() string {
 }
 
 // LogValue keeps secrets out of structured logs.
-func (a Account) LogValue() slog.Value { return slog.StringValue("<postmark account, tokens redacted>") }
+func (a Account) LogValue() slog.Value {
+	return slog.StringValue("<postmark account, tokens redacted>")
+}
 
 // Config configures the adapter.
 type Config struct {
