@@ -10,9 +10,12 @@ GO_PKGS    := ./...
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's|$$(GOARCH)|$(GOARCH)|g' | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
 
-.PHONY: deps
+.PHONY: deps deps-test
 deps: ## Install Java 17 (if missing) and the pinned emulators and Node 22 (npm ci)
 	@bash localstack/install.sh
+
+deps-test: ## deps, plus what only the tests use: chromium (the console's browser test) and the MCP conformance suite
+	@bash localstack/install.sh --test
 
 .PHONY: run run-reset
 run: deps ## Run everything locally in the foreground (data kept on disk under localstack/.run/data; Ctrl-C stops it all)
@@ -22,7 +25,7 @@ run-reset: deps ## Like run, but delete the local data first and start clean (sa
 	@RESET=1 bash localstack/run.sh
 
 .PHONY: test
-test: deps ## Unit + integration tests (starts and stops its own emulators)
+test: deps-test ## Unit + integration tests (starts and stops its own emulators)
 	@bash localstack/test.sh
 
 .PHONY: test-unit
@@ -32,6 +35,10 @@ test-unit: ## Unit tests only (no emulators)
 .PHONY: bench
 bench: deps ## Benchmarks against the raw emulator in one run: a table + build/bench/results.json (not part of make test)
 	@bash bench/run.sh
+
+.PHONY: cost
+cost: deps ## The stack's fixed monthly cost at zero traffic, item by item (template + bench/prices.json -> usd_per_month_idle in build/bench/results.json)
+	@bash bench/cost.sh $(CDK_ARGS)
 
 .PHONY: chaos fuzz
 chaos: deps ## Fault-injection suite: seeded schedules against emulators + sandbox, counting provider-side effects (SEED= replays one, N= count, FAULTS= focus)
@@ -65,19 +72,22 @@ localstack-up: ## (Docker) start LocalStack with the same resources
 localstack-down: ## (Docker) stop LocalStack
 	@bash localstack/localstack.sh down
 
-.PHONY: synth deploy infra-cli localstack-deploy test-infra
+.PHONY: synth deploy bootstrap infra-cli localstack-deploy test-infra
 GOARCH   ?= arm64
 CDK_ARGS ?=
 CDK_BIN  := $(CURDIR)/infra/_cli/node_modules/.bin
 CDK_ENV  := PATH="$(NODE22_BIN):$$PATH" CDK_DISABLE_CLI_TELEMETRY=true
 
 synth: deps build ## Synthesize the CDK stack offline into infra/cdk.out (with the cdk-nag report)
-	cd infra && $(CDK_ENV) go run ./app $(CDK_ARGS)
+	cd infra && go build -o ../build/infra-app ./app && $(CDK_ENV) ../build/infra-app $(CDK_ARGS)
 
-infra-cli: deps
+infra-cli: deps ## Install the pinned CDK CLI (aws-cdk, cdklocal) into infra/_cli/node_modules (npm ci)
 	cd infra/_cli && PATH="$(NODE22_BIN):$$PATH" npm ci --no-audit --no-fund
 
-deploy: deps build infra-cli ## Deploy to AWS with your credentials (`cdk bootstrap` once per account/region)
+bootstrap: deps build infra-cli ## Once per AWS account and region, before the first deploy: cdk bootstrap with your credentials
+	cd infra && $(CDK_ENV) $(CDK_BIN)/cdk bootstrap --no-notices $(CDK_ARGS)
+
+deploy: deps build infra-cli ## Deploy to AWS with your credentials (make bootstrap once per account/region first; infra/README.md "Deploy")
 	cd infra && $(CDK_ENV) $(CDK_BIN)/cdk deploy --no-notices $(CDK_ARGS)
 
 localstack-deploy: deps build infra-cli ## (Docker) deploy the same app to LocalStack with cdklocal, dev mode

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -71,5 +73,40 @@ func TestREADMERouteTableMatchesSpec(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("README.md's route table is out of date with api/openapi.json; replace the section with:\n\n%s", want)
+	}
+}
+
+// Issue 50: the document is served at GET /v1/openapi.json by every
+// deployment (make run on any port, AWS behind its ApiUrl), byte for byte
+// as committed, so its servers must be relative: a tool that reads it from
+// an address sends its requests to that address, never to a fixed one.
+func TestServersFollowTheServingAddress(t *testing.T) {
+	var doc struct {
+		Servers []struct {
+			URL string `json:"url"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Servers) == 0 {
+		t.Fatal("no servers: a client would not know the API's base")
+	}
+	for _, s := range doc.Servers {
+		rel, err := url.Parse(s.URL)
+		if err != nil {
+			t.Fatalf("server %q: %v", s.URL, err)
+		}
+		if rel.IsAbs() || rel.Host != "" {
+			t.Errorf("server %q names an address; want one relative to where the document is served", s.URL)
+			continue
+		}
+		for _, servedAt := range []string{"http://127.0.0.1:24000/v1/openapi.json", "https://abc123.execute-api.eu-west-1.amazonaws.com/v1/openapi.json"} {
+			at, _ := url.Parse(servedAt)
+			base := at.ResolveReference(rel)
+			if want := at.Scheme + "://" + at.Host + "/"; base.String() != want {
+				t.Errorf("server %q served at %s resolves to %s, want %s", s.URL, servedAt, base, want)
+			}
+		}
 	}
 }

@@ -7,6 +7,8 @@
 #      `make test` next door is untouched), stopped again on exit
 #   3. bench/cmd/outbox-bench: the local stack in-process against them
 #                                                   -> build/bench/results.json + a table
+#   4. bench/cost.sh (make cost): the stack's idle monthly cost, item by item
+#                                                   -> usd_per_month_idle in results.json
 #
 # Settings: OUTBOX_BENCH_DDB_PORT / OUTBOX_BENCH_SQS_PORT (default 28600 / 29600),
 # OUTBOX_BENCH_BENCHTIME (go test -benchtime, default 1s); extra arguments go to
@@ -47,7 +49,7 @@ else
 	# merged into the one results.json (-merge); every ratio is still
 	# measured side by side inside one run.
 	status=0
-	runner -out "$OUT/results.json" -only e2e,inline,retry,reconcile,e2e256k,artifacts,pace,throughput || status=$?
+	runner -out "$OUT/results.json" -only e2e,inline,retry,reconcile,e2e256k,artifacts,pace,idle,throughput || status=$?
 	for part in spread isolation repair; do
 		bash localstack/emulators.sh stop >/dev/null
 		bash localstack/emulators.sh start
@@ -61,6 +63,8 @@ else
 	runner -out "$OUT/results.json" -merge -only none || status=$?
 	[ "$status" = 0 ] || echo "bench: a phase failed (see errors in $OUT/results.json)" >&2
 fi
+# The idle cost (make cost): the template priced, with the idle phase's sweep.
+bash bench/cost.sh || status=$?
 echo "bench: CPU profile of the throughput slices: $OUT/cpu-throughput.pprof"
 echo "       e.g. go tool pprof -top -tagfocus 'variant=intake_c8|intake-server' $OUT/outbox-bench $OUT/cpu-throughput.pprof"
 echo "make bench: $(($(date +%s) - start))s"

@@ -631,7 +631,14 @@ func (w *World) resubmit(ctx context.Context, wk *Worker, s *IntentSpec, variant
 
 // resolve posts an operator's decision through the real admin handler.
 func (w *World) resolve(ctx context.Context, wk *Worker, operator, id, key string, decision core.Decision) int {
-	body, _ := json.Marshal(admin.ResolutionBody{Decision: decision, Reason: "chaos: operator " + operator + " decided " + string(decision)})
+	rb := admin.ResolutionBody{Decision: decision, Reason: "chaos: operator " + operator + " decided " + string(decision)}
+	if decision == core.DecisionRetry {
+		// Chaos operators retry deliberately: the only allowed source of a
+		// second effect (authorisedRetries).
+		accept := true
+		rb.AcceptDuplicateRisk = &accept
+	}
+	body, _ := json.Marshal(rb)
 	h := map[string]string{"content-type": "application/json"}
 	if key != "" {
 		h["idempotency-key"] = key

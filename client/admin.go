@@ -66,9 +66,10 @@ type ResolutionRequest struct {
 	Decision   string `json:"decision"`
 	Reason     string `json:"reason"`
 	ExternalID string `json:"externalId,omitempty"` // with accept-success
-	// AcceptDuplicateRisk: for a retry the provider cannot deduplicate, true
-	// accepts the risk and false refuses the retry (409
-	// duplicate_risk_not_accepted); nil records the risk as accepted.
+	// AcceptDuplicateRisk: a retry the provider cannot deduplicate (no keys,
+	// or past their retention, and no lookup) goes ahead only with true;
+	// false or nil is refused (409 duplicate_risk_not_accepted,
+	// ErrDuplicateRiskNotAccepted). Not needed where the provider deduplicates.
 	AcceptDuplicateRisk *bool `json:"acceptDuplicateRisk,omitempty"`
 	// Key is the decision's Idempotency-Key. Default: derived from the
 	// intent, decision, reason and external id, so the same decision sent

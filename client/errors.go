@@ -30,6 +30,10 @@ var (
 	// ErrPruned (410 pruned): the intent ended and its retention window
 	// passed; only its outcome is kept (Intent.Pruned), not its history.
 	ErrPruned = errors.New("outbox: intent pruned after its retention window")
+	// ErrDuplicateRiskNotAccepted (409 duplicate_risk_not_accepted): a retry
+	// decision the provider cannot deduplicate, sent without
+	// AcceptDuplicateRisk true. Nothing changed; also matches ErrConflict.
+	ErrDuplicateRiskNotAccepted = errors.New("outbox: retry refused: the provider cannot deduplicate it and the duplicate risk was not accepted")
 )
 
 // APIError is an error answer of the API: {"error":{"code","message","field"}}
@@ -78,6 +82,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == http.StatusTooManyRequests
 	case ErrPruned:
 		return e.Code == "pruned"
+	case ErrDuplicateRiskNotAccepted:
+		return e.Code == "duplicate_risk_not_accepted"
 	}
 	return false
 }

@@ -68,6 +68,9 @@ type Dispatcher struct {
 	Lease           time.Duration
 	Owner           string
 	Revalidator     Revalidator
+	// Marks orders the sends of set-to-value actions per target
+	// (setvalue.go); nil: no ordering.
+	Marks ValueMarks
 	// Gate paces sends per provider account and holds its pauses and
 	// circuit breaker across every worker (pace.go); nil: no gate.
 	Gate *Gate
@@ -277,6 +280,17 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 		// Nothing was sent: proof of no effect; try again later.
 		return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: fmt.Errorf("read payload %s: %w", in.PayloadRef, err)}, capsOf(), log)
 	}
+	subject := ValueSubject(prov, in.Action, in.Target, payload)
+	if subject != "" {
+		newer, err := d.supersededBy(ctx, in, subject)
+		if err != nil {
+			// Could not tell: nothing was sent, proof of no effect; later.
+			return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: err}, capsOf(), log)
+		}
+		if newer != "" {
+			return d.recordSuperseded(ctx, in, att, newer, log)
+		}
+	}
 	if deferred, err := d.hold(ctx, in, &gate, att.N); deferred || err != nil {
 		return nil, err // the account gate said wait after all: released, nothing sent
 	}
@@ -284,6 +298,9 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 	req.Payload = payload
 	res, sendErr := prov.Send(ctx, req)
 	d.sent(ctx, in, gate, sendErr)
+	if subject != "" && WentOut(sendErr) {
+		d.markSent(ctx, in, subject, log)
+	}
 	return d.record(ctx, in, att, &res, sendErr, capsOf(), log)
 }
 
@@ -380,12 +397,22 @@ func decide(in *Intent, caps Capabilities, res *SendResult, sendErr error, now t
 		case caps.Lookup:
 			o.status, o.delay, o.enqueueOp, o.window = StatusUnknownOutcome, rp.Delay, OpReconcile, rp.Window
 			o.reason = "unknown outcome; reconciling with the provider's lookup"
+		case caps.NaturallyIdempotent && !caps.IdempotencyKeys && !caps.Lookup:
+			// The action sets a value: a repeat changes nothing (DecideResend:
+			// ResendHarmless), so retry under the usual bounds.
+			if delay, ok := bp.Next(in.AttemptCount, first, now, retryAfter); ok {
+				o.status, o.delay, o.enqueueOp = StatusRetryableFailure, delay, OpAttempt
+				o.reason = "unknown outcome; the action sets a value, so repeating it changes nothing: retrying"
+			} else {
+				o.status = StatusNeedsHuman
+				o.reason = "unknown outcome; retries of this set-to-value action are exhausted"
+			}
 		case caps.IdempotencyKeys:
 			delay, ok := bp.Next(in.AttemptCount, first, now, retryAfter)
 			// Sends after uncertainty (docs/decisions.md): this attempt is the
 			// uncertain one; its retry must arrive while the key is retained.
 			retry := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now.Add(delay)})
-			if ok && retry == ResendCovered {
+			if ok && (retry == ResendCovered || retry == ResendHarmless) {
 				o.status, o.delay, o.enqueueOp = StatusRetryableFailure, delay, OpAttempt
 				o.reason = "unknown outcome covered by the provider's idempotency key; retrying with the same key"
 			} else {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -229,6 +230,11 @@ func (a *Authority) PutGrant(ctx context.Context, p Principal, id string, req Gr
 	if cur != nil && cur.RevokedAt != nil {
 		return nil, false, fmt.Errorf("%w: %s was revoked at %s; issue a new grant under a new id", ErrGrantRevoked, id, cur.RevokedAt.UTC().Format(time.RFC3339))
 	}
+	if GrantUnchanged(cur, req) {
+		// Re-applying the same grant (a deploy script run again) changes
+		// nothing: no new version, so nothing that names the grant moves.
+		return cur, false, nil
+	}
 	now := a.Clock.Now()
 	g = &Grant{
 		ID: id, Version: curVersion + 1, Bot: req.Bot, Provider: req.Provider, Account: req.Account,
@@ -245,6 +251,20 @@ func (a *Authority) PutGrant(ctx context.Context, p Principal, id string, req Gr
 		return nil, false, err
 	}
 	return g, cur == nil, nil
+}
+
+// GrantUnchanged reports whether req asks for exactly the stored grant cur
+// (same bot, provider, account, actions, targets and expiry, in order): a PUT
+// that changes nothing keeps the version (issue 50).
+func GrantUnchanged(cur *Grant, req GrantSpec) bool {
+	if cur == nil || cur.Bot != req.Bot || cur.Provider != req.Provider || cur.Account != req.Account ||
+		!slices.Equal(cur.Actions, req.Actions) || !slices.Equal(cur.Targets, req.Targets) {
+		return false
+	}
+	if cur.ExpiresAt == nil || req.ExpiresAt == nil {
+		return cur.ExpiresAt == nil && req.ExpiresAt == nil
+	}
+	return cur.ExpiresAt.Equal(*req.ExpiresAt)
 }
 
 // RevokeGrant revokes a grant (version+1). Revoking a revoked grant changes

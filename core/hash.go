@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -337,4 +338,57 @@ func compareUTF16(a, b []byte) int {
 		a, b = a[na:], b[nb:]
 	}
 	return len(a) - len(b)
+}
+
+// EffectHashPrefix marks a request hash that covers the effect only
+// (EffectHash); a stored hash without it covers the whole canonical request
+// (intents stored before issue 50).
+const EffectHashPrefix = "effect:"
+
+// EffectHash is the idempotent identity's comparison (issue 50): what the
+// effect is, not the context it is sent under. It covers kind, provider,
+// account, action, target, payload (by its canonical hash) and the source
+// revision the intent answers; it leaves out the grant reference (the
+// authority the effect is sent under: a grant re-applied as a new version
+// does not make a re-run a new operation), the deadline (a re-run computing
+// "now + 5 min" asks for the same effect) and metadata (the bot's own
+// annotations, such as a run or trace id). TestEffectHashCoversTheEffect has
+// one row per request field.
+func EffectHash(in *Intent) string {
+	var src string
+	if in.Source != nil {
+		src = in.Source.ID + "@" + strconv.FormatInt(in.Source.Revision, 10)
+	}
+	h := sha256.New()
+	for _, f := range [...]string{string(in.Kind), in.Provider, in.Account, in.Action, in.Target, in.PayloadHash, src} {
+		// Length-prefixed, so no two field lists hash alike.
+		h.Write(strconv.AppendInt(nil, int64(len(f)), 10))
+		h.Write([]byte{':'})
+		h.Write([]byte(f))
+	}
+	return EffectHashPrefix + "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// RequestHashes are the two comparisons a submission can be judged by.
+type RequestHashes struct {
+	// Effect is EffectHash of the submitted request.
+	Effect string
+	// Whole hashes the whole canonical request, as intents stored before
+	// issue 50 recorded it; computed only when a stored hash needs it.
+	Whole func() string
+}
+
+// Same reports whether stored (an intent's RequestHash) records this very
+// request: by the effect where it was stored so, by the whole request
+// otherwise (older intents answer replays exactly as before).
+func (h RequestHashes) Same(stored string) bool {
+	if strings.HasPrefix(stored, EffectHashPrefix) {
+		return stored == h.Effect
+	}
+	return h.Whole != nil && stored == h.Whole()
+}
+
+// requestHashes are the hashes of in, built from the canonical body.
+func requestHashes(in *Intent, canonical []byte) RequestHashes {
+	return RequestHashes{Effect: in.RequestHash, Whole: func() string { return HashBytes(canonical) }}
 }

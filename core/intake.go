@@ -178,7 +178,7 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 		if err != nil {
 			stored = nil
 		}
-		return answer(ReplayFirst(stored, bot, in.RequestHash, refusal), in.ID, stored, refusal)
+		return answer(ReplayFirst(stored, bot, requestHashes(in, canonical), refusal), in.ID, stored, refusal)
 	}
 	if s.Payloads != nil && OffloadPayload(in.Payload) {
 		// Before the conditional put: an object whose put never follows is
@@ -213,7 +213,7 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 		}
 		existing = stored
 	}
-	a := ReplayFirst(existing, bot, in.RequestHash, nil)
+	a := ReplayFirst(existing, bot, requestHashes(in, canonical), nil)
 	if a == AnswerReplay && wait > 0 && existing.Status == StatusInFlight {
 		// A replay while the first request (or a worker) is still sending:
 		// wait for the outcome, bounded by the wait asked for.
@@ -242,12 +242,12 @@ const (
 
 // ReplayFirst is the rule "replays first" (issue 24): a stored intent under
 // the key decides before any check that depends on time or configuration.
-// stored is the intent the key holds (nil: none), requestHash the hash of
-// the canonical request now submitted, refusal what those checks said (nil:
-// nothing refuses). Pure.
-func ReplayFirst(stored *Intent, bot, requestHash string, refusal error) SubmitAnswer {
+// stored is the intent the key holds (nil: none), h the hashes of the
+// request now submitted (RequestHashes.Same compares them with the stored
+// one), refusal what those checks said (nil: nothing refuses). Pure.
+func ReplayFirst(stored *Intent, bot string, h RequestHashes, refusal error) SubmitAnswer {
 	switch {
-	case stored != nil && stored.Bot == bot && stored.RequestHash == requestHash:
+	case stored != nil && stored.Bot == bot && h.Same(stored.RequestHash):
 		return AnswerReplay
 	case stored != nil:
 		return AnswerKeyReused
@@ -390,13 +390,12 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 			refusal = &ValidationError{Code: CodeUnknownAction, Field: "action", Message: fmt.Sprintf("provider %q has no action %q", req.Provider, req.Action)}
 		}
 	}
-	requestHash := HashBytes(canonical)
 	payload := append(json.RawMessage(nil), req.Payload...)
 	var metadata json.RawMessage
 	if len(req.Metadata) > 0 {
 		metadata = append(json.RawMessage(nil), req.Metadata...)
 	}
-	return &Intent{
+	in = &Intent{
 		ID:             IntentID(bot, key),
 		Bot:            bot,
 		IdempotencyKey: key,
@@ -407,7 +406,6 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 		Target:         req.Target,
 		Payload:        payload,
 		PayloadHash:    HashBytes(payload),
-		RequestHash:    requestHash,
 		Source:         req.Source,
 		Grant:          *req.Grant,
 		Deadline:       deadline,
@@ -417,5 +415,7 @@ func (s *Intake) build(bot, key string, canonical []byte, req *SubmitRequest, no
 		CreatedAt:      now,
 		UpdatedAt:      now,
 		Attempts:       []Attempt{},
-	}, refusal, nil
+	}
+	in.RequestHash = EffectHash(in)
+	return in, refusal, nil
 }

@@ -486,7 +486,8 @@ func (m *mdlMachine) Decide(t *rapid.T) {
 	dec := rapid.SampledFrom([]Decision{DecisionRetry, DecisionAcceptSuccess, DecisionAbandon, DecisionReconcile}).Draw(t, "decision")
 	r := m.resolver[m.pick("worker", len(m.resolver))]
 	m.run(func(ctx context.Context) {
-		_, _ = r.Resolve(ctx, Principal{Kind: PrincipalOperator, Name: "op"}, id, "", Ruling{Decision: dec, Reason: "model"})
+		accept := true
+		_, _ = r.Resolve(ctx, Principal{Kind: PrincipalOperator, Name: "op"}, id, "", Ruling{Decision: dec, Reason: "model", AcceptDuplicateRisk: &accept})
 	})
 }
 

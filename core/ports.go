@@ -88,6 +88,12 @@ type Capabilities struct {
 	KeyRetention time.Duration `json:"keyRetention"`
 	// Lookup: the provider can tell authoritatively whether a key took effect.
 	Lookup bool `json:"lookup"`
+	// NaturallyIdempotent: the action sets a value ("set this message's
+	// text to X", "add this reaction"), so repeating it changes nothing. An
+	// ambiguous failure is retried under the usual bounds instead of going to
+	// a human (decide), and a newer update of the same target supersedes an
+	// older one's retries (setvalue.go). Declared by the provider per action.
+	NaturallyIdempotent bool `json:"naturallyIdempotent,omitempty"`
 }
 
 // SendRequest is what a provider adapter receives for one attempt.

@@ -38,7 +38,8 @@ func TestReplayFirst(t *testing.T) {
 			{"nothing stored", nil, "bot1", "h1", map[bool]SubmitAnswer{true: AnswerCreate, false: AnswerRefuse}[refusal == nil]},
 		}
 		for _, c := range cases {
-			if got := ReplayFirst(c.stored, c.bot, c.hash, refusal); got != c.want {
+			h := RequestHashes{Whole: func() string { return c.hash }}
+			if got := ReplayFirst(c.stored, c.bot, h, refusal); got != c.want {
 				t.Errorf("refusal %s, %s: got %d, want %d", name, c.what, got, c.want)
 			}
 		}

@@ -127,6 +127,9 @@ const (
 	ResendSafe Resend = iota
 	// ResendCovered: uncertain, but the provider's key deduplicates the send.
 	ResendCovered
+	// ResendHarmless: uncertain, but the action sets a value: repeating it
+	// changes nothing (Capabilities.NaturallyIdempotent).
+	ResendHarmless
 	// ResendAuthorised: uncertain and not covered; an operator accepted the risk.
 	ResendAuthorised
 	// ResendKeyExpired: uncertain, and the key's retention ends before the send could.
@@ -155,6 +158,8 @@ func (r Resend) String() string {
 		return "safe"
 	case ResendCovered:
 		return "covered"
+	case ResendHarmless:
+		return "harmless"
 	case ResendAuthorised:
 		return "authorised"
 	case ResendKeyExpired:
@@ -177,6 +182,8 @@ func DecideResend(c ResendCase) Resend {
 		return ResendSafe
 	case c.Caps.KeyCovers(c.First, c.SendBy):
 		return ResendCovered
+	case c.Caps.NaturallyIdempotent:
+		return ResendHarmless
 	case c.HumanAuthorised:
 		return ResendAuthorised
 	case c.Caps.IdempotencyKeys:

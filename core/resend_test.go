@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -135,3 +137,73 @@ func TestResendCaseFromHistory(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func (r Resend) GoString() string { return fmt.Sprintf("Resend(%s)", r) }
+
+// TestRetryRiskAccepted: an operator's retry goes ahead without an answer
+// where nothing can be duplicated or the provider deduplicates it; where only
+// an operator can authorise it, only an explicit true does (a field left out
+// is not a deliberate choice: issue 50).
+func TestRetryRiskAccepted(t *testing.T) {
+	for _, c := range []struct {
+		v      Resend
+		accept *bool
+		want   bool
+	}{
+		{ResendSafe, nil, true},
+		{ResendCovered, nil, true},
+		{ResendCovered, ptr(false), true},
+		{ResendAuthorised, nil, false},
+		{ResendAuthorised, ptr(false), false},
+		{ResendAuthorised, ptr(true), true},
+	} {
+		if got := RetryRiskAccepted(c.v, c.accept); got != c.want {
+			t.Errorf("RetryRiskAccepted(%s, %v) = %v, want %v", c.v, c.accept, got, c.want)
+		}
+	}
+}
+
+// TestOperatorRetryNeedsTheRiskAcceptedOnlyWhereItCanDuplicate: at a provider
+// with neither keys nor lookup a retry without acceptDuplicateRisk: true is
+// refused with nothing changed; within a key's retention it needs no answer.
+func TestOperatorRetryNeedsTheRiskAcceptedOnlyWhereItCanDuplicate(t *testing.T) {
+	op := Principal{Kind: PrincipalOperator, Name: "ann"}
+	rejected := &PermanentError{Class: ClassRejectedInput, Err: errors.New("bad channel")}
+	for _, c := range []struct {
+		name     string
+		caps     Capabilities
+		script   []error
+		accept   *bool
+		wantErr  error
+		wantRisk bool
+	}{
+		{"neither, left out", Capabilities{}, []error{&UnknownOutcomeError{Err: errors.New("reset")}}, nil, ErrDuplicateRiskNotAccepted, false},
+		{"neither, false", Capabilities{}, []error{&UnknownOutcomeError{Err: errors.New("reset")}}, ptr(false), ErrDuplicateRiskNotAccepted, false},
+		{"neither, accepted", Capabilities{}, []error{&UnknownOutcomeError{Err: errors.New("reset")}}, ptr(true), nil, true},
+		{"keys within retention, left out", Capabilities{IdempotencyKeys: true, KeyRetention: 24 * time.Hour},
+			[]error{&UnknownOutcomeError{Err: errors.New("reset")}, rejected}, nil, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(c.caps, c.script...)
+			in := r.submit(t)
+			mustAttempt(t, r.d, in.ID)
+			r.drain(t)
+			if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
+				t.Fatalf("set-up: %s (%s)", got.Status, got.StatusReason)
+			}
+			res := &Resolver{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock}
+			_, err := res.Resolve(context.Background(), op, in.ID, "d1", Ruling{Decision: DecisionRetry, Reason: "asked", AcceptDuplicateRisk: c.accept})
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("err = %v, want %v", err, c.wantErr)
+			}
+			got := r.get(t, in.ID)
+			if c.wantErr != nil {
+				if got.Status != StatusNeedsHuman || len(got.Resolutions) != 0 {
+					t.Fatalf("a refused retry changed the intent: %s, %d resolutions", got.Status, len(got.Resolutions))
+				}
+				return
+			}
+			if got.Status != StatusPending || got.Resolutions[0].DuplicateRiskAccepted != c.wantRisk || got.Resolutions[0].By != "ann" {
+				t.Fatalf("after the retry: %s %+v", got.Status, got.Resolutions)
+			}
+		})
+	}
+}

@@ -29,10 +29,11 @@ type Ruling struct {
 	Decision   Decision
 	Reason     string
 	ExternalID string
-	// AcceptDuplicateRisk, when set, is the operator's explicit answer to
-	// "this provider cannot deduplicate: a retry may cause a second effect".
-	// false refuses such a retry (ErrDuplicateRiskNotAccepted); nil keeps the
-	// older behaviour (the risk is recorded as accepted).
+	// AcceptDuplicateRisk is the operator's explicit answer to "this provider
+	// cannot deduplicate: a retry may cause a second effect". Such a retry
+	// goes ahead only with true; false or nil (left out) refuses it
+	// (ErrDuplicateRiskNotAccepted): a field left out is not a deliberate
+	// choice. Where the provider can deduplicate, it is not needed.
 	AcceptDuplicateRisk *bool
 }
 
@@ -166,12 +167,11 @@ func (r *Resolver) resolve(ctx context.Context, p Principal, id, key string, req
 		case DecisionReconcile:
 			to, why = StatusUnknownOutcome, "operator asked to reconcile again"
 		case DecisionRetry:
-			// Sends after uncertainty (docs/decisions.md): the operator's retry
-			// is allowed either way; the record says whether it accepted the
-			// duplicate risk (the key no longer covers a send made now). An
-			// explicit acceptDuplicateRisk=false refuses a risky retry.
+			// Sends after uncertainty (docs/decisions.md): a retry the provider
+			// cannot deduplicate goes ahead only when the operator accepted the
+			// duplicate risk explicitly; the record says who did.
 			v := DecideResend(ResendCase{Uncertain: true, HumanAuthorised: true, Caps: caps, First: in.FirstAttemptAt, SendBy: now})
-			if v == ResendAuthorised && req.AcceptDuplicateRisk != nil && !*req.AcceptDuplicateRisk {
+			if !RetryRiskAccepted(v, req.AcceptDuplicateRisk) {
 				return ErrDuplicateRiskNotAccepted
 			}
 			res.DuplicateRiskAccepted = v == ResendAuthorised
@@ -237,8 +237,16 @@ func (r *Resolver) replayed(ctx context.Context, in *Intent, key string) (bool, 
 }
 
 // ErrDuplicateRiskNotAccepted: a retry the provider cannot deduplicate, sent
-// with acceptDuplicateRisk=false. Nothing was changed.
-var ErrDuplicateRiskNotAccepted = errors.New("the provider cannot deduplicate this retry; confirm the duplicate risk (acceptDuplicateRisk: true) to retry")
+// without acceptDuplicateRisk=true. Nothing was changed.
+var ErrDuplicateRiskNotAccepted = errors.New("the provider cannot deduplicate this retry, so it may cause a second effect; send acceptDuplicateRisk: true to retry anyway")
+
+// RetryRiskAccepted decides whether an operator's retry may go ahead: a
+// retry the provider deduplicates (or one that cannot duplicate anything)
+// needs no answer; one only an operator can authorise (ResendAuthorised)
+// needs an explicit true. Left out is not a deliberate choice.
+func RetryRiskAccepted(v Resend, accept *bool) bool {
+	return v != ResendAuthorised || (accept != nil && *accept)
+}
 
 // RetryRisk is what an operator must know before retrying an intent.
 type RetryRisk struct {

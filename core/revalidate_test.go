@@ -346,9 +346,15 @@ func TestRevalidateAuthorityGrants(t *testing.T) {
 		t.Fatalf("%+v %v %v", g, created, err)
 	}
 	g, created, err = x.auth.PutGrant(ctx, rvOperator, "g2", req)
+	if err != nil || created || g.Version != 1 {
+		t.Fatalf("an unchanged PUT must keep the version: %+v %v %v", g, created, err)
+	}
+	req.Targets = []string{"c1", "c2"}
+	g, created, err = x.auth.PutGrant(ctx, rvOperator, "g2", req)
 	if err != nil || created || g.Version != 2 {
 		t.Fatalf("%+v %v %v", g, created, err)
 	}
+	req.Targets = []string{"c1"}
 	stale := int64(1)
 	if _, _, err := x.auth.PutGrant(ctx, rvOperator, "g2", GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c1"}, ExpectedVersion: &stale}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("stale expected version: %v", err)

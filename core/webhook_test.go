@@ -383,7 +383,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	in := w.submit(t)
 	mustAttempt(t, w.d, in.ID)
 	if _, err := (&Resolver{Store: w.d.Store, Reconcile: w.d, Clock: w.d.Clock}).Resolve(context.Background(), Principal{Kind: PrincipalOperator, Name: "ann"}, in.ID, "",
-		Ruling{Decision: DecisionRetry, Reason: "looks lost"}); err != nil {
+		Ruling{Decision: DecisionRetry, Reason: "looks lost", AcceptDuplicateRisk: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
 	if res := w.handle(t, w.event(EventAck, ack(in.ID, "ext-1"))); res.Status != StatusPending {

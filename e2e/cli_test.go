@@ -79,6 +79,26 @@ func TestOperatorCLI(t *testing.T) {
 	}
 	e.assertEffectsStay(id, 1, 0)
 
+	// A retry the provider cannot deduplicate is deliberate: without
+	// --accept-duplicate-risk outboxctl exits non-zero, says why, and nothing
+	// changes; with it the retry goes out and the history names who accepted.
+	risky := needsHuman(t, e, "acct-cli-risk", "cli-2")
+	refuse := exec.Command(bin, "resolve", risky, "--decision", "retry", "--reason", "customer says nothing came")
+	refuse.Env = append(os.Environ(), "OUTBOX_API_URL="+e.api.URL, "OUTBOX_OPERATOR_TOKEN="+opToken)
+	if out, err := refuse.CombinedOutput(); err == nil || !strings.Contains(string(out), "duplicate") || !strings.Contains(string(out), "--accept-duplicate-risk") {
+		t.Fatalf("outboxctl retry without --accept-duplicate-risk: %v\n%s", err, out)
+	}
+	e.assertEffectsStay(risky, 1, 300*time.Millisecond)
+	if in := e.intent(risky); in.Status != core.StatusNeedsHuman || len(in.Resolutions) != 0 {
+		t.Fatalf("a refused retry changed the intent: %s with %d resolutions", in.Status, len(in.Resolutions))
+	}
+	run("resolve", risky, "--decision", "retry", "--reason", "customer says nothing came", "--accept-duplicate-risk")
+	in := e.waitStatus(risky, 10*time.Second, core.StatusSucceeded)
+	if res := in.Resolutions[len(in.Resolutions)-1]; !res.DuplicateRiskAccepted || res.By != "op-ann" {
+		t.Fatalf("the accepted risk is not in the history: %+v", res)
+	}
+	e.assertEffectsStay(risky, 2, 0)
+
 	// Every status the help offers lists (the intent is abandoned now: no row).
 	for _, st := range []string{"unknown-outcome", "retryable-failure", "pending", "in-flight"} {
 		if out := run("intents", "list", "--status", st); !strings.Contains(out, "TARGET") || strings.Contains(out, id) {

@@ -22,7 +22,7 @@ import (
 )
 
 // browser starts headless Chromium (Debian's `chromium`, installed by
-// localstack/install.sh) with a fresh profile and returns a chromedp context.
+// localstack/install.sh --test, make deps-test) with a fresh profile and returns a chromedp context.
 // Page errors (exceptions, console errors, CSP violations) are collected.
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
@@ -355,7 +355,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st := e.intent(bulkIDs[0]).Status; st != core.StatusNeedsHuman {
 		t.Fatalf("a bulk run without a decision changed an intent to %s", st)
 	}
+	// A bulk retry at a provider that cannot deduplicate it, without the
+	// confirmation: every intent is refused (409 duplicate_risk_not_accepted)
+	// and nothing is sent (issue 50).
+	step(t, ctx, "bulk retry unconfirmed", 60*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#bulk-decision`), "retry"),
+		chromedp.Click(chromedp.CSS(`#bulk-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#bulk-status[data-running="no"][data-done="20"]`)))
+	if refused := eval[int](t, ctx, `document.querySelectorAll('#bulk-results tr[data-ok="no"]').length`); refused != 20 ||
+		!strings.Contains(textOf(t, ctx, "#bulk-results"), "duplicate_risk_not_accepted") {
+		t.Fatalf("unconfirmed bulk retry: %d refused rows, want 20: %s", refused, textOf(t, ctx, "#bulk-results"))
+	}
+	for _, b := range bulkIDs {
+		if in := e.intent(b); in.Status != core.StatusNeedsHuman || e.effectsFor(b) != 1 {
+			t.Fatalf("an unconfirmed bulk retry changed %s: %s, %d effects", b, in.Status, e.effectsFor(b))
+		}
+	}
 	step(t, ctx, "bulk run", 60*time.Second,
+		chromedp.Click(chromedp.CSS(`#bulk-preview`)),
+		chromedp.WaitEnabled(chromedp.CSS(`#bulk-run`)),
 		chromedp.SetValue(chromedp.CSS(`#bulk-decision`), "abandon"),
 		chromedp.Click(chromedp.CSS(`#bulk-run`)),
 		chromedp.WaitVisible(chromedp.CSS(`#bulk-status[data-running="no"][data-done="20"]`)))

@@ -151,3 +151,48 @@ func TestExactBodyIsDeliveredAsHashed(t *testing.T) {
 		t.Fatalf("%d effects at the sandbox, want 1", n)
 	}
 }
+
+// Issue 50, finding 3: the identity compares the effect. A worker re-runs
+// after its operator re-applied the grant: the same effect under the same
+// key, now naming grant version 2, is a replay of the stored intent (which
+// keeps its own grant snapshot) with no new effect; another payload under
+// the key is still refused. A grant PUT whose body is unchanged keeps its
+// version.
+func TestReplayDifferingOnlyInItsGrantIsAReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	acct := "acct-eff"
+	grant := rvGrant(testBot, acct, "chan-*")
+	if g := e.rvPutGrant("g-eff", grant, http.StatusCreated); g.Version != 1 {
+		t.Fatalf("new grant at version %d", g.Version)
+	}
+	if g := e.rvPutGrant("g-eff", grant, http.StatusOK); g.Version != 1 {
+		t.Fatalf("an unchanged PUT moved the grant to version %d", g.Version)
+	}
+	body := func(version int, text string) string {
+		return fmt.Sprintf(`{"kind":"reply","provider":"sandbox","account":%q,"action":%q,"target":"chan-1","payload":{"text":%q},"grant":{"id":"g-eff","version":%d}}`,
+			acct, testAction, text, version)
+	}
+	id := e.mustSubmit("eff-1", body(1, "your order shipped"))
+	e.waitStatus(id, 10*time.Second, core.StatusSucceeded)
+
+	// The operator changes the grant (a new target): version 2.
+	grant["targets"] = []string{"chan-*", "ops-*"}
+	if g := e.rvPutGrant("g-eff", grant, http.StatusOK); g.Version != 2 {
+		t.Fatalf("a changed PUT: version %d, want 2", g.Version)
+	}
+	for _, version := range []int{2, 1} {
+		r := e.submit(botToken, "eff-1", body(version, "your order shipped"))
+		var in core.Intent
+		r.json(t, &in)
+		if r.status != http.StatusOK || r.headers.Get("Idempotent-Replayed") != "true" || in.ID != id || in.Grant.Version != 1 {
+			t.Fatalf("re-run naming grant version %d: %d %s", version, r.status, r.body)
+		}
+	}
+	e.assertEffectsStay(id, 1, 300*time.Millisecond)
+	r := e.submit(botToken, "eff-1", body(2, "your order was cancelled"))
+	if r.status != http.StatusUnprocessableEntity || r.errorCode() != "idempotency_key_reused" || !strings.Contains(string(r.body), "original body under the same key") {
+		t.Fatalf("another payload under the key: %d %s", r.status, r.body)
+	}
+	e.assertEffectsStay(id, 1, 0)
+}

@@ -30,7 +30,8 @@ import (
 // resources and completion, which the server does not offer;
 // dns-rebinding-protection is for unauthenticated localhost servers (this
 // one is behind the authorizer). Tool errors (isError with the API's code)
-// are covered by the Go tests in mcp_test.go.
+// are covered by the Go tests in mcp_test.go, and through the official
+// TypeScript SDK's client in mcp_tssdk_test.go.
 var conformanceScenarios = []string{"server-initialize", "ping", "tools-list", "logging-set-level"}
 
 func conformanceCLI(t *testing.T) (node, cli string) {
@@ -41,7 +42,7 @@ func conformanceCLI(t *testing.T) (node, cli string) {
 	cli = filepath.Join(root, "adapters", "mcpserver", "_conformance", "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	for _, p := range []string{node, cli} {
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s is missing: run `make deps` (localstack/install.sh installs the MCP conformance suite)", p)
+			t.Fatalf("%s is missing: run `make deps-test` (localstack/install.sh --test installs the MCP conformance suite)", p)
 		}
 	}
 	return node, cli

@@ -233,7 +233,7 @@ func TestOperatorEventOncePerEpisode(t *testing.T) {
 	// The operator retries (deliberately, accepting the duplicate risk); the
 	// sandbox drops the response again: a second episode, a second event.
 	r := e.do("POST", "/v1/admin/intents/"+id+"/resolution", opToken, map[string]string{"Idempotency-Key": "oe-retry-1"},
-		`{"decision":"retry","reason":"customer asked again"}`)
+		`{"decision":"retry","reason":"customer asked again","acceptDuplicateRisk":true}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("retry: %d %s", r.status, r.body)
 	}

@@ -233,7 +233,22 @@ func TestHumanDecisionsEndToEnd(t *testing.T) {
 	t.Run("retry deliberately", func(t *testing.T) {
 		id := needsHuman(t, e, "acct-h3", "h3")
 		before := attemptsJSON(t, e.intent(id))
-		if r := e.resolve(opToken, id, "", `{"decision":"retry","reason":"provider confirmed nothing was sent"}`); r.status != 200 {
+		// Neither keys nor lookup: a retry may duplicate the effect, so it is
+		// refused unless the risk is accepted explicitly; left out is not a
+		// deliberate choice (issue 50), and neither is false.
+		for _, body := range []string{
+			`{"decision":"retry","reason":"provider confirmed nothing was sent"}`,
+			`{"decision":"retry","reason":"provider confirmed nothing was sent","acceptDuplicateRisk":false}`,
+		} {
+			if r := e.resolve(opToken, id, "risk-1", body); r.status != http.StatusConflict || r.errorCode() != "duplicate_risk_not_accepted" || !strings.Contains(string(r.body), "acceptDuplicateRisk") {
+				t.Fatalf("retry without accepting the risk (%s): %d %s", body, r.status, r.body)
+			}
+		}
+		e.assertEffectsStay(id, 1, 300*time.Millisecond)
+		if in := e.intent(id); in.Status != core.StatusNeedsHuman || attemptsJSON(t, in) != before || len(in.Resolutions) != 0 {
+			t.Fatalf("a refused retry changed the intent: %s", trail(in))
+		}
+		if r := e.resolve(opToken, id, "risk-1", `{"decision":"retry","reason":"provider confirmed nothing was sent","acceptDuplicateRisk":true}`); r.status != 200 || !strings.Contains(string(r.body), `"duplicateRiskAccepted":true`) {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
 		in := e.waitStatus(id, 10*time.Second, core.StatusSucceeded)

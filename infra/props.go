@@ -9,6 +9,7 @@ package infra
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -158,13 +159,33 @@ type resolved struct {
 	secretRefs map[wire.SecretUse][]string
 }
 
+// Validate checks the props as NewOutboxStack will, without building
+// anything: the CDK app calls it first so that a bad setting (a literal
+// secret in the provider configuration, say) ends the synth with one line
+// naming the field instead of a panic.
+func (p *OutboxStackProps) Validate() error {
+	_, err := p.check()
+	return err
+}
+
+// resolve is check for NewOutboxStack, which panics on invalid props (the
+// CDK's convention for a construct given bad props).
 func (p *OutboxStackProps) resolve() *resolved {
+	r, err := p.check()
+	if err != nil {
+		panic("infra: " + err.Error())
+	}
+	return r
+}
+
+// check applies the defaults and checks the props; errors name the prop.
+func (p *OutboxStackProps) check() (*resolved, error) {
 	r := &resolved{OutboxStackProps: *p}
 	if r.NamePrefix == "" {
 		r.NamePrefix = "outbox"
 	}
 	if r.AssetDir == "" {
-		panic("infra: OutboxStackProps.AssetDir is required (the directory holding <function>/bootstrap; run `make build`)")
+		return nil, errors.New("OutboxStackProps.AssetDir is required (the directory holding <function>/bootstrap; run `make build`)")
 	}
 	if abs, err := filepath.Abs(r.AssetDir); err == nil {
 		r.AssetDir = abs
@@ -176,10 +197,10 @@ func (p *OutboxStackProps) resolve() *resolved {
 	seen := map[string]bool{}
 	for _, f := range r.functions {
 		if err := f.validate(); err != nil {
-			panic("infra: " + err.Error())
+			return nil, err
 		}
 		if seen[f.Name] {
-			panic(fmt.Sprintf("infra: function %q listed twice", f.Name))
+			return nil, fmt.Errorf("function %q listed twice", f.Name)
 		}
 		seen[f.Name] = true
 	}
@@ -188,7 +209,7 @@ func (p *OutboxStackProps) resolve() *resolved {
 		r.Architecture = "arm64"
 	case "arm64", "x86_64":
 	default:
-		panic(fmt.Sprintf("infra: OutboxStackProps.Architecture %q: want arm64 or x86_64", r.Architecture))
+		return nil, fmt.Errorf("OutboxStackProps.Architecture %q: want arm64 or x86_64", r.Architecture)
 	}
 	if r.LogRetention == "" {
 		r.LogRetention = awslogs.RetentionDays_ONE_MONTH
@@ -200,7 +221,7 @@ func (p *OutboxStackProps) resolve() *resolved {
 		r.PayloadRetentionDays = 90
 	}
 	if r.PayloadRetentionDays < 1 {
-		panic(fmt.Sprintf("infra: OutboxStackProps.PayloadRetentionDays %v: want at least 1", r.PayloadRetentionDays))
+		return nil, fmt.Errorf("OutboxStackProps.PayloadRetentionDays %v: want at least 1", r.PayloadRetentionDays)
 	}
 	if r.LogLevel == "" {
 		r.LogLevel = "info"
@@ -208,20 +229,22 @@ func (p *OutboxStackProps) resolve() *resolved {
 	if strings.TrimSpace(r.ProviderConfig) == "" {
 		r.ProviderConfig = "{}"
 	}
-	if !json.Valid([]byte(r.ProviderConfig)) {
-		panic("infra: OutboxStackProps.ProviderConfig is not valid JSON")
-	}
 	if _, err := core.ParseBotRate(r.BotRate); err != nil {
-		panic("infra: OutboxStackProps.BotRate: " + err.Error())
+		return nil, fmt.Errorf("OutboxStackProps.BotRate: %w", err)
 	}
 	if r.BotMaxOpen < 0 || r.BotMaxOpen != float64(int(r.BotMaxOpen)) {
-		panic("infra: OutboxStackProps.BotMaxOpen must be a whole number >= 0")
+		return nil, errors.New("OutboxStackProps.BotMaxOpen must be a whole number >= 0")
 	}
 	if strings.TrimSpace(r.BotLimits) != "" && !json.Valid([]byte(r.BotLimits)) {
-		panic("infra: OutboxStackProps.BotLimits is not valid JSON")
+		return nil, errors.New("OutboxStackProps.BotLimits is not valid JSON")
 	}
-	r.secretRefs = providerSecretRefs(r.ProviderConfig)
-	r.RouteThrottles = routeThrottles(r.RouteThrottles)
+	var err error
+	if r.secretRefs, err = providerSecretRefs(r.ProviderConfig); err != nil {
+		return nil, fmt.Errorf("OutboxStackProps.ProviderConfig: %w", err)
+	}
+	if r.RouteThrottles, err = routeThrottles(r.RouteThrottles); err != nil {
+		return nil, err
+	}
 	if len(r.ProviderSecretNames) == 0 {
 		r.ProviderSecretNames = []string{r.NamePrefix + "/provider-secrets"}
 	}
@@ -240,19 +263,33 @@ func (p *OutboxStackProps) resolve() *resolved {
 		}
 	}
 	if r.DispatcherParallelizationFactor < 1 || r.DispatcherParallelizationFactor > 10 {
-		panic("infra: OutboxStackProps.DispatcherParallelizationFactor must be 1..10")
+		return nil, errors.New("OutboxStackProps.DispatcherParallelizationFactor must be 1..10")
 	}
 	if r.RetrierMaxConcurrency < 2 || r.RetrierMaxConcurrency > 1000 {
-		panic("infra: OutboxStackProps.RetrierMaxConcurrency must be 2..1000")
+		return nil, errors.New("OutboxStackProps.RetrierMaxConcurrency must be 2..1000")
 	}
-	r.resolveRetention()
-	return r
+	if err := r.resolveRetention(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // name is a physical name: "<prefix>-<suffix>".
 func (r *resolved) name(suffix string) *string {
 	s := r.NamePrefix + "-" + suffix
 	return &s
+}
+
+// ValidateProviderConfig checks a provider configuration (the stack's
+// ProviderConfig, the app's providerConfig context) as the stack will: valid
+// JSON, and every secret-bearing field a Secrets Manager reference. The
+// error names the field, never its value.
+func ValidateProviderConfig(cfg string) error {
+	if strings.TrimSpace(cfg) == "" {
+		return nil
+	}
+	_, err := providerSecretRefs(cfg)
+	return err
 }
 
 // secretNameRE is a Secrets Manager secret name (the characters AWS allows)
@@ -266,21 +303,24 @@ var (
 // configuration is a Secrets Manager reference and returns the referenced
 // secrets by use. It panics naming the field (never the value) otherwise:
 // a secret value must never reach the template or an environment.
-func providerSecretRefs(cfg string) map[wire.SecretUse][]string {
+func providerSecretRefs(cfg string) (map[wire.SecretUse][]string, error) {
+	if !json.Valid([]byte(cfg)) {
+		return nil, errors.New("not valid JSON")
+	}
 	fields, err := wire.SecretFields(cfg)
 	if err != nil {
-		panic("infra: OutboxStackProps.ProviderConfig: " + err.Error())
+		return nil, err
 	}
 	seen := map[wire.SecretUse]map[string]bool{}
 	out := map[wire.SecretUse][]string{}
 	for _, f := range fields {
 		name, _, ok := wire.SecretsManagerRef(f.Value)
 		if !ok {
-			panic(fmt.Sprintf("infra: OutboxStackProps.ProviderConfig: %s holds a secret value (or an env: reference); "+
-				"put the secret in Secrets Manager and give %s<name>[#<json key>] instead", f.Field, wire.SecretsManagerPrefix))
+			return nil, fmt.Errorf("%s holds a secret value (or an env: reference); "+
+				"put the secret in Secrets Manager and give %s<name>[#<json key>] instead", f.Field, wire.SecretsManagerPrefix)
 		}
 		if strings.HasPrefix(name, "arn:") && !completeArnRE.MatchString(name) || !strings.HasPrefix(name, "arn:") && !secretNameRE.MatchString(name) {
-			panic(fmt.Sprintf("infra: OutboxStackProps.ProviderConfig: %s: %q is neither a secret name nor a complete secret ARN (with its six-character suffix)", f.Field, name))
+			return nil, fmt.Errorf("%s: %q is neither a secret name nor a complete secret ARN (with its six-character suffix)", f.Field, name)
 		}
 		if seen[f.Use] == nil {
 			seen[f.Use] = map[string]bool{}
@@ -293,5 +333,5 @@ func providerSecretRefs(cfg string) map[wire.SecretUse][]string {
 	for _, names := range out {
 		sort.Strings(names)
 	}
-	return out
+	return out, nil
 }

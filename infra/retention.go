@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,7 +54,7 @@ type RetentionProps struct {
 	ArchiveRetentionDays float64
 }
 
-func (r *resolved) resolveRetention() {
+func (r *resolved) resolveRetention() error {
 	if r.IntentRetention == 0 {
 		r.IntentRetention = core.DefaultIntentRetention
 	}
@@ -61,19 +62,20 @@ func (r *resolved) resolveRetention() {
 		r.TombstoneRetention = core.DefaultTombstoneRetention
 	}
 	if r.IntentRetention < time.Second || r.TombstoneRetention < time.Second {
-		panic("infra: OutboxStackProps.IntentRetention and TombstoneRetention must be at least a second")
+		return errors.New("OutboxStackProps.IntentRetention and TombstoneRetention must be at least a second")
 	}
 	if r.ArchiveRetentionDays == 0 {
 		r.ArchiveRetentionDays = 400
 	}
 	if r.ArchiveRetentionDays < 1 {
-		panic(fmt.Sprintf("infra: OutboxStackProps.ArchiveRetentionDays %v: want at least 1", r.ArchiveRetentionDays))
+		return fmt.Errorf("OutboxStackProps.ArchiveRetentionDays %v: want at least 1", r.ArchiveRetentionDays)
 	}
 	// A claim-checked payload object is renewed only by intake puts, so it
 	// must outlive the intent's window at least.
 	if time.Duration(r.PayloadRetentionDays*24*float64(time.Hour)) < r.IntentRetention {
-		panic(fmt.Sprintf("infra: OutboxStackProps.PayloadRetentionDays %v is shorter than IntentRetention %v", r.PayloadRetentionDays, r.IntentRetention))
+		return fmt.Errorf("OutboxStackProps.PayloadRetentionDays %v is shorter than IntentRetention %v", r.PayloadRetentionDays, r.IntentRetention)
 	}
+	return nil
 }
 
 // retentionData creates the archive bucket (private, encrypted, logged, its

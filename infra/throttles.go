@@ -40,22 +40,22 @@ var DefaultRouteThrottles = map[string]Throttle{
 }
 
 // routeThrottles applies the defaults and checks the groups and numbers.
-func routeThrottles(given map[string]Throttle) map[string]Throttle {
+func routeThrottles(given map[string]Throttle) (map[string]Throttle, error) {
 	out := map[string]Throttle{}
 	for g, t := range DefaultRouteThrottles {
 		out[g] = t
 	}
 	for g, t := range given {
 		if _, ok := DefaultRouteThrottles[g]; !ok {
-			panic(fmt.Sprintf("infra: OutboxStackProps.RouteThrottles: unknown route group %q (want %s, %s, %s or %s)",
-				g, RouteGroupBots, RouteGroupOperators, RouteGroupWebhooks, RouteGroupPublic))
+			return nil, fmt.Errorf("OutboxStackProps.RouteThrottles: unknown route group %q (want %s, %s, %s or %s)",
+				g, RouteGroupBots, RouteGroupOperators, RouteGroupWebhooks, RouteGroupPublic)
 		}
 		if t.RateLimit <= 0 || t.BurstLimit < 1 || t.BurstLimit > 5000 {
-			panic(fmt.Sprintf("infra: OutboxStackProps.RouteThrottles[%s]: rate %v burst %v: want rate > 0 and burst 1..5000", g, t.RateLimit, t.BurstLimit))
+			return nil, fmt.Errorf("OutboxStackProps.RouteThrottles[%s]: rate %v burst %v: want rate > 0 and burst 1..5000", g, t.RateLimit, t.BurstLimit)
 		}
 		out[g] = t
 	}
-	return out
+	return out, nil
 }
 
 // groupedRoute is an HTTP API route created with its group.

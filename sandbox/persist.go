@@ -39,12 +39,13 @@ import (
 const stateFileVersion = 1
 
 type persistedState struct {
-	Version   int                `json:"version"`
-	NextID    int64              `json:"nextMessageId"`
-	NextEvent int64              `json:"nextEventId"`
-	NextUser  int64              `json:"nextUserMessageId"`
-	Effects   []Effect           `json:"effects"`
-	Accounts  []persistedAccount `json:"accounts"`
+	Version   int                    `json:"version"`
+	NextID    int64                  `json:"nextMessageId"`
+	NextEvent int64                  `json:"nextEventId"`
+	NextUser  int64                  `json:"nextUserMessageId"`
+	Effects   []Effect               `json:"effects"`
+	Texts     map[string]MessageText `json:"texts,omitempty"`
+	Accounts  []persistedAccount     `json:"accounts"`
 }
 
 type persistedAccount struct {
@@ -120,6 +121,7 @@ func (s *Server) restore(ps persistedState) {
 	s.wh.nextEvent, s.wh.nextUser = ps.NextEvent, ps.NextUser
 	s.wh.mu.Unlock()
 	s.effects = ps.Effects
+	s.texts = ps.Texts
 	for _, pa := range ps.Accounts {
 		a := newAccount(pa.Name)
 		a.caps, a.token, a.faults, a.hook = pa.Caps, pa.Token, pa.Faults, pa.Hook
@@ -137,7 +139,7 @@ func (s *Server) saveLocked() error {
 	if s.state == nil {
 		return nil
 	}
-	ps := persistedState{Version: stateFileVersion, NextID: s.nextID, Effects: s.effects}
+	ps := persistedState{Version: stateFileVersion, NextID: s.nextID, Effects: s.effects, Texts: s.texts}
 	s.wh.mu.Lock()
 	ps.NextEvent, ps.NextUser = s.wh.nextEvent, s.wh.nextUser
 	s.wh.mu.Unlock()

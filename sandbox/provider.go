@@ -65,6 +65,14 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		writeUnavailable(w)
 		return
 	}
+	if req.Action == ActionUpdateMessage {
+		if _, ok := s.texts[req.Target]; !ok {
+			s.mu.Unlock()
+			log.Info("send", slog.String("outcome", "message_not_found"), slog.Int("status", http.StatusNotFound))
+			writeError(w, http.StatusNotFound, "message_not_found", "no message "+req.Target+" to update", nil)
+			return
+		}
+	}
 	fault, hasFault := a.popFault(req.Target)
 	s.mu.Unlock()
 	if hasFault {
@@ -314,6 +322,7 @@ func (s *Server) commitLocked(a *account, ks *keyState, key string, req MessageR
 	if err != nil {
 		panic(err) // cannot happen: only strings
 	}
+	s.setTextLocked(req, m.ID, now)
 	s.effects = append(s.effects, Effect{
 		Account:        a.name,
 		Action:         req.Action,

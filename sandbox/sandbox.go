@@ -33,7 +33,8 @@ type Server struct {
 	mu         sync.Mutex
 	accounts   map[string]*account
 	effects    []Effect
-	nextID     int64 // message ids are never reused, not even across Reset
+	texts      map[string]MessageText // message id -> its current text (messages.go)
+	nextID     int64                  // message ids are never reused, not even across Reset
 	gen        uint64
 	genDone    chan struct{} // closed by Reset: requests of the old generation give up
 	isClosed   bool
@@ -125,6 +126,7 @@ func New(now func() time.Time, opts ...Option) *Server {
 	mux.HandleFunc("GET /v1/accounts/{account}/messages", s.handleLookup)
 	mux.HandleFunc("GET /v1/accounts/{account}/capabilities", s.handleCapabilities)
 	mux.HandleFunc("GET /_sandbox/effects", s.handleEffects)
+	mux.HandleFunc("GET /_sandbox/messages/{id}", s.handleMessageText)
 	mux.HandleFunc("GET /_sandbox/faults", s.handleGetFaults)
 	mux.HandleFunc("POST /_sandbox/faults", s.handlePostFaults)
 	mux.HandleFunc("POST /_sandbox/reset", s.handleReset)
@@ -166,6 +168,7 @@ func (s *Server) Reset() {
 	defer s.mu.Unlock()
 	s.accounts = map[string]*account{}
 	s.effects = nil
+	s.texts = nil
 	s.gen++
 	close(s.genDone)
 	s.genDone = make(chan struct{})

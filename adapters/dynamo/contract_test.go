@@ -50,3 +50,11 @@ func TestWebhookStoreContract(t *testing.T) {
 		return NewWebhooks(db, table), New(db, table)
 	})
 }
+
+func TestValueMarksContract(t *testing.T) {
+	t.Parallel()
+	storetest.RunValueMarks(t, func(t *testing.T) core.ValueMarks {
+		db, table := testTable(t, "cv")
+		return NewValueMarks(db, table)
+	})
+}

@@ -53,10 +53,18 @@ func IsTombstone(item map[string]types.AttributeValue) bool {
 
 // packHash stores "sha256:<hex>" as its 32 bytes; anything else as its text.
 func packHash(h string) []byte {
+	// An effect hash (core.EffectHash) packs as a marker byte and its digest.
+	var mark []byte
+	if x, ok := strings.CutPrefix(h, core.EffectHashPrefix); ok {
+		h, mark = x, []byte{effectHashMark}
+	}
 	if x, ok := strings.CutPrefix(h, "sha256:"); ok && len(x) == 64 {
 		if b, err := hex.DecodeString(x); err == nil {
-			return b
+			return append(mark, b...)
 		}
+	}
+	if mark != nil {
+		h = core.EffectHashPrefix + h
 	}
 	if h == "" {
 		return nil
@@ -64,9 +72,15 @@ func packHash(h string) []byte {
 	return []byte(h)
 }
 
+// effectHashMark leads a packed effect hash (33 bytes).
+const effectHashMark = 0x01
+
 func unpackHash(b []byte) string {
 	if len(b) == 32 {
 		return "sha256:" + hex.EncodeToString(b)
+	}
+	if len(b) == 33 && b[0] == effectHashMark {
+		return core.EffectHashPrefix + "sha256:" + hex.EncodeToString(b[1:])
 	}
 	return string(b)
 }

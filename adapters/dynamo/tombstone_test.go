@@ -119,3 +119,25 @@ func TestTerminalWriteCarriesTheTTL(t *testing.T) {
 		t.Fatalf("create on a tombstone: created=%v existing=%+v err=%v", created, existing, err)
 	}
 }
+
+// TestTombstoneHashesRoundTrip: every hash form an intent can carry comes
+// back from its tombstone as it went in; digests pack to their bytes (an
+// effect hash with a marker byte), so a tombstone stays small.
+func TestTombstoneHashesRoundTrip(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, c := range []struct {
+		hash string
+		size int
+	}{
+		{digest, 32},
+		{core.EffectHashPrefix + digest, 33},
+		{"rh", 2},
+		{core.EffectHashPrefix + "odd", len(core.EffectHashPrefix + "odd")},
+		{"", 0},
+	} {
+		b := packHash(c.hash)
+		if len(b) != c.size || unpackHash(b) != c.hash {
+			t.Errorf("%q packs to %d bytes and back to %q", c.hash, len(b), unpackHash(b))
+		}
+	}
+}

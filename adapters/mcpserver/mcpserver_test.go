@@ -217,3 +217,37 @@ func TestHTTPHandlerNeedsTheAuthorizer(t *testing.T) {
 		t.Fatalf("without an authorizer context: %d", rec.Code)
 	}
 }
+
+// Every tool's output schema admits its error results ({"error": ToolError}),
+// as clients that validate structured content on isError results too (the
+// official TypeScript SDK) require, and still refuses what is neither.
+func TestOutputSchemasAdmitToolErrors(t *testing.T) {
+	errContent := map[string]any{}
+	b, _ := json.Marshal(errorResult(&ToolError{Code: "invalid_field", Status: 400, Message: "blank", Field: "step", Hint: "fix it"}).StructuredContent)
+	if err := json.Unmarshal(b, &errContent); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range Catalogue() {
+		raw, err := json.Marshal(tool.Def().OutputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s jsonschema.Schema
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Type != "object" {
+			t.Errorf("%s: output schema type %q, MCP requires object", tool.Name, s.Type)
+		}
+		rs, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tool.Name, err)
+		}
+		if err := rs.Validate(errContent); err != nil {
+			t.Errorf("%s: the output schema refuses a tool error: %v", tool.Name, err)
+		}
+		if err := rs.Validate(map[string]any{"error": map[string]any{"message": "no code"}}); err == nil {
+			t.Errorf("%s: the output schema admits an error without a code", tool.Name)
+		}
+	}
+}

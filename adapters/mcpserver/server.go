@@ -213,6 +213,31 @@ func (e *ToolError) Error() string {
 	return s
 }
 
+// errorSchema is the structured content of every tool error, {"error": ToolError}.
+var errorSchema = func() *jsonschema.Schema {
+	s, err := jsonschema.For[struct {
+		Error ToolError `json:"error"`
+	}](nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// admitErrors makes a tool's output schema admit its error results too:
+// {"type":"object","anyOf":[<the tool's result>, {"error": ToolError}]}.
+// MCP clients that validate structured content against the output schema
+// whenever it is present, isError or not (the official TypeScript SDK's
+// Client.callTool), would otherwise answer every refusal with a protocol
+// error ("Structured content does not match the tool's output schema")
+// instead of the tool error with its code (issue 49).
+func admitErrors(out *jsonschema.Schema) *jsonschema.Schema {
+	if len(out.Defs) > 0 || len(out.Definitions) > 0 {
+		panic("mcpserver: an output schema with $defs cannot be nested under anyOf") // its "#/$defs/..." refs are root-relative
+	}
+	return &jsonschema.Schema{Type: "object", AnyOf: []*jsonschema.Schema{out, errorSchema}}
+}
+
 func errorResult(e *ToolError) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		IsError:           true,
@@ -237,6 +262,7 @@ func define[In, Out any](name, title, desc string, ann mcp.ToolAnnotations, kind
 	if err != nil {
 		panic(err)
 	}
+	outSchema = admitErrors(outSchema)
 	ann.Title = title
 	def := &mcp.Tool{Name: name, Title: title, Description: desc, InputSchema: inSchema, OutputSchema: outSchema, Annotations: &ann}
 	return Tool{Name: name, Kinds: kinds, Operations: ops, def: def, handler: func(d *deps) mcp.ToolHandler {

@@ -297,6 +297,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Store: store, Queue: retries, Providers: providers, Clock: cfg.Clock,
 		Backoff: backoff, ReconcilePolicy: reconcile, Lease: cfg.Lease, Owner: cfg.Owner,
 		Barrier: store, Metrics: metrics, Log: cfg.Log,
+		Marks: dynamo.NewValueMarks(clients.DynamoDB, cfg.Table),
 	}
 	app := &App{
 		Config:     cfg,

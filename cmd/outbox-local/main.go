@@ -169,6 +169,7 @@ func run() error {
 		API: "http://" + httpAddr, Sandbox: sandboxURL, SandboxState: sandboxState, DataDir: os.Getenv("OUTBOX_DDB_DATA_DIR"),
 		BotToken: keyOf(tokens, core.PrincipalBot), OperatorToken: keyOf(tokens, core.PrincipalOperator),
 		OrchestratorToken: keyOf(tokens, core.PrincipalOrchestrator), Providers: providers, Level: level,
+		Table: table, AWSExports: emulatorExports(),
 	}))
 	err = <-errc
 	if errors.Is(err, http.ErrServerClosed) || ctx.Err() != nil {
@@ -182,6 +183,36 @@ type bannerInfo struct {
 	BotToken, OperatorToken, OrchestratorToken string
 	Providers                                  []wire.ProviderSummary
 	Level                                      slog.Level
+	// Table and AWSExports are for the tools that read and write the table
+	// directly (outboxctl token, setup, backup --direct): the table's name
+	// and, when the emulators play AWS, the variables that point the AWS
+	// SDK at them (emulatorExports).
+	Table      string
+	AWSExports []string
+}
+
+// emulatorEndpointVars are the AWS SDK's endpoint variables that
+// localstack/emulators.sh env sets (AWS_ENDPOINT_URL: LocalStack).
+var emulatorEndpointVars = []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB",
+	"AWS_ENDPOINT_URL_DYNAMODB_STREAMS", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3"}
+
+// emulatorExports are the "NAME=value" lines that point another process's
+// AWS SDK where this one goes: the endpoint variables that are set, a
+// region, and placeholder credentials (the emulators take any; real
+// credentials are never printed). Against real AWS (no endpoint variable)
+// there is nothing to print: the tools use the operator's own credentials.
+func emulatorExports() []string {
+	var out []string
+	for _, k := range emulatorEndpointVars {
+		if v := os.Getenv(k); v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return append(out, "AWS_REGION="+env("AWS_REGION", "us-east-1"),
+		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local")
 }
 
 // banner is what make run prints once the API answers: addresses, what is
@@ -233,6 +264,15 @@ func banner(b bannerInfo) string {
 	fmt.Fprintf(&w, "  export %s=%s\n", client.EnvOperatorToken, b.OperatorToken)
 	fmt.Fprintf(&w, "  export OUTBOX_ORCHESTRATOR_TOKEN=%s\n", b.OrchestratorToken)
 	fmt.Fprintf(&w, "  export OUTBOX_SANDBOX_API_URL=%s\n", b.Sandbox)
+	if b.Table != "" {
+		fmt.Fprintf(&w, "  export OUTBOX_TABLE=%s\n", b.Table)
+	}
+	if len(b.AWSExports) > 0 {
+		fmt.Fprintf(&w, "  # the emulators, for outboxctl's table commands (token, setup, backup --direct):\n")
+		for _, kv := range b.AWSExports {
+			fmt.Fprintf(&w, "  export %s\n", kv)
+		}
+	}
 	fmt.Fprintf(&w, "then try:\n")
 	fmt.Fprintf(&w, "%s", tryCommands)
 	fmt.Fprintf(&w, "\nCtrl-C stops everything this started.\n")

@@ -153,17 +153,29 @@ type resolveCmd struct {
 	Reason     string `required:"" help:"Why; recorded with your name."`
 	ExternalID string `help:"The provider's id, with accept-success."`
 	Key        string `help:"Idempotency-Key for this decision (default: derived from intent, decision and reason)."`
+	// AcceptDuplicateRisk is the operator's deliberate answer for a retry the
+	// provider cannot deduplicate; without it such a retry is refused.
+	AcceptDuplicateRisk bool `name:"accept-duplicate-risk" help:"With --decision retry at a provider that cannot deduplicate it: accept that the retry may cause a second effect. Without it such a retry is refused."`
 }
 
 func (c *resolveCmd) Run() error {
 	// Without --key the key is derived from the decision, so the same
 	// command typed twice (a retried shell) is one decision.
-	return call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.Intent, error) {
-		return a.Resolve(ctx, c.ID, client.ResolutionRequest{Decision: c.Decision, Reason: c.Reason, ExternalID: c.ExternalID, Key: c.Key})
+	err := call(c.apiFlags, func(ctx context.Context, a *client.Admin) (*client.Intent, error) {
+		r := client.ResolutionRequest{Decision: c.Decision, Reason: c.Reason, ExternalID: c.ExternalID, Key: c.Key}
+		if c.AcceptDuplicateRisk {
+			r.AcceptDuplicateRisk = &c.AcceptDuplicateRisk
+		}
+		return a.Resolve(ctx, c.ID, r)
 	}, func(in *client.Intent) error {
 		fmt.Printf("%s is now %s (%s)\n", in.ID, in.Status, in.StatusReason)
 		return nil
 	})
+	if errors.Is(err, client.ErrDuplicateRiskNotAccepted) {
+		return fmt.Errorf("retry refused, nothing changed: the provider cannot deduplicate this retry, so it may cause a second effect; "+
+			"run again with --accept-duplicate-risk to retry anyway (%w)", err)
+	}
+	return err
 }
 
 type recommendCmd struct {

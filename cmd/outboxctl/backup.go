@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/client"
 )
@@ -34,7 +33,7 @@ func (c *backupCreateCmd) Run(root *cli) error {
 		}, c.printManifest)
 	}
 	ctx := context.Background()
-	clients, err := awsconfig.LoadClients(ctx)
+	clients, err := tableClients(ctx)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ type setupCmd struct {
 
 func (c *setupCmd) Run(root *cli) error {
 	ctx := context.Background()
-	clients, err := awsconfig.LoadClients(ctx)
+	clients, err := tableClients(ctx)
 	if err != nil {
 		return err
 	}
@@ -72,4 +72,23 @@ func main() {
 	k := kong.Parse(&c, kong.Name("outboxctl"), kong.Description("Operate the outbox."),
 		kong.Vars{"api_url": client.BaseURLFromEnv()})
 	k.FatalIfErrorf(explain(k.Run(&c)))
+}
+
+// tableClients are the AWS clients of the commands that read and write the
+// table directly (token, setup, backup --direct). Their credentials are
+// checked first, so that a shell without any (the SDK's last resort is the
+// EC2 instance metadata: "no EC2 IMDS role found") learns what to set.
+func tableClients(ctx context.Context) (awsconfig.Clients, error) {
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		return awsconfig.Clients{}, err
+	}
+	if cfg.Credentials != nil {
+		if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+			return awsconfig.Clients{}, fmt.Errorf("no AWS credentials: this command reads and writes the table directly. "+
+				"Against make run, paste the banner's export lines (OUTBOX_TABLE and the AWS_ ones point at the emulators); "+
+				"against a deployed stack, use your AWS profile or credentials and set OUTBOX_TABLE (or --table) to the stack's TableName output (infra/README.md, Deploy): %w", err)
+		}
+	}
+	return awsconfig.New(cfg), nil
 }

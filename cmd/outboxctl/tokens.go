@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/botharness/outbox/adapters/awsconfig"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
 )
@@ -20,7 +19,7 @@ import (
 // withTokens runs f on the table's token registry.
 func withTokens(root *cli, f func(ctx context.Context, reg *dynamo.Tokens) error) error {
 	ctx := context.Background()
-	clients, err := awsconfig.LoadClients(ctx)
+	clients, err := tableClients(ctx)
 	if err != nil {
 		return err
 	}
@@ -136,7 +135,7 @@ type tokenAdoptCmd struct{}
 
 func (c *tokenAdoptCmd) Run(root *cli) error {
 	ctx := context.Background()
-	clients, err := awsconfig.LoadClients(ctx)
+	clients, err := tableClients(ctx)
 	if err != nil {
 		return err
 	}

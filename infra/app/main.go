@@ -110,6 +110,11 @@ func run(args []string) error {
 		Architecture:   get("arch", ""),
 		NoHTTPAPI:      !httpAPI,
 	}
+	// A literal secret must end the synth here, with one line naming the
+	// field (never the value), before anything is built.
+	if err := infra.ValidateProviderConfig(props.ProviderConfig); err != nil {
+		return fmt.Errorf("context providerConfig: %w", err)
+	}
 	if s := get("providerSecretNames", ""); s != "" {
 		props.ProviderSecretNames = strings.Split(s, ",")
 	}
@@ -169,6 +174,9 @@ func run(args []string) error {
 	}
 	props.AssetDir = assetDir
 	props.Functions = functions
+	if err := props.Validate(); err != nil { // NewOutboxStack would panic
+		return err
+	}
 
 	infra.NewOutboxStack(app, get("stackName", "Outbox"), props)
 	if nag {

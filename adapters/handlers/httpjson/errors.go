@@ -24,7 +24,7 @@ var errorTable = []struct {
 	field   string
 }{
 	{core.ErrIdempotencyKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused",
-		"this Idempotency-Key was already used with a different request; use a new key for a different intent", "Idempotency-Key"},
+		"this Idempotency-Key already holds another effect (kind, provider, account, action, target, payload or source differ). If this is a retry of the same operation, send it again with its original body under the same key; only a new operation takes a new key", "Idempotency-Key"},
 	{core.ErrGrantDoesNotCover, http.StatusForbidden, "grant_does_not_cover", "", "grant"},
 	{core.ErrGrantRevoked, http.StatusConflict, "grant_revoked", "", ""},
 	{core.ErrEventInProgress, http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", ""},

@@ -42,6 +42,8 @@ type slackServer struct {
 	channels     map[string]*slackChannel
 	seq          int64
 	posts        int
+	edits        int
+	reactions    int
 	historyCalls int
 	lastHistory  map[string]string
 	pageSize     int
@@ -78,6 +80,9 @@ type SlackMessage struct {
 	ThreadTS string         `json:"thread_ts,omitempty"`
 	Blocks   any            `json:"blocks,omitempty"`
 	Metadata *SlackMetadata `json:"metadata,omitempty"`
+	// Edited is set by chat.update; Reactions by reactions.add.
+	Edited    *SlackEdited    `json:"edited,omitempty"`
+	Reactions []SlackReaction `json:"reactions,omitempty"`
 }
 
 // NewSlack starts a Slack fake. now drives message timestamps.
@@ -90,6 +95,8 @@ func NewSlack(tb TB, now func() time.Time) *Slack {
 	fq := newFaultQueue()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chat.postMessage", func(w http.ResponseWriter, r *http.Request) { s.postMessage(w, r, fq) })
+	mux.HandleFunc("POST /api/chat.update", func(w http.ResponseWriter, r *http.Request) { s.chatUpdate(w, r, fq) })
+	mux.HandleFunc("POST /api/reactions.add", func(w http.ResponseWriter, r *http.Request) { s.reactionsAdd(w, r, fq) })
 	mux.HandleFunc("GET /api/conversations.history", s.conversationsHistory)
 	mux.HandleFunc("POST /api/conversations.history", s.conversationsHistory)
 	mux.HandleFunc("GET /api/conversations.replies", s.conversationsHistory)
@@ -156,7 +163,8 @@ func (s *Slack) SetHistoryPageSize(n int) {
 	s.srv.pageSize = n
 }
 
-// Inject queues faults for the next chat.postMessage calls.
+// Inject queues faults for the next chat.postMessage, chat.update and
+// reactions.add calls.
 func (s *Slack) Inject(fs ...Fault) { s.faults.push(fs...) }
 
 // InjectHistory queues faults for the next conversations.history calls

@@ -33,6 +33,7 @@ type Telegram struct {
 	tokens   map[string]int64 // token -> bot user id
 	chats    map[string]*tgChat
 	messages []TelegramMessage
+	edits    int
 }
 
 type tgChat struct {
@@ -50,6 +51,7 @@ type TelegramMessage struct {
 	MessageID int64  `json:"message_id"`
 	Text      string `json:"text"`
 	Date      int64  `json:"date"`
+	EditDate  int64  `json:"edit_date,omitempty"`
 }
 
 // NewTelegram starts a Telegram fake.
@@ -169,6 +171,10 @@ func (t *Telegram) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// "All methods in the Bot API are case-insensitive."
+	if strings.EqualFold(method, "editMessageText") {
+		t.editMessageText(w, r, botID)
+		return
+	}
 	if !strings.EqualFold(method, "sendMessage") {
 		writeTelegramError(w, http.StatusNotFound, "Not Found", nil)
 		return

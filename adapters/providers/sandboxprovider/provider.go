@@ -21,8 +21,19 @@ import (
 // Name is the provider name bots use.
 const Name = "sandbox"
 
-// Actions the sandbox accepts.
-var Actions = map[string]bool{"send_message": true, "create_booking": true, "charge": true}
+// Actions the sandbox accepts. update_message sets the text of a message an
+// earlier send_message created (target: its "sbx_…" id): a set-to-value
+// action (sandbox/messages.go).
+var Actions = map[string]bool{"send_message": true, "create_booking": true, "charge": true, "update_message": true}
+
+// ValueSubject: update_message sets the text of the message its target
+// names, whatever the account declares.
+func (p *Provider) ValueSubject(action, target string, _ []byte) string {
+	if action == "update_message" {
+		return target
+	}
+	return ""
+}
 
 // Config configures the adapter.
 type Config struct {
@@ -69,6 +80,9 @@ func (p *Provider) Capabilities(ctx context.Context, account, action string) (co
 		IdempotencyKeys: doc.IdempotencyKeys,
 		KeyRetention:    time.Duration(doc.KeyRetentionSeconds) * time.Second,
 		Lookup:          doc.Lookup,
+		// Lookup by key finds the update's own commit, which is fine; the
+		// set-to-value declaration is what lets it retry without either.
+		NaturallyIdempotent: action == "update_message",
 	}, nil
 }
 

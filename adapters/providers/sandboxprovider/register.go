@@ -18,6 +18,7 @@ var Registration = plugin.Registration{
 		{Name: "send_message", PerAccount: true, Why: "the sandbox publishes each account's capabilities (GET /v1/accounts/{account}/capabilities)", Doc: "sandbox/README.md"},
 		{Name: "create_booking", PerAccount: true, Why: "as send_message", Doc: "sandbox/README.md"},
 		{Name: "charge", PerAccount: true, Why: "as send_message", Doc: "sandbox/README.md"},
+		{Name: "update_message", PerAccount: true, Why: "set-to-value (naturally idempotent) whatever the account declares, besides its keys and lookup", Doc: "sandbox/README.md"},
 	},
 	Decode: func(raw json.RawMessage) (plugin.Config, error) {
 		c := &settings{}

@@ -23,6 +23,12 @@ var Registration = plugin.Registration{
 	Actions: []plugin.Action{
 		{Name: "send_message", Declared: declared, Why: whyLookup, Doc: "https://docs.slack.dev/messaging/message-metadata"},
 		{Name: "chat.postMessage", Declared: declared, Why: whyLookup, Doc: "https://docs.slack.dev/reference/methods/conversations.history"},
+		{Name: ActionUpdateMessage, Declared: core.Capabilities{NaturallyIdempotent: true},
+			Why: "chat.update sets the message's text: repeating it changes nothing; history lookup cannot see an edit (edit.go)",
+			Doc: "https://docs.slack.dev/reference/methods/chat.update"},
+		{Name: ActionAddReaction, Declared: core.Capabilities{NaturallyIdempotent: true},
+			Why: "reactions.add: a repeat is already_reacted, a success (edit.go)",
+			Doc: "https://docs.slack.dev/reference/methods/reactions.add"},
 	},
 	Decode: func(raw json.RawMessage) (plugin.Config, error) {
 		c := &settings{}

@@ -43,8 +43,10 @@ const EventType = "outbox_intent"
 // DefaultBaseURL is Slack's Web API.
 const DefaultBaseURL = "https://slack.com/api"
 
-// Actions the adapter performs: both name chat.postMessage.
-var Actions = map[string]bool{"send_message": true, "chat.postMessage": true}
+// Actions the adapter performs: send_message and chat.postMessage both name
+// chat.postMessage; update_message is chat.update and add_reaction is
+// reactions.add, both set-to-value actions (edit.go).
+var Actions = map[string]bool{"send_message": true, "chat.postMessage": true, ActionUpdateMessage: true, ActionAddReaction: true}
 
 // Account is one workspace installation (keyed by team id in Config).
 type Account struct {
@@ -118,6 +120,11 @@ func (p *Provider) SupportsAction(action string) bool { return Actions[action] }
 func (p *Provider) Capabilities(_ context.Context, account, action string) (core.Capabilities, error) {
 	if err := httpx.KnownAccount(Name, p.cfg.Accounts, account); err != nil {
 		return core.Capabilities{}, err
+	}
+	// The registration's declaration (register.go): set-to-value for
+	// update_message and add_reaction, lookup for posting.
+	if a, ok := Registration.Declaration(action); ok {
+		return a.Declared, nil
 	}
 	return declared, nil
 }
@@ -203,6 +210,9 @@ func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResul
 	if err := httpx.CheckAction(Name, Actions, r.Action); err != nil {
 		return core.SendResult{}, err
 	}
+	if setsValue(r.Action) {
+		return p.edit(ctx, a, r)
+	}
 	body, _, err := buildBody(r)
 	if err != nil {
 		return core.SendResult{}, httpx.InvalidPayload(Name, err)
@@ -231,6 +241,11 @@ type apiResponse struct {
 func Classify(code string) core.ErrorClass {
 	switch code {
 	// The input is wrong; nothing was posted.
+	case "message_not_found", "cant_update_message", "edit_window_closed", "bad_timestamp", "invalid_name",
+		"no_item_specified", "too_many_emoji", "too_many_reactions", "thread_locked", "is_inactive",
+		"update_failed", "block_mismatch":
+		// chat.update and reactions.add (edit.go): nothing was changed.
+		return core.ClassRejectedInput
 	case "channel_not_found", "is_archived", "msg_too_long", "no_text", "invalid_blocks", "invalid_blocks_format",
 		"msg_blocks_too_long", "too_many_attachments", "not_in_channel", "restricted_action",
 		"restricted_action_read_only_channel", "restricted_action_thread_only_channel",

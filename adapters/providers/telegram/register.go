@@ -17,6 +17,9 @@ var Registration = plugin.Registration{
 	Actions: []plugin.Action{
 		{Name: "send_message", Why: whyNeither, Doc: "https://core.telegram.org/bots/api#sendmessage"},
 		{Name: "sendMessage", Why: whyNeither, Doc: "https://core.telegram.org/bots/api#sendmessage"},
+		{Name: ActionEditMessage, Declared: core.Capabilities{NaturallyIdempotent: true},
+			Why: "editMessageText sets the text: repeating it changes nothing ('message is not modified' is a success)",
+			Doc: "https://core.telegram.org/bots/api#editmessagetext"},
 	},
 	Decode: func(raw json.RawMessage) (plugin.Config, error) {
 		c := &settings{}

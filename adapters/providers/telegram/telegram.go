@@ -47,7 +47,7 @@ const DefaultBaseURL = "https://api.telegram.org"
 const SecretTokenHeader = "X-Telegram-Bot-Api-Secret-Token"
 
 // Actions the adapter performs: both name sendMessage.
-var Actions = map[string]bool{"send_message": true, "sendMessage": true}
+var Actions = map[string]bool{"send_message": true, "sendMessage": true, ActionEditMessage: true}
 
 // Account is one bot.
 type Account struct {
@@ -94,8 +94,10 @@ func (p *Provider) Name() string                      { return Name }
 func (p *Provider) SupportsAction(action string) bool { return Actions[action] }
 
 // Capabilities: the Bot API offers neither idempotency keys nor lookup.
+// edit_message sets a message's text: naturally idempotent (edit.go).
 func (p *Provider) Capabilities(_ context.Context, account, action string) (core.Capabilities, error) {
-	return core.Capabilities{}, httpx.KnownAccount(Name, p.cfg.Accounts, account)
+	a, _ := Registration.Declaration(action) // register.go: neither, or set-to-value for edit_message
+	return a.Declared, httpx.KnownAccount(Name, p.cfg.Accounts, account)
 }
 
 // Account returns the configured account (for the webhook side).
@@ -145,11 +147,21 @@ func (p *Provider) Send(ctx context.Context, r core.SendRequest) (core.SendResul
 	if err != nil {
 		return core.SendResult{}, httpx.InvalidPayload(Name, err)
 	}
+	method, edited := "sendMessage", int64(0)
+	if r.Action == ActionEditMessage {
+		if edited, err = editMessageID(body); err != nil {
+			return core.SendResult{}, httpx.InvalidPayload(Name, err)
+		}
+		method = "editMessageText"
+	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	resp, err := httpx.Call(ctx, p.client, p.cfg.Timeout, http.MethodPost, p.cfg.BaseURL+"/bot"+a.Token+"/sendMessage", h, body, httpx.DefaultBodyLimit)
+	resp, err := httpx.Call(ctx, p.client, p.cfg.Timeout, http.MethodPost, p.cfg.BaseURL+"/bot"+a.Token+"/"+method, h, body, httpx.DefaultBodyLimit)
 	if err != nil {
 		return core.SendResult{}, err
+	}
+	if r.Action == ActionEditMessage {
+		return classifyEdit(resp, r.Target, edited, p.cfg.Now())
 	}
 	return classify(resp, r.Target, p.cfg.Now())
 }

@@ -104,7 +104,7 @@ func main() {
 	flag.IntVar(&f.initRuns, "init-runs", 5, "cold starts of the authorizer binary to time")
 	flag.BoolVar(&f.skipArt, "skip-artifacts", false, "skip building the Lambda artifacts and the cold-start proxy")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "log level of the stack (info adds the per-request log lines the functions write in AWS)")
-	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,inline,retry,reconcile,e2e256k,artifacts,pace,scale,retention); default all")
+	flag.StringVar(&f.only, "only", "", "comma-separated phases to run (throughput,e2e,inline,retry,reconcile,e2e256k,artifacts,pace,scale,retention,idle); default all")
 	flag.IntVar(&f.scaleN, "scale-n", 2048, "intents of the key-spread run (64 bots, one sending 25%)")
 	flag.StringVar(&f.scaleParts, "scale-parts", "spread,repair,isolation", "which runs of the scale phase (comma-separated)")
 	flag.IntVar(&f.orphans, "orphans", 5000, "orphaned pending intents the sweeper alone recovers (repair_vs_stream)")
@@ -292,7 +292,9 @@ func (r *runner) startStack(o system.Options) (st *system.Stack, api string, sto
 		o.DisablePruner = true // nothing expires within a phase under the 7-day default
 	}
 	o.Log = r.log
-	o.MetricsOut = io.Discard
+	if o.MetricsOut == nil {
+		o.MetricsOut = io.Discard
+	}
 	if o.Lease == 0 {
 		o.Lease = 30 * time.Second
 	}
@@ -422,6 +424,7 @@ func (r *runner) run() error {
 		{"pace", "paced drain across workers", r.paced},
 		{"scale", "scale: key spread over 64 bots, hot bot, repair vs stream, tenant isolation", r.scale},
 		{"retention", "retention: bytes at rest before and after the window, archive puts", r.retention},
+		{"idle", "idle: one scheduled sweep on an empty table (make cost prices it)", r.idle},
 		{"throughput", "intake vs raw throughput", r.throughput},
 	}
 	for _, p := range phases {
