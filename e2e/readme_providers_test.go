@@ -105,6 +105,12 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Sent
 	},
+	"whatsapp": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewWhatsApp(t, time.Now)
+		f.AddNumber(acct["phoneNumberId"].(string), os.Getenv("WHATSAPP_ACCESS_TOKEN"))
+		block["baseUrl"] = f.URL()
+		return f.Messages
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

@@ -289,7 +289,7 @@ func DefaultFunctions() []FunctionSpec {
 			Description: "Provider webhooks: verify signature, dedupe by event id, bind evidence, forward inbound to the inbox",
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
-			Routes:      routesOf(routes.Webhook),
+			Routes:      routesOf(routes.Webhooks...),
 			RouteGroup:  RouteGroupWebhooks,
 			Public:      true,
 			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,

@@ -24,6 +24,7 @@ var harnesses = map[string]struct {
 	"discord":  {contractDiscord, "fakes/discord.go"},
 	"twilio":   {contractTwilio, "fakes/twilio.go"},
 	"postmark": {contractPostmark, "fakes/postmark.go"},
+	"whatsapp": {contractWhatsApp, "fakes/whatsapp.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

@@ -19,6 +19,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/adapters/providers/twilio"
+	"github.com/botharness/outbox/adapters/providers/whatsapp"
 	"github.com/botharness/outbox/core"
 )
 
@@ -39,6 +40,7 @@ var Registered = []plugin.Registration{
 	discord.Registration,
 	twilio.Registration,
 	postmark.Registration,
+	whatsapp.Registration,
 }
 
 // Registration returns the registered provider called name.

@@ -285,7 +285,9 @@ func Assemble(clients awsconfig.Clients, o Options, queues sqsqueue.QueueURLs) (
 		s.Gateway.Route(rk, lambdahost.HTTPHandler(console.Wrap(s.Admin.Handle)), lambdahost.RouteOptions{FunctionName: "admin"})
 	}
 	if app.Webhook != nil {
-		s.Gateway.Route(routes.Webhook, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
+		for _, rk := range routes.Webhooks {
+			s.Gateway.Route(rk, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
+		}
 	}
 	// The agents' MCP endpoint: its own function behind the same authorizer,
 	// calling the API above over HTTP with the caller's token.

@@ -122,19 +122,44 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return resp, nil
 		}
 	}
-	ev, err := decode()
+	evs, err := decodeAll(p, whole, decode, account, req.Headers, body)
 	if err != nil {
 		return h.fail(ctx, log, err), nil
 	}
-	ev.Provider, ev.Account = provider, account
 	sum := sha256.Sum256(body)
-	ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
-	ev.Raw = body
-	res, err := h.Webhooks.Handle(ctx, ev)
-	if err != nil {
-		return h.fail(ctx, log.With("eventId", ev.EventID), err), nil
+	var first core.WebhookResult
+	for i, ev := range evs {
+		ev.Provider, ev.Account = provider, account
+		ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
+		ev.Raw = body
+		res, err := h.Webhooks.Handle(ctx, ev)
+		if err != nil {
+			// The provider delivers the whole payload again; the events
+			// already applied are duplicates then.
+			return h.fail(ctx, log.With("eventId", ev.EventID), err), nil
+		}
+		if i == 0 {
+			first = res
+		}
 	}
-	return httpjson.JSON(http.StatusOK, res, nil), nil
+	return httpjson.JSON(http.StatusOK, first, nil), nil
+}
+
+// decodeAll returns the delivery's events: several from a dialect that
+// batches (plugin.BatchDecoder), else the one decode returns.
+func decodeAll(p Provider, whole bool, decode func() (core.ProviderEvent, error), account string, headers map[string]string, body []byte) ([]core.ProviderEvent, error) {
+	if b, ok := p.(plugin.BatchDecoder); ok && !whole {
+		evs, err := b.DecodeAll(account, headers, body)
+		if err == nil && len(evs) == 0 {
+			err = &core.ValidationError{Code: core.CodeInvalidField, Message: "the delivery carries no event"}
+		}
+		return evs, err
+	}
+	ev, err := decode()
+	if err != nil {
+		return nil, err
+	}
+	return []core.ProviderEvent{ev}, nil
 }
 
 func (h *Handler) fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {

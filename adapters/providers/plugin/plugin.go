@@ -240,6 +240,14 @@ type RequestWebhook interface {
 	DecodeRequest(account string, r Request) (core.ProviderEvent, error)
 }
 
+// BatchDecoder is implemented by dialects whose provider batches several
+// events in one delivery (WhatsApp's statuses): the endpoint applies each
+// (in order; a failure fails the delivery, which the provider repeats and
+// the event ids deduplicate) and answers with the first one's result.
+type BatchDecoder interface {
+	DecodeAll(account string, headers map[string]string, body []byte) ([]core.ProviderEvent, error)
+}
+
 // Handshaker is implemented by dialects whose provider verifies the endpoint
 // with a GET (WhatsApp's hub.challenge): GET /v1/webhooks/<name>/<account>
 // is answered by Handshake; nothing is stored.
