@@ -111,6 +111,16 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Messages
 	},
+	// SES: the endpoint is the SDK's standard variable (no baseUrl).
+	"ses": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewSES(t, time.Now)
+		f.AddIdentity("example.com")
+		if cs, _ := acct["configurationSet"].(string); cs != "" {
+			f.AddConfigurationSet(cs)
+		}
+		t.Setenv("AWS_ENDPOINT_URL_SESV2", f.URL())
+		return f.Sent
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

@@ -25,6 +25,7 @@ var harnesses = map[string]struct {
 	"twilio":   {contractTwilio, "fakes/twilio.go"},
 	"postmark": {contractPostmark, "fakes/postmark.go"},
 	"whatsapp": {contractWhatsApp, "fakes/whatsapp.go"},
+	"ses":      {contractSES, "fakes/ses.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

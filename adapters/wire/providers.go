@@ -15,6 +15,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/providers/postmark"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
+	"github.com/botharness/outbox/adapters/providers/ses"
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
@@ -41,6 +42,7 @@ var Registered = []plugin.Registration{
 	twilio.Registration,
 	postmark.Registration,
 	whatsapp.Registration,
+	ses.Registration,
 }
 
 // Registration returns the registered provider called name.

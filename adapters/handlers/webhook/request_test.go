@@ -77,3 +77,38 @@ func TestRequestDialectGetsTheRawRequestAndGETsAreHandshakes(t *testing.T) {
 		t.Fatalf("GET without a handshake: %d %s, %d store calls", r.StatusCode, r.Body, st.calls-calls)
 	}
 }
+
+// snsDialect claims messages that start with its prefix.
+type snsDialect struct {
+	urlDialect
+	prefix string
+}
+
+func (d *snsDialect) DecodeNotification(msg []byte) (string, []core.ProviderEvent, bool, error) {
+	if len(msg) < len(d.prefix) || string(msg[:len(d.prefix)]) != d.prefix {
+		return "", nil, false, nil
+	}
+	return "acct", []core.ProviderEvent{{EventID: string(msg), Kind: core.EventOther, Type: "x"}}, true, nil
+}
+
+func TestHandleSNSOffersEachMessageToTheDialectThatClaimsIt(t *testing.T) {
+	st := &stubStore{}
+	h := &Handler{
+		Webhooks:  &core.Webhooks{Store: st, Inbox: &stubInbox{}, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
+		Providers: map[string]Provider{"a": &snsDialect{prefix: "A:"}, "b": &snsDialect{prefix: "B:"}, "plain": &urlDialect{}},
+		Log:       slog.New(slog.DiscardHandler),
+	}
+	rec := func(m string) events.SNSEventRecord {
+		return events.SNSEventRecord{EventSource: "aws:sns", SNS: events.SNSEntity{MessageID: m, Message: m}}
+	}
+	if err := h.HandleSNS(context.Background(), events.SNSEvent{Records: []events.SNSEventRecord{rec("A:1"), rec("B:2"), rec("nobody's")}}); err != nil {
+		t.Fatal(err)
+	}
+	if st.calls == 0 {
+		t.Fatal("claimed messages were not applied")
+	}
+	calls := st.calls
+	if err := h.HandleSNS(context.Background(), events.SNSEvent{Records: []events.SNSEventRecord{rec("nobody's")}}); err != nil || st.calls != calls {
+		t.Fatalf("an unclaimed message reached the store (%v, %d calls)", err, st.calls-calls)
+	}
+}

@@ -20,8 +20,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -160,6 +162,60 @@ func decodeAll(p Provider, whole bool, decode func() (core.ProviderEvent, error)
 		return nil, err
 	}
 	return []core.ProviderEvent{ev}, nil
+}
+
+// HandleSNS serves the webhook function's SNS subscriptions: each record's
+// message is offered to the dialects that decode notifications
+// (plugin.NotificationDecoder, in provider-name order); the one that claims
+// it gives its account and events, which core applies like any webhook's.
+// The invocation is authenticated by IAM (only the subscribed topics may
+// invoke the function). A message nobody claims is logged and dropped (a
+// retry would not change that); a storage failure is returned, so Lambda
+// retries the invocation and the event ids deduplicate what was applied.
+func (h *Handler) HandleSNS(ctx context.Context, in events.SNSEvent) error {
+	names := make([]string, 0, len(h.Providers))
+	for name, p := range h.Providers {
+		if _, ok := p.(plugin.NotificationDecoder); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, rec := range in.Records {
+		msg := []byte(rec.SNS.Message)
+		claimed := false
+		for _, name := range names {
+			account, evs, ok, err := h.Providers[name].(plugin.NotificationDecoder).DecodeNotification(msg)
+			if !ok {
+				continue
+			}
+			claimed = true
+			log := h.log().With("provider", name, "account", account, "snsMessageId", rec.SNS.MessageID)
+			if err != nil {
+				// A malformed event of ours: delivering it again cannot help.
+				log.WarnContext(ctx, "SNS provider event refused", "err", err.Error())
+				break
+			}
+			sum := sha256.Sum256(msg)
+			for _, ev := range evs {
+				ev.Provider, ev.Account = name, account
+				ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
+				ev.Raw = msg
+				if _, err := h.Webhooks.Handle(ctx, ev); err != nil {
+					var ve *core.ValidationError
+					if errors.As(err, &ve) {
+						log.WarnContext(ctx, "SNS provider event refused", "eventId", ev.EventID, "err", err.Error())
+						continue
+					}
+					return fmt.Errorf("provider event %s: %w", ev.EventID, err)
+				}
+			}
+			break
+		}
+		if !claimed {
+			h.log().WarnContext(ctx, "SNS message claimed by no provider; dropped", "topic", rec.SNS.TopicArn, "snsMessageId", rec.SNS.MessageID)
+		}
+	}
+	return nil
 }
 
 func (h *Handler) fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {

@@ -248,6 +248,16 @@ type BatchDecoder interface {
 	DecodeAll(account string, headers map[string]string, body []byte) ([]core.ProviderEvent, error)
 }
 
+// NotificationDecoder is implemented by dialects whose provider publishes
+// events to an SNS topic the webhook function is subscribed to (SES event
+// publishing): an IAM-authenticated Lambda invocation, so there is no
+// signature to check; only the subscribed topic can invoke the function.
+// The endpoint offers each SNS message to every such dialect; the one that
+// recognises it (ok) returns the account and the events.
+type NotificationDecoder interface {
+	DecodeNotification(message []byte) (account string, evs []core.ProviderEvent, ok bool, err error)
+}
+
 // Handshaker is implemented by dialects whose provider verifies the endpoint
 // with a GET (WhatsApp's hub.challenge): GET /v1/webhooks/<name>/<account>
 // is answered by Handshake; nothing is stored.
