@@ -241,3 +241,21 @@ func DescribeProviders(settings string) ([]ProviderSummary, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
+
+// AWSResources lists what the configured providers that are AWS services
+// need from the stack (plugin.AWSResources): IAM grants and event topics.
+func AWSResources(settings string) ([]plugin.AWSGrant, []plugin.AWSEventTopic, error) {
+	ps, err := ParseProviderSettings(settings)
+	if err != nil {
+		return nil, nil, err
+	}
+	var grants []plugin.AWSGrant
+	var topics []plugin.AWSEventTopic
+	for _, c := range ps.Configured {
+		if a, ok := c.Config.(plugin.AWSResources); ok {
+			grants = append(grants, a.AWSGrants()...)
+			topics = append(topics, a.AWSEventTopics()...)
+		}
+	}
+	return grants, topics, nil
+}

@@ -121,6 +121,42 @@ type Secret struct {
 	Placeholder func(random []byte) string
 }
 
+// AWSResources is implemented by a Config whose provider is an AWS service
+// (SES): the CDK stack grants what it needs and builds what delivers its
+// events, from the configuration, without naming the provider.
+type AWSResources interface {
+	// AWSGrants are IAM permissions beyond secrets, by use (SendSecret: the
+	// functions that attempt).
+	AWSGrants() []AWSGrant
+	// AWSEventTopics are SNS topics the stack creates and subscribes the
+	// webhook function to.
+	AWSEventTopics() []AWSEventTopic
+}
+
+// AWSGrant is one IAM statement: Actions on Resources.
+type AWSGrant struct {
+	Use       SecretUse
+	Actions   []string
+	Resources []ARN
+}
+
+// ARN is an ARN in the stack's partition and account; Region empty means
+// the stack's region.
+type ARN struct {
+	Service, Region, Resource string
+}
+
+// AWSEventTopic is an SNS topic for a provider's events. When
+// SESConfigurationSet is set, the stack adds an event destination to that
+// configuration set (in the stack's region) publishing EventTypes
+// (SES's names: SEND, DELIVERY, BOUNCE, COMPLAINT, REJECT, ...) to it.
+type AWSEventTopic struct {
+	// ID is unique and stable (construct ids and the topic name derive from it).
+	ID                  string
+	SESConfigurationSet string
+	EventTypes          []string
+}
+
 // Accounts is a decoded "accounts" member of a provider's configuration.
 // It holds pointers so that resolving a secret (Secret.Value) changes the
 // account in place.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
@@ -58,4 +59,45 @@ func (c *settings) Secrets() []plugin.Secret { return nil }
 
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
 	return New(client, Config{Region: c.Region, Accounts: c.Accts.Values(), Timeout: plugin.Millis(c.TimeoutMs)})
+}
+
+var _ plugin.AWSResources = (*settings)(nil)
+
+// EventTypes are the SES events the stack's event destination publishes.
+var EventTypes = []string{"SEND", "DELIVERY", "BOUNCE", "COMPLAINT", "REJECT"}
+
+// AWSGrants: ses:SendEmail on each account's identity (and configuration
+// set, which SendEmail also authorizes against), for the sending functions
+// only (https://docs.aws.amazon.com/ses/latest/dg/control-user-access.html).
+func (c *settings) AWSGrants() []plugin.AWSGrant {
+	var res []plugin.ARN
+	seen := map[string]bool{}
+	for _, name := range c.Accts.Names() {
+		a, _ := c.Accts.Get(name)
+		for _, r := range []string{"identity/" + IdentityOf(a), "configuration-set/" + a.ConfigurationSet} {
+			if strings.HasSuffix(r, "/") || seen[r] {
+				continue
+			}
+			seen[r] = true
+			res = append(res, plugin.ARN{Service: "ses", Region: c.Region, Resource: r})
+		}
+	}
+	if len(res) == 0 {
+		return nil
+	}
+	return []plugin.AWSGrant{{Use: plugin.SendSecret, Actions: []string{"ses:SendEmail"}, Resources: res}}
+}
+
+// AWSEventTopics: one topic per configuration set named.
+func (c *settings) AWSEventTopics() []plugin.AWSEventTopic {
+	var out []plugin.AWSEventTopic
+	seen := map[string]bool{}
+	for _, name := range c.Accts.Names() {
+		a, _ := c.Accts.Get(name)
+		if cs := a.ConfigurationSet; cs != "" && !seen[cs] {
+			seen[cs] = true
+			out = append(out, plugin.AWSEventTopic{ID: "ses-" + cs, SESConfigurationSet: cs, EventTypes: EventTypes})
+		}
+	}
+	return out
 }
