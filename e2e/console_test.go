@@ -148,8 +148,15 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	rcv := newOpReceiver(t)
-	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
+	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret, WebhookSecrets: fmt.Sprintf(`{"sandbox/*": %q}`, whSecret)}})
 	ctx, problems := browser(t)
+
+	// Issue 48: an intent settled by the provider's status callback while it
+	// waited for a person, after an "undelivered" report (the sandbox's
+	// status callback capability).
+	e.faults(fmt.Sprintf(`{"account":"acct-cbc","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}],
+	  "webhook":{"url":%q,"secret":%q,"delayMs":1500,"statuses":["undelivered","delivered"],"noAck":true}}`, e.api.URL+"/v1/webhooks/sandbox/acct-cbc", whSecret))
+	cbID := e.mustSubmit("console-cb", intentBody("acct-cbc", "chan-cbc", "settled by the provider"))
 
 	// The sandbox drops the response after committing, at a provider with
 	// neither idempotency keys nor lookup: a human must decide.
@@ -392,6 +399,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "bulk.png")
 
+	// The intent page tells what the provider reported, and that the callback
+	// settled it without a decision.
+	e.waitStatus(cbID, 15*time.Second, core.StatusSucceeded)
+	step(t, ctx, "provider status callbacks on the intent page", 20*time.Second,
+		chromedp.Navigate(console+"#/intents/"+cbID),
+		chromedp.WaitVisible(chromedp.CSS(`#settled-by-provider`)),
+		chromedp.WaitVisible(chromedp.CSS(`#provider-statuses li[data-callback="failure"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#provider-statuses li[data-callback="status"]`)))
+	if s := eval[string](t, ctx, `document.getElementById('provider-statuses').textContent + ' | ' + document.getElementById('settled-by-provider').textContent`); !strings.Contains(s, "delivery status from the provider: delivered at") ||
+		!strings.Contains(s, "failure reported by the provider: undelivered at") || !strings.Contains(s, "no decision was needed") {
+		t.Fatalf("provider status lines: %s", s)
+	}
+
 	// Grants and capability withdrawals: withdraw an account, then restore it.
 	step(t, ctx, "withdraw an account", 20*time.Second,
 		chromedp.Navigate(console+"#/grants"),
@@ -412,6 +432,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#cap-reason-sandbox_acct-wd`), "maintenance over"),
 		chromedp.Click(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] [data-withdrawn="no"]`)))
+	// An account never (or no longer) withdrawn shows no reason, and no "null".
+	if s := eval[string](t, ctx, `document.querySelector('fieldset[data-account="sandbox/acct-wd"]').textContent`); strings.Contains(s, "null") {
+		t.Fatalf("the grants page shows %q", s)
+	}
 
 	// An orchestrator sees the evidence and recommendations, but no decision controls.
 	r = e.do("POST", "/v1/admin/intents/"+bulkIDs[0]+"/recommendation", orchToken, nil, `{"decision":"abandon","summary":"looks like spam"}`)

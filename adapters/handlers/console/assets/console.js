@@ -286,6 +286,33 @@ function attemptRows(list) {
   });
 }
 
+// statusLines: one line per provider callback bound to the intent, in the
+// words a person deciding needs: what the provider reported, and when.
+function statusLines(list) {
+  const lines = list.filter(a => a.trigger === 'webhook').map(a => {
+    const code = (a.evidence || {}).providerCode || '';
+    const at = fmtTime(a.startedAt);
+    if (a.result === 'provider-failure') {
+      return h('li', { 'data-callback': 'failure' }, 'failure reported by the provider: ' + code + ' at ' + at + ' (evidence for the person deciding: the provider tried; it does not prove that nothing happened)');
+    }
+    if (a.result === 'provider-status' || a.result === 'provider-ack') {
+      return h('li', { 'data-callback': 'status' }, 'delivery status from the provider: ' + (code || 'sent') + ' at ' + at + (a.externalId ? ' (' + a.externalId + ')' : ''));
+    }
+    return h('li', { 'data-callback': 'echo' }, 'the provider echoed the message at ' + at);
+  });
+  return lines.length ? h('ul', { id: 'provider-statuses' }, lines) : null;
+}
+
+// settledByProvider: the status change a provider callback made (from
+// needs-human or unknown-outcome to succeeded), for the status line.
+function settledByProvider(inn) {
+  if (inn.status !== 'succeeded' || !/webhook .* proves the effect/.test(inn.statusReason || '')) return null;
+  const proof = (inn.attempts || []).find(a => a.trigger === 'webhook' && (a.result === 'provider-status' || a.result === 'provider-ack'));
+  return h('p', { class: 'notice info', id: 'settled-by-provider', role: 'status' },
+    'Settled by a provider status callback' + (proof ? ' (' + ((proof.evidence || {}).providerCode || 'sent') + ' at ' + fmtTime(proof.startedAt) + ')' : '') +
+    (/without a human decision/.test(inn.statusReason) ? ' while it waited for a person: no decision was needed.' : '.'));
+}
+
 function attemptTable(id, list, empty) {
   if (!list.length) return h('p', { class: 'muted', id }, empty);
   return h('table', { id },
@@ -325,6 +352,7 @@ async function renderIntent(id) {
   box.replaceChildren(
     h('h1', {}, 'Intent ', h('span', { class: 'mono', id: 'intent-id' }, inn.id)),
     h('p', { id: 'intent-status' }, badge(inn.status), ' ', inn.statusReason || ''),
+    settledByProvider(inn) || '', // a null would show as "null"
     h('div', { class: 'cols' },
       h('section', { 'aria-labelledby': 'h-identity' }, h('h2', { id: 'h-identity' }, 'Identity'),
         dlOf([['Bot', botLink(inn.bot)], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Trace id', inn.traceParent ? h('span', { id: 'trace-id' }, inn.traceParent.split('-')[1] || '') : ''], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
@@ -336,7 +364,8 @@ async function renderIntent(id) {
       attemptTable('attempts', attempts, 'No attempts yet.')),
     h('section', { 'aria-labelledby': 'h-reconcile' }, h('h2', { id: 'h-reconcile' }, 'Reconciliation results'),
       attemptTable('reconciliations', attempts.filter(a => a.trigger === 'reconcile'), 'No reconciliation with the provider yet.')),
-    h('section', { 'aria-labelledby': 'h-webhooks' }, h('h2', { id: 'h-webhooks' }, 'Webhook acknowledgements and echoes'),
+    h('section', { 'aria-labelledby': 'h-webhooks' }, h('h2', { id: 'h-webhooks' }, 'Provider callbacks: statuses, failures and echoes'),
+      statusLines(attempts),
       attemptTable('webhooks', attempts.filter(a => a.trigger === 'webhook'), 'No provider webhook bound to this intent.')),
     h('section', { 'aria-labelledby': 'h-recs' }, h('h2', { id: 'h-recs' }, 'Recommendations'),
       recs.length ? recs.map(r => h('div', { class: 'recommendation', 'data-recommendation': r.decision },
@@ -631,14 +660,15 @@ async function showCapability(box, provider, account, first) {
       showCapability(box, provider, account, false);
     } catch (e) { msg.replaceChildren(notice('error', e.describe ? e.describe() : String(e))); }
   };
-  row.replaceChildren(h('legend', {}, key),
+  // replaceChildren shows a null as the text "null" ("Available null"): filtered.
+  row.replaceChildren(...[h('legend', {}, key),
     h('p', { 'data-withdrawn': w ? 'yes' : 'no' }, w ? h('strong', {}, 'Withdrawn') : 'Available', w ? ' since ' + fmtTime(w.at) + ' by ' + w.by + ': ' + w.reason : ''),
     actions.length ? h('p', {}, 'Actions withdrawn: ' + actions.map(([a, x]) => a + ' (' + x.reason + ')').join(', ')) : null,
     field('Reason for the change', reason),
     h('div', { class: 'pager' },
       w ? h('button', { type: 'button', onclick: () => change(false) }, 'Restore ' + key)
         : h('button', { type: 'button', onclick: () => change(true) }, 'Withdraw ' + key)),
-    msg);
+    msg].filter(Boolean));
 }
 
 // ---------- bot limits (issue 24) ----------
