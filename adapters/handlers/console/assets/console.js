@@ -203,13 +203,17 @@ async function renderQueue(params) {
     tbody);
   const pager = h('div', { class: 'pager' });
   const msg = h('div', { id: 'queue-message' });
+  // Intents that left the queue because a provider's status callback
+  // settled them (issue 48): said here, so nobody wonders where they went.
+  const settled = h('ul', { id: 'settled-by-callback' });
+  let shown = null;
   // Open any intent (whatever its status) by its id.
   const openID = h('input', { type: 'text', id: 'open-id', name: 'id', spellcheck: 'false', placeholder: 'it_…' });
   const open = h('form', { class: 'filters', id: 'open-form', onsubmit: ev => {
     ev.preventDefault();
     if (openID.value.trim()) location.hash = '#/intents/' + encodeURIComponent(openID.value.trim());
   } }, field('Open intent by id', openID), h('button', { type: 'submit', id: 'open-intent' }, 'Open'));
-  setView('Queue', h('h1', {}, 'Queue'), open, form, stat, msg, table, pager);
+  setView('Queue', h('h1', {}, 'Queue'), open, form, stat, msg, settled, table, pager);
 
   const cursor = params.get('cursor') || '';
   const q = filterQuery(params);
@@ -227,6 +231,18 @@ async function renderQueue(params) {
     }
     msg.replaceChildren();
     const items = (page.items || []).slice().sort((a, b) => new Date(a.waitingSince) - new Date(b.waitingSince));
+    if (status === 'needs-human') {
+      const now = new Set(items.map(it => it.id));
+      for (const id of shown ? [...shown].filter(id => !now.has(id)) : []) {
+        api('GET', '/v1/admin/intents/' + encodeURIComponent(id)).then(inn => {
+          const note = settledByProvider(inn);
+          if (note && !settled.querySelector('[data-settled="' + CSS.escape(id) + '"]')) {
+            settled.append(h('li', { 'data-settled': id }, h('a', { href: '#/intents/' + encodeURIComponent(id), class: 'mono' }, id), ' left the queue: ' + note.textContent));
+          }
+        }).catch(() => {});
+      }
+      shown = now;
+    }
     tbody.replaceChildren(...items.map(it => h('tr', { 'data-intent': it.id, 'data-status': it.status },
       h('td', {}, fmtAge(ageOf(it.waitingSince))),
       h('td', { class: 'mono' }, h('a', { href: '#/intents/' + encodeURIComponent(it.id) }, it.id)),
@@ -235,7 +251,7 @@ async function renderQueue(params) {
       h('td', {}, it.action),
       h('td', { class: 'mono' }, it.target),
       h('td', {}, badge(it.status)),
-      h('td', {}, it.statusReason || ''),
+      h('td', {}, it.statusReason || '', callbackNote(it.lastAttempt)),
       h('td', {}, String(it.attemptCount)),
       h('td', {}, it.recommended ? 'recommended: ' + it.recommended : '—'))));
     if (!items.length) tbody.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'Nothing on this page matches.')));
@@ -301,6 +317,13 @@ function statusLines(list) {
     return h('li', { 'data-callback': 'echo' }, 'the provider echoed the message at ' + at);
   });
   return lines.length ? h('ul', { id: 'provider-statuses' }, lines) : null;
+}
+
+// callbackNote: a provider's failure report as the latest evidence of a
+// waiting intent (the provider tried; it does not prove nothing happened).
+function callbackNote(a) {
+  if (!a || a.trigger !== 'webhook' || a.result !== 'provider-failure') return null;
+  return h('div', { class: 'muted', 'data-callback': 'failure' }, 'provider reported: ' + ((a.evidence || {}).providerCode || 'failure') + ' at ' + fmtTime(a.startedAt));
 }
 
 // settledByProvider: the status change a provider callback made (from
