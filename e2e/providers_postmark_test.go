@@ -93,6 +93,21 @@ func TestPostmark(t *testing.T) {
 			t.Fatalf("%d send requests, want 2 (the absent one, then the retry)", n)
 		}
 	})
+	t.Run("a search that lags the send: absent within the settle window is not acted on", func(t *testing.T) {
+		// The harness's settle window is 2 s; the search shows a message
+		// 1.5 s after it was sent, so the first lookup (about 1 s after the
+		// lost answer) finds nothing and must not send again.
+		fk.SetSearchDelay(1500 * time.Millisecond)
+		defer fk.SetSearchDelay(0)
+		before, searches := fk.SendRequests(), fk.Searches()
+		fk.Inject(fakes.Fault{Kind: fakes.DropAfterCommit})
+		id := e.mustSubmit("pm-lag", postmarkEmail("jo@example.com", "lagging search"))
+		in := e.waitStatus(id, 20*time.Second, core.StatusSucceeded)
+		one(id, in)
+		if n := fk.SendRequests() - before; n != 1 || fk.Searches()-searches < 2 {
+			t.Fatalf("%d send requests, %d searches; want 1 and at least 2 (absent, then found)", n, fk.Searches()-searches)
+		}
+	})
 	t.Run("a documented rejection fails without a retry", func(t *testing.T) {
 		fk.Deactivate("gone@example.com")
 		before := fk.SendRequests()
