@@ -43,6 +43,7 @@ type SES struct {
 	configSets map[string]bool
 	sent       []SESEmail
 	requests   int
+	accessKeys []string // the access key id of every signed request, in order
 }
 
 // SESEmail is an email the fake really accepted (a side effect).
@@ -88,6 +89,13 @@ func (s *SES) Sent() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.sent) 
 
 // Requests is the number of SendEmail requests received.
 func (s *SES) Requests() int { s.mu.Lock(); defer s.mu.Unlock(); return s.requests }
+
+// AccessKeys lists the access key id each signed request was made with.
+func (s *SES) AccessKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.accessKeys...)
+}
 
 // SentWithTag lists the emails tagged name=value.
 func (s *SES) SentWithTag(name, value string) []SESEmail {
@@ -135,6 +143,12 @@ func (s *SES) serve(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 ") || !strings.Contains(auth, "/ses/aws4_request") {
 		writeSESError(w, http.StatusForbidden, "MissingAuthenticationTokenException", "Missing Authentication Token")
 		return
+	}
+	if _, cred, ok := strings.Cut(auth, "Credential="); ok {
+		key, _, _ := strings.Cut(cred, "/")
+		s.mu.Lock()
+		s.accessKeys = append(s.accessKeys, key)
+		s.mu.Unlock()
 	}
 	var in struct {
 		FromEmailAddress string

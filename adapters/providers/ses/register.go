@@ -34,12 +34,13 @@ var Registration = plugin.Registration{
 }
 
 // settings is the "ses" member of OUTBOX_PROVIDER_CONFIG:
-// {"region": "eu-west-1", "timeoutMs": 10000,
+// {"region": "eu-west-1", "profile": "", "timeoutMs": 10000,
 // "accounts": {"mail": {"from": "orders@example.com", "identity": "example.com", "configurationSet": "outbox-events"}}}.
 // Credentials come from the SDK's default chain; the endpoint from
 // AWS_ENDPOINT_URL_SESV2 / AWS_ENDPOINT_URL (no baseUrl).
 type settings struct {
 	Region    string                   `json:"region"`
+	Profile   string                   `json:"profile"`
 	TimeoutMs int                      `json:"timeoutMs"`
 	Accts     plugin.Accounts[Account] `json:"accounts"`
 }
@@ -58,7 +59,7 @@ func (c *settings) BaseURL() string {
 func (c *settings) Secrets() []plugin.Secret { return nil }
 
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
-	return New(client, Config{Region: c.Region, Accounts: c.Accts.Values(), Timeout: plugin.Millis(c.TimeoutMs)})
+	return New(client, Config{Region: c.Region, Profile: c.Profile, Accounts: c.Accts.Values(), Timeout: plugin.Millis(c.TimeoutMs)})
 }
 
 var _ plugin.AWSResources = (*settings)(nil)

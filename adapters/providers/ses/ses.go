@@ -99,7 +99,11 @@ type SendAPI interface {
 
 // Config configures the adapter.
 type Config struct {
-	Region   string
+	Region string
+	// Profile, when set, is the shared-configuration profile whose
+	// credentials the SDK uses, ahead of the environment's (make run's
+	// environment holds the emulators' placeholder keys).
+	Profile  string
 	Accounts map[string]Account
 	// Timeout bounds each request (default 10s).
 	Timeout time.Duration
@@ -151,7 +155,11 @@ func New(client *http.Client, cfg Config) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, client: cfg.Client, http: httpx.Client(client)}
 	if p.client == nil {
-		awsCfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(cfg.Region), config.WithRetryMaxAttempts(1))
+		opts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region), config.WithRetryMaxAttempts(1)}
+		if cfg.Profile != "" {
+			opts = append(opts, config.WithSharedConfigProfile(cfg.Profile))
+		}
+		awsCfg, err := config.LoadDefaultConfig(context.Background(), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("ses: AWS configuration: %w", err)
 		}

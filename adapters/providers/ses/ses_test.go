@@ -3,6 +3,7 @@ package ses_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -114,5 +115,36 @@ func TestSendCarriesTheIdentityAndClassifies(t *testing.T) {
 	}
 	if n := len(fk.SentWithTag(ses.TagIntent, "it_ses3")); n != 0 {
 		t.Fatalf("%d emails from refusals", n)
+	}
+}
+
+// A configured profile's credentials win over the environment's keys (make
+// run's environment holds the emulators' placeholder keys); the endpoint is
+// the SDK's standard AWS_ENDPOINT_URL_SESV2.
+func TestProfileAndEndpointFromTheSDKsConfiguration(t *testing.T) {
+	fk := fakes.NewSES(t, time.Now)
+	fk.AddIdentity("example.com")
+	dir := t.TempDir()
+	creds := dir + "/credentials"
+	if err := os.WriteFile(creds, []byte("[outbox-ses]\naws_access_key_id = AKIAPROFILE\naws_secret_access_key = profile-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
+	t.Setenv("AWS_CONFIG_FILE", dir+"/config")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_ENDPOINT_URL_SESV2", fk.URL())
+	for profile, want := range map[string]string{"": "local", "outbox-ses": "AKIAPROFILE"} {
+		p, err := ses.New(nil, ses.Config{Region: "us-east-1", Profile: profile, Accounts: map[string]ses.Account{"mail": {From: "orders@example.com"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Send(context.Background(), request("it_prof")); err != nil {
+			t.Fatalf("profile %q: %v", profile, err)
+		}
+		keys := fk.AccessKeys()
+		if got := keys[len(keys)-1]; got != want {
+			t.Errorf("profile %q: signed with %q, want %q", profile, got, want)
+		}
 	}
 }
