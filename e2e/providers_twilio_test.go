@@ -135,6 +135,26 @@ func TestTwilio(t *testing.T) {
 		}
 		one(id)
 	})
+	t.Run("the callback arrives while the create's answer is still awaited", func(t *testing.T) {
+		// The answer is held past the adapter's timeout; Twilio calls back
+		// meanwhile. The evidence is recorded in flight and the attempt's
+		// unknown outcome then ends succeeded, never needs-human.
+		fk.Inject(fakes.Fault{Kind: fakes.Hang})
+		id := e.mustSubmit("twilio-early", sms("early callback"))
+		var c []fakes.TwilioResource
+		e.eventually(5*time.Second, "the SMS exists at Twilio", func() bool { c = fk.CreatedWith("intent=" + id); return len(c) == 1 })
+		if st := callback(c[0].SID, "sent"); st != http.StatusOK {
+			t.Fatalf("sent: %d", st)
+		}
+		in := e.waitStatus(id, 15*time.Second, core.StatusSucceeded)
+		if strings.Contains(in.StatusReason, "without a human") {
+			t.Fatalf("went through needs-human: %s (%s)", trail(in), in.StatusReason)
+		}
+		if in.ExternalID != c[0].SID {
+			t.Fatalf("external id %q, want %q", in.ExternalID, c[0].SID)
+		}
+		one(id)
+	})
 	t.Run("a documented rejection fails without a retry", func(t *testing.T) {
 		fk.Inject(fakes.Fault{Kind: fakes.ProviderError, Status: 400, Code: "21610", Description: "Attempt to send to unsubscribed recipient"})
 		id := e.mustSubmit("twilio-reject", sms("stop"))
