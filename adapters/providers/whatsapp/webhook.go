@@ -50,7 +50,9 @@ func Sign(appSecret string, body []byte) string {
 //     event "<wamid>:<status>": sent/delivered/read prove the message
 //     (biz_opaque_callback_data names the intent); failed is failure
 //     evidence (with its error code). Inbound messages and other fields are
-//     recorded and ignored. A payload for another phone number id is refused.
+//     recorded and ignored, and so are statuses of other phone numbers of the
+//     same app (one webhook URL serves them all; configure an account, and
+//     its URL, per number that sends).
 type Webhook struct {
 	// Accounts returns the configured account.
 	Accounts func(name string) (Account, bool)
@@ -155,7 +157,10 @@ func (w *Webhook) DecodeAll(account string, _ map[string]string, body []byte) ([
 				continue
 			}
 			if c.Value.Metadata.PhoneNumberID != a.PhoneNumberID {
-				return nil, &core.ValidationError{Code: core.CodeInvalidField, Field: "metadata.phone_number_id", Message: "the payload is for another phone number"}
+				// An app has one webhook URL for all its numbers: another
+				// number's statuses are not this account's (refusing the
+				// payload would make Meta deliver it again forever).
+				continue
 			}
 			for _, s := range c.Value.Statuses {
 				if s.ID == "" || s.Status == "" {
