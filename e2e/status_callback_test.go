@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -42,5 +48,45 @@ func TestSandboxStatusCallbackSettlesNeedsHuman(t *testing.T) {
 	got := e.intent(bad)
 	if w := webhookEntries(got); got.Status != core.StatusNeedsHuman || w[0].Result != core.ResultFailure || w[0].Evidence.ProviderCode != "undelivered" {
 		t.Fatalf("after undelivered: %s", trail(got))
+	}
+}
+
+// TestREADMESandboxStatusCallback runs README's "Status callbacks, without
+// credentials" block as written, against a stack started with the webhook
+// secret its comment exports (make run's), with make run's variables.
+func TestREADMESandboxStatusCallback(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := readmeSnippet(t, string(b), "sandbox:status-callback")
+	m := regexp.MustCompile(`export OUTBOX_WEBHOOK_SECRETS='([^']+)'`).FindStringSubmatch(block)
+	if m == nil {
+		t.Fatalf("the block does not say which OUTBOX_WEBHOOK_SECRETS make run needs:\n%s", block)
+	}
+	e := newEnv(t, options{Config: wire.Config{WebhookSecrets: m[1]},
+		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*", Actions: []string{"*"}, Targets: []string{"*"}}}})
+	if err := core.SeedToken(context.Background(), e.st.App.Tokens, "dev-bot-token-cb", core.Principal{Kind: core.PrincipalBot, Name: "dev-bot"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out := runSnippet(t, block, []string{"OUTBOX_API_URL=" + e.api.URL, "OUTBOX_BOT_TOKEN=dev-bot-token-cb", "OUTBOX_SANDBOX_API_URL=" + e.sbURL})
+	dec := json.NewDecoder(strings.NewReader(out))
+	var answers []map[string]any
+	for dec.More() {
+		var a map[string]any
+		if err := dec.Decode(&a); err != nil {
+			t.Fatalf("the block's answers are not JSON: %v\n%s", err, out)
+		}
+		answers = append(answers, a)
+	}
+	if len(answers) != 2 || answers[1]["id"] == nil {
+		t.Fatalf("want the sandbox's answer and the intent; got:\n%s", out)
+	}
+	id := answers[1]["id"].(string)
+	e.waitStatus(id, 4*time.Second, core.StatusNeedsHuman)
+	in := e.waitStatus(id, 20*time.Second, core.StatusSucceeded)
+	if w := webhookEntries(in); len(w) != 1 || w[0].Evidence.ProviderCode != core.DeliveryDelivered || in.ExternalID == "" {
+		t.Fatalf("settled: %s", trail(in))
 	}
 }
