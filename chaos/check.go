@@ -238,6 +238,21 @@ func (w *World) check(ctx context.Context) {
 				}
 			}
 		}
+		// (g) every provider callback bound to the intent names one of its
+		// own effects: no intent is resolved (or given evidence) by a
+		// callback about another intent's message.
+		for _, a := range in.Attempts {
+			if a.Trigger != core.TriggerWebhook || a.Result == core.ResultEcho || a.ExternalID == "" {
+				continue
+			}
+			found := false
+			for _, e := range effects {
+				found = found || e.MessageID == a.ExternalID
+			}
+			if !found {
+				w.problem("foreign_callback", s.ID, "intent %d holds a provider %s for message %q, which none of its %d effects is", s.N, a.Result, a.ExternalID, len(effects))
+			}
+		}
 		// (f) failed means nothing happened at the provider.
 		if in.Status == core.StatusFailed && len(effects) > 0 {
 			w.problem("failed_with_effect", s.ID, "intent %d is failed (%s) but the provider performed %d effect(s)", s.N, in.StatusReason, len(effects))

@@ -146,6 +146,19 @@ func basePlan(seed uint64, cfg Config) ([]*IntentSpec, []Step, []string) {
 		if cr := rand.New(rand.NewPCG(seed, 0xc405e+uint64(i))); s.Lookup && !s.Keys && cr.IntN(2) == 0 {
 			s.ChosenID = true
 		}
+		// "Neither + callback" accounts (issue 48: Twilio, WhatsApp, SES):
+		// half the accounts with neither keys nor lookup that call back send
+		// only statuses (no acknowledgement), sometimes a failure report
+		// first or alone, before (early), during or after the needs-human
+		// hand-off (up to 600 ms later), duplicated and reordered as drawn
+		// above. A stream of its own keeps every other draw of the seed.
+		if cb := rand.New(rand.NewPCG(seed, 0xcb48+uint64(i))); s.Webhook != nil && !s.Keys && !s.Lookup && cb.IntN(2) == 0 {
+			s.Webhook.NoAck = true
+			s.Webhook.Statuses = [][]string{{"delivered"}, {"undelivered", "delivered"}, {"failed"}, {"undelivered"}}[cb.IntN(4)]
+			if !s.Webhook.Early {
+				s.Webhook.DelayMs = []int{0, 60, 300, 600}[cb.IntN(4)]
+			}
+		}
 		specs = append(specs, s)
 	}
 	drawPacing(seed, specs)

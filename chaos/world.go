@@ -96,7 +96,7 @@ func (s *IntentSpec) caps() string {
 		c = append(c, fmt.Sprintf("paced(%d/s)", s.PaceRate))
 	}
 	if h := s.Webhook; h != nil {
-		c = append(c, fmt.Sprintf("webhooks(dup=%d,delay=%dms,early=%v,reorder=%v)", h.Duplicates, h.DelayMs, h.Early, h.Reorder))
+		c = append(c, fmt.Sprintf("webhooks(dup=%d,delay=%dms,early=%v,reorder=%v,noAck=%v,statuses=%v)", h.Duplicates, h.DelayMs, h.Early, h.Reorder, h.NoAck, h.Statuses))
 	}
 	return strings.Join(c, "+")
 }

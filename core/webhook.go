@@ -38,6 +38,10 @@ import (
 //   - Delivery statuses only move forward (sent < delivered < read). An event
 //     that moves nothing forward and changes no status is recorded on its
 //     uniqueness item only, so an intent's history stays small and bounded.
+//   - Failure statuses (EventFailure: Twilio failed/undelivered, a call
+//     busy/no-answer, a bounce) bind the same way and are appended as
+//     evidence for the person deciding; they never change a status, because
+//     they do not prove that nothing happened.
 //   - Echoes never change an intent's status. An echo (or any event) that
 //     matches no intent of the account is recorded as unresolved, with the
 //     raw event, for operators; it wakes nobody and causes no send.
@@ -56,6 +60,9 @@ const (
 	ResultAck      AttemptResult = "provider-ack"
 	ResultStatus   AttemptResult = "provider-status"
 	ResultEcho     AttemptResult = "provider-echo"
+	// ResultFailure records a provider's failure status (EventFailure):
+	// evidence for a person, no status change.
+	ResultFailure AttemptResult = "provider-failure"
 )
 
 // Event uniqueness item states.

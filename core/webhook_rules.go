@@ -17,7 +17,13 @@ const (
 	EventStatus  EventKind = "status"          // a later delivery status of our message
 	EventEcho    EventKind = "echo"            // our own message, reflected back by the channel
 	EventInbound EventKind = "inbound"         // someone else wrote to the bot
-	EventOther   EventKind = "other"           // anything else: recorded and ignored
+	// EventFailure: the provider reports that our message failed (Twilio
+	// failed/undelivered, a call busy/no-answer/canceled, an email bounce).
+	// It is evidence for the person deciding, never proof that nothing
+	// happened (the phone may have rung): it is recorded on the intent it
+	// names and changes no status.
+	EventFailure EventKind = "failure-status"
+	EventOther   EventKind = "other" // anything else: recorded and ignored
 )
 
 // Delivery statuses, in the only order they may move.
@@ -54,7 +60,7 @@ type ProviderEvent struct {
 	OccurredAt time.Time // the provider's timestamp (zero if none)
 	MessageID  string    // the provider's (external) message id
 	IntentID   string    // our identity echoed back (intent id == Idempotency-Key we sent)
-	Status     string    // sent | delivered | read (acknowledgement defaults to sent)
+	Status     string    // sent | delivered | read (acknowledgement defaults to sent); a failure status: the provider's own
 	// Inbound is the event as forwarded to the inbox (EventInbound only).
 	Inbound json.RawMessage
 	// BodyHash is "sha256:<hex>" of the verified raw body.
@@ -80,8 +86,8 @@ func (ev *ProviderEvent) Validate() error {
 		req      bool
 	}{
 		{"provider", ev.Provider, true}, {"account", ev.Account, true}, {"eventId", ev.EventID, true},
-		{"messageId", ev.MessageID, ev.Kind == EventAck || ev.Kind == EventStatus || ev.Kind == EventEcho},
-		{"intentId", ev.IntentID, false}, {"type", ev.Type, false},
+		{"messageId", ev.MessageID, ev.Kind == EventAck || ev.Kind == EventStatus || ev.Kind == EventEcho || ev.Kind == EventFailure},
+		{"intentId", ev.IntentID, false}, {"type", ev.Type, false}, {"status", ev.Status, ev.Kind == EventFailure},
 	} {
 		if err := check(c.field, c.v, c.req); err != nil {
 			return err
@@ -97,7 +103,7 @@ func (ev *ProviderEvent) Validate() error {
 		if DeliveryRank(ev.Status) == 0 {
 			return &ValidationError{Code: CodeInvalidField, Field: "status", Message: "status must be sent, delivered or read"}
 		}
-	case EventEcho, EventOther:
+	case EventEcho, EventOther, EventFailure:
 	case EventInbound:
 		if len(ev.Inbound) == 0 || !json.Valid(ev.Inbound) {
 			return &ValidationError{Code: CodeInvalidField, Field: "data", Message: "an inbound event needs a JSON body to forward"}
@@ -156,7 +162,9 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 			d.contradicts = !hadProof
 		}
 	}
-	appendEntry := to != "" || d.mismatch || (proves && (!hadProof || forward)) || (ev.Kind == EventEcho && !hadEcho)
+	// A failure status is appended once per event (the uniqueness item
+	// stops a replay); it never moves the status.
+	appendEntry := to != "" || d.mismatch || (proves && (!hadProof || forward)) || (ev.Kind == EventEcho && !hadEcho) || ev.Kind == EventFailure
 	if !appendEntry {
 		return d
 	}
@@ -166,6 +174,8 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 		result = ResultAck
 	case EventStatus:
 		result = ResultStatus
+	case EventFailure:
+		result = ResultFailure
 	}
 	started := now
 	if !ev.OccurredAt.IsZero() {

@@ -509,3 +509,39 @@ func TestWebhookEventValidation(t *testing.T) {
 		t.Fatalf("other: %+v", res)
 	}
 }
+
+// A failure status (Twilio failed/undelivered, a call's busy/no-answer) is
+// evidence on the intent it names and never changes its status; a replay
+// changes nothing; a later proof still settles it.
+func TestWebhookFailureStatusIsEvidenceOnly(t *testing.T) {
+	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
+	in := w.submit(t)
+	mustAttempt(t, w.d, in.ID)
+	before := w.get(t, in.ID)
+	if before.Status != StatusNeedsHuman {
+		t.Fatalf("setup: %s", before.Status)
+	}
+	fail := w.event(EventFailure, func(ev *ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", "undelivered" })
+	if res := w.handle(t, fail); res.Result != WebhookBound || res.Status != StatusNeedsHuman || res.Reason != "" {
+		t.Fatalf("failure: %+v", res)
+	}
+	got := w.get(t, in.ID)
+	e := webhookEntries(got)
+	if got.Status != StatusNeedsHuman || got.ExternalID != "" || len(e) != 1 || e[0].Result != ResultFailure || e[0].Evidence.ProviderCode != "undelivered" {
+		t.Fatalf("after a failure status: %s ext %q entries %+v", got.Status, got.ExternalID, e)
+	}
+	if _, ok := ProviderAcknowledged(got); ok || DeliveryStatus(got) != "" {
+		t.Fatal("a failure status counted as proof")
+	}
+	if res := w.handle(t, fail); res.Result != WebhookDuplicate || w.get(t, in.ID).Version != got.Version {
+		t.Fatalf("replay: %+v", res)
+	}
+	// A failure without a status is refused.
+	if _, err := w.wh.Handle(context.Background(), w.event(EventFailure, func(ev *ProviderEvent) { ev.MessageID = "ext-1" })); err == nil {
+		t.Fatal("a failure status without a status was accepted")
+	}
+	w.handle(t, w.event(EventStatus, func(ev *ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", DeliveryDelivered }))
+	if got := w.get(t, in.ID); got.Status != StatusSucceeded || got.ExternalID != "ext-1" {
+		t.Fatalf("proof after the failure: %s %q", got.Status, got.ExternalID)
+	}
+}

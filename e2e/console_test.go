@@ -148,8 +148,22 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	rcv := newOpReceiver(t)
-	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
+	e := newEnv(t, options{Config: wire.Config{OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret, WebhookSecrets: fmt.Sprintf(`{"sandbox/*": %q}`, whSecret)}})
 	ctx, problems := browser(t)
+
+	// Issue 48: an intent settled by the provider's status callback while it
+	// waited for a person, after an "undelivered" report (the sandbox's
+	// status callback capability).
+	e.faults(fmt.Sprintf(`{"account":"acct-cbc","capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}],
+	  "webhook":{"url":%q,"secret":%q,"delayMs":1500,"statuses":["undelivered","delivered"],"noAck":true}}`, e.api.URL+"/v1/webhooks/sandbox/acct-cbc", whSecret))
+	cbID := e.mustSubmit("console-cb", intentBody("acct-cbc", "chan-cbc", "settled by the provider"))
+	// One only reported undelivered (it stays waiting), one settled later
+	// while the queue is on screen.
+	for account, hook := range map[string]string{"acct-cbn": `"delayMs":0,"statuses":["undelivered"]`, "acct-cbq": `"delayMs":3000,"statuses":["delivered"]`} {
+		e.faults(fmt.Sprintf(`{"account":%q,"capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}],
+		  "webhook":{"url":%q,"secret":%q,%s,"noAck":true}}`, account, e.api.URL+"/v1/webhooks/sandbox/"+account, whSecret, hook))
+	}
+	cbnID := e.mustSubmit("console-cbn", intentBody("acct-cbn", "chan-cbn", "reported undelivered"))
 
 	// The sandbox drops the response after committing, at a provider with
 	// neither idempotency keys nor lookup: a human must decide.
@@ -392,6 +406,36 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "bulk.png")
 
+	// The intent page tells what the provider reported, and that the callback
+	// settled it without a decision.
+	e.waitStatus(cbID, 15*time.Second, core.StatusSucceeded)
+	step(t, ctx, "provider status callbacks on the intent page", 20*time.Second,
+		chromedp.Navigate(console+"#/intents/"+cbID),
+		chromedp.WaitVisible(chromedp.CSS(`#settled-by-provider`)),
+		chromedp.WaitVisible(chromedp.CSS(`#provider-statuses li[data-callback="failure"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#provider-statuses li[data-callback="status"]`)))
+	if s := eval[string](t, ctx, `document.getElementById('provider-statuses').textContent + ' | ' + document.getElementById('settled-by-provider').textContent`); !strings.Contains(s, "delivery status from the provider: delivered at") ||
+		!strings.Contains(s, "failure reported by the provider: undelivered at") || !strings.Contains(s, "no decision was needed") {
+		t.Fatalf("provider status lines: %s", s)
+	}
+
+	// The queue shows a provider's failure report beside a waiting intent,
+	// and says so when a callback settles an intent on screen.
+	e.waitStatus(cbnID, 15*time.Second, core.StatusNeedsHuman)
+	e.eventually(10*time.Second, "the undelivered report is recorded", func() bool { return len(webhookEntries(e.intent(cbnID))) == 1 })
+	step(t, ctx, "a provider's failure report in the queue", 20*time.Second,
+		chromedp.Navigate(console+"#/queue?account=acct-cbn"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+cbnID+`"] [data-callback="failure"]`)))
+	cbqID := e.mustSubmit("console-cbq", intentBody("acct-cbq", "chan-cbq", "settled while on screen"))
+	e.waitStatus(cbqID, 15*time.Second, core.StatusNeedsHuman)
+	step(t, ctx, "the queue says a callback settled an intent", 30*time.Second,
+		chromedp.Navigate(console+"#/queue?account=acct-cbq"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-intent="`+cbqID+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#settled-by-callback li[data-settled="`+cbqID+`"]`)))
+	if s := eval[string](t, ctx, `document.getElementById('settled-by-callback').textContent`); !strings.Contains(s, "left the queue: Settled by a provider status callback (delivered at") {
+		t.Fatalf("settled notice: %q", s)
+	}
+
 	// Grants and capability withdrawals: withdraw an account, then restore it.
 	step(t, ctx, "withdraw an account", 20*time.Second,
 		chromedp.Navigate(console+"#/grants"),
@@ -412,6 +456,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#cap-reason-sandbox_acct-wd`), "maintenance over"),
 		chromedp.Click(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`fieldset[data-account="sandbox/acct-wd"] [data-withdrawn="no"]`)))
+	// An account never (or no longer) withdrawn shows no reason, and no "null".
+	if s := eval[string](t, ctx, `document.querySelector('fieldset[data-account="sandbox/acct-wd"]').textContent`); strings.Contains(s, "null") {
+		t.Fatalf("the grants page shows %q", s)
+	}
 
 	// An orchestrator sees the evidence and recommendations, but no decision controls.
 	r = e.do("POST", "/v1/admin/intents/"+bulkIDs[0]+"/recommendation", orchToken, nil, `{"decision":"abandon","summary":"looks like spam"}`)

@@ -91,6 +91,36 @@ var readmeFakes = map[string]func(t *testing.T, block map[string]any, account st
 		block["baseUrl"] = f.URL()
 		return f.Messages
 	},
+	"twilio": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewTwilio(t, time.Now)
+		f.AddAccount(acct["accountSid"].(string), os.Getenv("TWILIO_AUTH_TOKEN"))
+		f.AddNumber(acct["from"].(string))
+		block["baseUrl"] = f.URL()
+		return f.Created
+	},
+	"postmark": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewPostmark(t, time.Now)
+		f.AddServer(os.Getenv("POSTMARK_SERVER_TOKEN"))
+		f.AddSender(acct["from"].(string))
+		block["baseUrl"] = f.URL()
+		return f.Sent
+	},
+	"whatsapp": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewWhatsApp(t, time.Now)
+		f.AddNumber(acct["phoneNumberId"].(string), os.Getenv("WHATSAPP_ACCESS_TOKEN"))
+		block["baseUrl"] = f.URL()
+		return f.Messages
+	},
+	// SES: the endpoint is the SDK's standard variable (no baseUrl).
+	"ses": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
+		f := fakes.NewSES(t, time.Now)
+		f.AddIdentity("example.com")
+		if cs, _ := acct["configurationSet"].(string); cs != "" {
+			f.AddConfigurationSet(cs)
+		}
+		t.Setenv("AWS_ENDPOINT_URL_SESV2", f.URL())
+		return f.Sent
+	},
 	"http": func(t *testing.T, block map[string]any, account string, acct map[string]any) func() int {
 		f := fakes.NewReceiver(t, fakes.ReceiverOptions{Secret: os.Getenv("ORDERS_HOOK_SECRET"), HonoursKeys: true, Retention: 24 * time.Hour, Now: time.Now})
 		acct["url"] = f.URL()

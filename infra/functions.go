@@ -82,6 +82,12 @@ const (
 	// revalidation reads its facts in one BatchGetItem) and nothing else
 	// NeedTableRead grants. Env OUTBOX_TABLE.
 	NeedTableBatchGet
+	// NeedProviderEvents: subscribed to the SNS topics the stack creates for
+	// providers that publish events (SES event publishing through a
+	// configuration set's event destination); no IAM on the role (the
+	// subscription grants sns.amazonaws.com lambda:InvokeFunction from those
+	// topics only). The webhook function.
+	NeedProviderEvents
 )
 
 // Has reports whether n includes all of want.
@@ -289,10 +295,10 @@ func DefaultFunctions() []FunctionSpec {
 			Description: "Provider webhooks: verify signature, dedupe by event id, bind evidence, forward inbound to the inbox",
 			Timeout:     10 * time.Second,
 			MemoryMB:    256,
-			Routes:      routesOf(routes.Webhook),
+			Routes:      routesOf(routes.Webhooks...),
 			RouteGroup:  RouteGroupWebhooks,
 			Public:      true,
-			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets,
+			Needs:       tableRW | NeedInboxQueueSend | NeedProviderConfig | NeedProviderSecrets | NeedProviderEvents,
 		},
 		mcpFunction(),
 	}

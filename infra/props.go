@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
@@ -157,6 +158,11 @@ type resolved struct {
 	// secretRefs are the Secrets Manager secrets ProviderConfig references,
 	// by use (wire.SecretForSending, wire.SecretForVerifying), sorted.
 	secretRefs map[wire.SecretUse][]string
+	// awsGrants and eventTopics are what the configured AWS-service
+	// providers need (plugin.AWSResources: SES's ses:SendEmail, its event
+	// topics).
+	awsGrants   []plugin.AWSGrant
+	eventTopics []plugin.AWSEventTopic
 }
 
 // Validate checks the props as NewOutboxStack will, without building
@@ -240,6 +246,9 @@ func (p *OutboxStackProps) check() (*resolved, error) {
 	}
 	var err error
 	if r.secretRefs, err = providerSecretRefs(r.ProviderConfig); err != nil {
+		return nil, fmt.Errorf("OutboxStackProps.ProviderConfig: %w", err)
+	}
+	if r.awsGrants, r.eventTopics, err = wire.AWSResources(r.ProviderConfig); err != nil {
 		return nil, fmt.Errorf("OutboxStackProps.ProviderConfig: %w", err)
 	}
 	if r.RouteThrottles, err = routeThrottles(r.RouteThrottles); err != nil {

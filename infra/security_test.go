@@ -113,6 +113,7 @@ func TestRouteGroupThrottles(t *testing.T) {
 		"POST /v1/intents": RouteGroupBots, "PUT /v1/sources/{sourceId}": RouteGroupBots, "ANY /mcp": RouteGroupBots,
 		"GET /v1/admin/intents": RouteGroupOperators, "POST /v1/admin/backups": RouteGroupOperators,
 		"POST /v1/webhooks/{provider}/{account}": RouteGroupWebhooks,
+		"GET /v1/webhooks/{provider}/{account}":  RouteGroupWebhooks,
 		"GET /v1/openapi.json":                   RouteGroupPublic, "GET /console/{proxy+}": RouteGroupPublic, "$default": RouteGroupPublic,
 	} {
 		if groupOf[k] != g {

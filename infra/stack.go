@@ -23,7 +23,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsses"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -160,6 +162,7 @@ func NewOutboxStack(scope constructs.Construct, id string, props *OutboxStackPro
 	for _, spec := range r.functions {
 		o.function(spec)
 	}
+	o.providerEventTopics()
 	o.httpAPI()
 	o.alarms()
 	o.observability()
@@ -309,6 +312,78 @@ func (o *outbox) grantSecrets(role awsiam.Role, names []string) {
 	}
 }
 
+// grantAWS gives the role the IAM statements the configured AWS-service
+// providers declare for the use (SES: ses:SendEmail on the sending
+// identities and configuration sets, for the functions that send).
+func (o *outbox) grantAWS(role awsiam.Role, use wire.SecretUse) {
+	for _, g := range o.r.awsGrants {
+		if g.Use != use {
+			continue
+		}
+		var res []*string
+		for _, a := range g.Resources {
+			region := a.Region
+			if region == "" {
+				region = *awscdk.Aws_REGION()
+			}
+			res = append(res, jsii.String("arn:"+*awscdk.Aws_PARTITION()+":"+a.Service+":"+region+":"+*awscdk.Aws_ACCOUNT_ID()+":"+a.Resource))
+		}
+		role.AddToPrincipalPolicy(allow(g.Actions, res...))
+	}
+}
+
+// providerEventTopics builds, for each event topic the configured providers
+// declare, an SNS topic (TLS enforced) the functions with
+// NeedProviderEvents subscribe to, and for an SES configuration set its
+// event destination publishing to the topic, with a topic policy letting
+// only SES publish, for that configuration set in this account.
+func (o *outbox) providerEventTopics() {
+	for _, et := range o.r.eventTopics {
+		id := pascal(et.ID)
+		topic := awssns.NewTopic(o.stack, jsii.String(id+"EventsTopic"), &awssns.TopicProps{
+			TopicName:   o.r.name(et.ID + "-events"),
+			DisplayName: jsii.String("Outbox provider events: " + et.ID),
+			EnforceSSL:  jsii.Bool(true),
+		})
+		for _, s := range o.r.functions {
+			if s.Needs.Has(NeedProviderEvents) && o.fns[s.Name] != nil {
+				topic.AddSubscription(awssnssubscriptions.NewLambdaSubscription(o.fns[s.Name], nil))
+			}
+		}
+		if et.SESConfigurationSet == "" {
+			continue
+		}
+		setArn := "arn:" + *awscdk.Aws_PARTITION() + ":ses:" + *awscdk.Aws_REGION() + ":" + *awscdk.Aws_ACCOUNT_ID() + ":configuration-set/" + et.SESConfigurationSet
+		topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Effect:     awsiam.Effect_ALLOW,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("ses.amazonaws.com"), nil)},
+			Actions:    jsii.Strings("sns:Publish"),
+			Resources:  &[]*string{topic.TopicArn()},
+			Conditions: &map[string]any{
+				"StringEquals": map[string]any{"AWS:SourceAccount": awscdk.Aws_ACCOUNT_ID()},
+				"ArnLike":      map[string]any{"AWS:SourceArn": setArn},
+			},
+		}))
+		awsses.NewCfnConfigurationSetEventDestination(o.stack, jsii.String(id+"EventDestination"), &awsses.CfnConfigurationSetEventDestinationProps{
+			ConfigurationSetName: jsii.String(et.SESConfigurationSet),
+			EventDestination: &awsses.CfnConfigurationSetEventDestination_EventDestinationProperty{
+				Name:               o.r.name(et.ID + "-to-sns"),
+				Enabled:            jsii.Bool(true),
+				MatchingEventTypes: jsii.Strings(lower(et.EventTypes)...),
+				SnsDestination:     &awsses.CfnConfigurationSetEventDestination_SnsDestinationProperty{TopicArn: topic.TopicArn()},
+			},
+		})
+	}
+}
+
+func lower(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strings.ToLower(s)
+	}
+	return out
+}
+
 // secretUses is OUTBOX_SECRET_USES for a function: the uses whose secrets
 // it may read ("none" when it reads none).
 func secretUses(n Need) string {
@@ -425,6 +500,7 @@ func (o *outbox) function(spec FunctionSpec) {
 	}
 	if n.Has(NeedSendSecrets) {
 		o.grantSecrets(role, r.secretRefs[wire.SecretForSending])
+		o.grantAWS(role, wire.SecretForSending)
 	}
 	if n.Has(NeedBotLimits) {
 		for k, v := range map[string]string{EnvBotRate: r.BotRate, EnvBotLimits: r.BotLimits} {
@@ -445,6 +521,7 @@ func (o *outbox) function(spec FunctionSpec) {
 			sec.GrantRead(role, nil)
 		}
 		o.grantSecrets(role, r.secretRefs[wire.SecretForVerifying])
+		o.grantAWS(role, wire.SecretForVerifying)
 		env[EnvProviderSecrets] = jsii.String(strings.Join(r.ProviderSecretNames, ","))
 	}
 	o.retentionAccess(spec, role, env)

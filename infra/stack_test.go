@@ -49,7 +49,14 @@ const (
 	  "telegram":{"baseUrl":"https://tg.example","accounts":{"b":{"token":"secretsmanager:` + devTgArn + `#token","webhookSecret":"secretsmanager:dev/tg-webhook"}}},
 	  "stripe":{"baseUrl":"https://stripe.example","accounts":{"shop":{"secretKey":"secretsmanager:dev/stripe#secretKey","webhookSecret":"secretsmanager:dev/stripe-webhook"}}},
 	  "discord":{"accounts":{"support":{"token":"secretsmanager:dev/discord"}}},
-	  "gcal":{"accounts":{"bookings":{"serviceAccount":"secretsmanager:dev/gcal-key"}}}}`
+	  "gcal":{"accounts":{"bookings":{"serviceAccount":"secretsmanager:dev/gcal-key"}}},
+	  "ses":{"accounts":{"mail":{"from":"orders@example.com","configurationSet":"outbox-events"}}}}`
+)
+
+// The SES account of devProviderConfig, as the stack grants it.
+const (
+	devSESIdentity  = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/example.com"
+	devSESConfigSet = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/outbox-events"
 )
 
 // devSendSecrets and devVerifySecrets are what devProviderConfig references
@@ -950,6 +957,11 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, a := range sm {
 		want["webhook"][a] = []string{"secrets", "verify"}
 	}
+	// SES (an AWS service, no secrets): ses:SendEmail on the identity and
+	// the configuration set, for the sending functions only.
+	for _, fn := range []string{"retrier", "sweeper", "admin", "intake"} {
+		want[fn]["ses:SendEmail"] = []string{devSESIdentity, devSESConfigSet}
+	}
 	check(devT, devPrefix, devSpecs, want, map[string][]string{
 		"secrets": strings.Split(devSecretNames, ","), "send": devSendSecrets, "verify": devVerifySecrets,
 	})
@@ -992,7 +1004,7 @@ func TestRoutes(t *testing.T) {
 		"GET /v1/admin/intents", "GET /v1/admin/intents/{id}", "POST /v1/admin/intents/{id}/resolution", "POST /v1/admin/intents/{id}/recommendation",
 		"PUT /v1/admin/grants/{grantId}", "GET /v1/admin/grants/{grantId}", "GET /v1/admin/grants",
 		"POST /v1/admin/grants/{grantId}/revoke", "POST /v1/admin/backups", "POST /v1/admin/restores",
-		"POST /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "$default", "ANY /mcp",
+		"POST /v1/webhooks/{provider}/{account}", "GET /v1/webhooks/{provider}/{account}", "GET /v1/openapi.json", "GET /console", "GET /console/{proxy+}", "$default", "ANY /mcp",
 	} {
 		if _, ok := want[k]; !ok {
 			t.Errorf("route %s is not in DefaultFunctions", k)
@@ -1076,9 +1088,10 @@ func TestAlarms(t *testing.T) {
 		topic := devTopicArn
 		if c.prefix == prodPrefix {
 			topic = "<" + c.tm.one(t, "AWS::SNS::Topic", "TopicName", prodPrefix+"-alarms").ID + ">"
-		} else if n := len(c.tm.resources("AWS::SNS::Topic")); n != 1 {
-			// Only the operator-events topic: the alarm topic was given.
-			t.Errorf("dev stack was given an alarm topic but created %d topics besides the operator-events one", n-1)
+		} else if n := len(c.tm.resources("AWS::SNS::Topic")); n != 2 {
+			// Only the operator-events topic and the SES events topic
+			// (TestSESEventTopic): the alarm topic was given.
+			t.Errorf("dev stack was given an alarm topic but created %d topics besides the operator-events and SES ones", n-2)
 		}
 		queueName := func(n string) map[string]string {
 			q := c.tm.one(t, "AWS::SQS::Queue", "QueueName", c.prefix+"-"+n)
@@ -1368,6 +1381,71 @@ func TestFunctionsTraceActively(t *testing.T) {
 			if tc, _ := fn.Props["TracingConfig"].(map[string]any); tc["Mode"] != "Active" {
 				t.Errorf("%s %s: TracingConfig %v, want Mode Active", c.prefix, s.Name, fn.Props["TracingConfig"])
 			}
+		}
+	}
+}
+
+// SES events (issue 48): a configuration set named in the provider
+// configuration gets an event destination publishing Send, Delivery,
+// Bounce, Complaint and Reject to an SNS topic (TLS only; only SES may
+// publish, for that configuration set in this account) that the webhook
+// function, and no other, is subscribed to. Without SES, nothing of it.
+func TestSESEventTopic(t *testing.T) {
+	if n := len(prodT.resources("AWS::SES::ConfigurationSetEventDestination")); n != 0 {
+		t.Fatalf("prod: %d SES event destinations without SES configured", n)
+	}
+	topic := devT.one(t, "AWS::SNS::Topic", "TopicName", devPrefix+"-ses-outbox-events-events")
+	dest := devT.resources("AWS::SES::ConfigurationSetEventDestination")
+	if len(dest) != 1 {
+		t.Fatalf("%d event destinations, want 1", len(dest))
+	}
+	d := dest[0].Props
+	ed := d["EventDestination"].(map[string]any)
+	if d["ConfigurationSetName"] != "outbox-events" || ed["Enabled"] != true ||
+		flat(ed["SnsDestination"].(map[string]any)["TopicARN"]) != "<"+topic.ID+">" ||
+		!reflect.DeepEqual(ed["MatchingEventTypes"], []any{"send", "delivery", "bounce", "complaint", "reject"}) {
+		t.Errorf("event destination %v", d)
+	}
+	webhook := devT.function(t, devPrefix, "webhook")
+	subs := devT.resources("AWS::SNS::Subscription")
+	n := 0
+	for _, s := range subs {
+		if flat(s.Props["TopicArn"]) != "<"+topic.ID+">" {
+			continue
+		}
+		n++
+		if s.Props["Protocol"] != "lambda" || flat(s.Props["Endpoint"]) != "<"+webhook.ID+".Arn>" {
+			t.Errorf("subscription %v, want the webhook function", s.Props)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d subscriptions to the SES topic, want 1 (the webhook function)", n)
+	}
+	perm := false
+	for _, p := range devT.resources("AWS::Lambda::Permission") {
+		if p.Props["Principal"] == "sns.amazonaws.com" && flat(p.Props["SourceArn"]) == "<"+topic.ID+">" {
+			perm = flat(p.Props["FunctionName"]) == "<"+webhook.ID+".Arn>"
+		}
+	}
+	if !perm {
+		t.Error("no lambda:InvokeFunction permission for the topic on the webhook function")
+	}
+	policy := ""
+	for _, p := range devT.resources("AWS::SNS::TopicPolicy") {
+		if strings.Contains(flat(p.Props["Topics"]), topic.ID) {
+			policy = flat(p.Props["PolicyDocument"])
+		}
+	}
+	for _, want := range []string{`"Service":"ses.amazonaws.com"`, `"sns:Publish"`, `AWS:SourceAccount`, `configuration-set/outbox-events`, `"aws:SecureTransport":"false"`} {
+		if !strings.Contains(policy, want) {
+			t.Errorf("topic policy lacks %s: %s", want, policy)
+		}
+	}
+	// Only the sending functions may send email.
+	for _, s := range DefaultFunctions() {
+		_, has := devT.grants(t, devPrefix, s.Name)["ses:SendEmail"]
+		if has != s.Needs.Has(NeedSendSecrets) {
+			t.Errorf("%s: ses:SendEmail granted %v, sends %v", s.Name, has, s.Needs.Has(NeedSendSecrets))
 		}
 	}
 }

@@ -7,19 +7,26 @@ package sandbox
 //
 //	{"account": "a1", "webhook": {"url": "http://127.0.0.1:8080/v1/webhooks/sandbox/a1",
 //	  "secret": "whsec_<base64>", "duplicates": 0, "delayMs": 0, "early": false,
-//	  "statuses": ["delivered", "read"], "reorder": false}}
+//	  "statuses": ["delivered", "read"], "reorder": false, "noAck": false}}
 //
 // "webhook" omitted keeps the current setting; {"url": ""} turns it off; the
 // secret is never shown by GET /_sandbox/faults. Invalid values -> 400
 // invalid_request, nothing changes.
 //
 // After every COMMIT (never on a replay, whatever fault follows the commit)
-// the account's URL receives message.acknowledged (status "sent"), then one
-// message.status per configured status, each with its own event id, in that
+// the account's URL receives message.acknowledged (status "sent"; not with
+// "noAck"), then one message.status per configured status, each with its own event id, in that
 // order (reversed with "reorder"). "early" delivers them synchronously before
 // the HTTP response of the POST that committed (a fast provider); otherwise
 // they go out "delayMs" after the commit, in the background. Every event is
 // delivered 1+"duplicates" times with the same webhook-id.
+//
+// The status callback capability: statuses may also be "failed" or
+// "undelivered" (a provider reporting that the message did not arrive: the
+// outbox records it as evidence for the person deciding, never as proof of
+// no effect), and with "delayMs" of a few seconds an account with neither
+// keys nor lookup whose response was dropped goes to needs-human first and
+// is then settled by its signed status (make run's acct-callback).
 //
 // POST /_sandbox/emit sends one event now and answers, synchronously,
 // {"event": {...}, "deliveries": [...]}:
@@ -100,6 +107,14 @@ type WebhookConfig struct {
 	Statuses []string `json:"statuses,omitempty"`
 	// Reorder sends the automatic events of a commit in reverse order.
 	Reorder bool `json:"reorder,omitempty"`
+	// NoAck: no message.acknowledged, only the statuses (a provider whose
+	// only callback is the status, e.g. Twilio's StatusCallback).
+	NoAck bool `json:"noAck,omitempty"`
+}
+
+// statusOK: the statuses a sandbox status event may carry.
+func statusOK(s string) bool {
+	return s == "delivered" || s == "read" || s == "failed" || s == "undelivered"
 }
 
 // WebhookState is what GET /_sandbox/faults shows (never the secret).
@@ -110,6 +125,7 @@ type WebhookState struct {
 	Early      bool     `json:"early"`
 	Statuses   []string `json:"statuses"`
 	Reorder    bool     `json:"reorder"`
+	NoAck      bool     `json:"noAck"`
 }
 
 func (c *WebhookConfig) validate() error {
@@ -127,8 +143,8 @@ func (c *WebhookConfig) validate() error {
 		return fmt.Errorf("%w: webhook.duplicates must be 0..%d and webhook.delayMs >= 0", ErrInvalidConfig, MaxWebhookDuplicates)
 	}
 	for _, s := range c.Statuses {
-		if s != "delivered" && s != "read" {
-			return fmt.Errorf("%w: webhook.statuses may hold only \"delivered\" and \"read\"", ErrInvalidConfig)
+		if !statusOK(s) {
+			return fmt.Errorf("%w: webhook.statuses may hold only \"delivered\", \"read\", \"failed\" and \"undelivered\"", ErrInvalidConfig)
 		}
 	}
 	return nil
@@ -139,7 +155,7 @@ func (c *WebhookConfig) state() *WebhookState {
 		return nil
 	}
 	return &WebhookState{URL: c.URL, Duplicates: c.Duplicates, DelayMs: c.DelayMs, Early: c.Early,
-		Statuses: append([]string{}, c.Statuses...), Reorder: c.Reorder}
+		Statuses: append([]string{}, c.Statuses...), Reorder: c.Reorder, NoAck: c.NoAck}
 }
 
 // configureWebhook applies a "webhook" config object to an account; call with s.mu held.
@@ -272,8 +288,12 @@ func (s *Server) commitWebhooksLocked(a *account, key string, req MessageRequest
 	}
 	hook := *a.hook
 	genDone := s.genDone
-	evs := []WebhookEventData{{Account: a.name, MessageID: messageID, IdempotencyKey: key, IntentID: req.IntentID, Status: "sent", Target: req.Target}}
-	types := []string{EventAcknowledged}
+	var evs []WebhookEventData
+	var types []string
+	if !hook.NoAck {
+		evs = append(evs, WebhookEventData{Account: a.name, MessageID: messageID, IdempotencyKey: key, IntentID: req.IntentID, Status: "sent", Target: req.Target})
+		types = append(types, EventAcknowledged)
+	}
 	for _, st := range hook.Statuses {
 		evs = append(evs, WebhookEventData{Account: a.name, MessageID: messageID, IdempotencyKey: key, IntentID: req.IntentID, Status: st, Target: req.Target})
 		types = append(types, EventStatus)
@@ -423,7 +443,7 @@ type EmitRequest struct {
 	// IntentID or IdempotencyKey name an effect (ack, status) instead.
 	IntentID       string `json:"intentId,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	Status         string `json:"status,omitempty"` // status: delivered | read
+	Status         string `json:"status,omitempty"` // status: delivered | read | failed | undelivered
 	From           string `json:"from,omitempty"`   // user_message
 	Target         string `json:"target,omitempty"`
 	Text           string `json:"text,omitempty"`
@@ -487,8 +507,8 @@ func (s *Server) Emit(r EmitRequest) (EmitResponse, error) {
 		d.MessageID, d.IdempotencyKey, d.IntentID, d.Target = effect.MessageID, effect.IdempotencyKey, effect.IntentID, effect.Target
 		typ, d.Status = EventAcknowledged, "sent"
 		if r.Type == "status" {
-			if r.Status != "delivered" && r.Status != "read" {
-				return EmitResponse{}, fmt.Errorf("%w: status must be delivered or read", ErrInvalidConfig)
+			if !statusOK(r.Status) {
+				return EmitResponse{}, fmt.Errorf("%w: status must be delivered, read, failed or undelivered", ErrInvalidConfig)
 			}
 			typ, d.Status = EventStatus, r.Status
 		}

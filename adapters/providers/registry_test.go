@@ -22,6 +22,10 @@ var harnesses = map[string]struct {
 	"stripe":   {contractStripe, "fakes/stripe.go"},
 	"gcal":     {contractGCal, "fakes/gcal.go"},
 	"discord":  {contractDiscord, "fakes/discord.go"},
+	"twilio":   {contractTwilio, "fakes/twilio.go"},
+	"postmark": {contractPostmark, "fakes/postmark.go"},
+	"whatsapp": {contractWhatsApp, "fakes/whatsapp.go"},
+	"ses":      {contractSES, "fakes/ses.go"},
 }
 
 // TestRegistry: every registered provider has a contract-suite run, a fake,

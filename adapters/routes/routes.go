@@ -59,6 +59,14 @@ const Default = "$default"
 // providers sign their requests.
 const Webhook = "POST /v1/webhooks/{provider}/{account}"
 
+// WebhookHandshake is the same endpoint's GET, for providers that verify a
+// webhook URL with a handshake (WhatsApp's hub.challenge); served by the
+// webhook function, no authorizer.
+const WebhookHandshake = "GET /v1/webhooks/{provider}/{account}"
+
+// Webhooks are the webhook function's routes.
+var Webhooks = []string{Webhook, WebhookHandshake}
+
 // OpenAPI serves the API's OpenAPI document (api/openapi.json). It is public
 // (no authorizer) and served by the intake function.
 const OpenAPI = "GET /v1/openapi.json"

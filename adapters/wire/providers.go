@@ -13,10 +13,14 @@ import (
 	"github.com/botharness/outbox/adapters/providers/gcal"
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
 	"github.com/botharness/outbox/adapters/providers/plugin"
+	"github.com/botharness/outbox/adapters/providers/postmark"
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
+	"github.com/botharness/outbox/adapters/providers/ses"
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/adapters/providers/telegram"
+	"github.com/botharness/outbox/adapters/providers/twilio"
+	"github.com/botharness/outbox/adapters/providers/whatsapp"
 	"github.com/botharness/outbox/core"
 )
 
@@ -35,6 +39,10 @@ var Registered = []plugin.Registration{
 	stripe.Registration,
 	gcal.Registration,
 	discord.Registration,
+	twilio.Registration,
+	postmark.Registration,
+	whatsapp.Registration,
+	ses.Registration,
 }
 
 // Registration returns the registered provider called name.
@@ -232,4 +240,22 @@ func DescribeProviders(settings string) ([]ProviderSummary, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// AWSResources lists what the configured providers that are AWS services
+// need from the stack (plugin.AWSResources): IAM grants and event topics.
+func AWSResources(settings string) ([]plugin.AWSGrant, []plugin.AWSEventTopic, error) {
+	ps, err := ParseProviderSettings(settings)
+	if err != nil {
+		return nil, nil, err
+	}
+	var grants []plugin.AWSGrant
+	var topics []plugin.AWSEventTopic
+	for _, c := range ps.Configured {
+		if a, ok := c.Config.(plugin.AWSResources); ok {
+			grants = append(grants, a.AWSGrants()...)
+			topics = append(topics, a.AWSEventTopics()...)
+		}
+	}
+	return grants, topics, nil
 }

@@ -111,7 +111,13 @@ func TestEveryProviderBuildsWithSendingSecretsWithheld(t *testing.T) {
 	  "telegram":{"accounts":{"b":{"token":"secretsmanager:s/tg"}}},
 	  "stripe":{"accounts":{"shop":{"secretKey":"secretsmanager:s/stripe"}}},
 	  "discord":{"accounts":{"d":{"token":"secretsmanager:s/discord"}}},
-	  "gcal":{"accounts":{"cal":{"serviceAccount":"secretsmanager:s/gcal"}}}}`
+	  "gcal":{"accounts":{"cal":{"serviceAccount":"secretsmanager:s/gcal"}}},
+	  "twilio":{"statusCallbackBaseUrl":"https://o.example","accounts":{"tw":{"accountSid":"AC0123456789abcdef0123456789abcdef","authToken":"env:OUTBOX_TEST_TWILIO_TOKEN","apiKeySid":"SK0123456789abcdef0123456789abcdef","apiKeySecret":"secretsmanager:s/twkey","from":"+15005550006"}}},
+	  "postmark":{"accounts":{"pm":{"serverToken":"secretsmanager:s/pm","from":"orders@example.com"}}},
+	  "whatsapp":{"accounts":{"wa":{"phoneNumberId":"106540352242922","accessToken":"secretsmanager:s/wa","appSecret":"env:OUTBOX_TEST_TWILIO_TOKEN","verifyToken":"env:OUTBOX_TEST_TWILIO_TOKEN"}}},
+	  "ses":{"region":"us-east-1","accounts":{"mail":{"from":"orders@example.com"}}}}`
+	// Twilio's auth token also verifies callbacks, so this function reads it.
+	t.Setenv("OUTBOX_TEST_TWILIO_TOKEN", "tw-token")
 	m, err := ProvidersWith(context.Background(), cfg, nil, &SecretResolver{Uses: map[SecretUse]bool{SecretForVerifying: true}})
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ func (r *SecretResolver) resolve(ctx context.Context, sec plugin.Secret) (string
 	if v == "" {
 		return "", nil
 	}
-	if !r.holds(sec.Use) {
+	if !r.holds(sec.Use) && (sec.AlsoUse == "" || !r.holds(sec.AlsoUse)) {
 		return placeholder(sec), nil
 	}
 	if name, ok := strings.CutPrefix(v, "env:"); ok {
@@ -178,6 +178,9 @@ func SecretFields(settings string) ([]SecretField, error) {
 	for _, s := range ps.secrets() {
 		if *s.Value != "" {
 			out = append(out, SecretField{Field: s.Field, Use: s.Use, Value: *s.Value})
+			if s.AlsoUse != "" && s.AlsoUse != s.Use {
+				out = append(out, SecretField{Field: s.Field, Use: s.AlsoUse, Value: *s.Value})
+			}
 		}
 	}
 	return out, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/botharness/outbox/adapters/providers/httpsigned"
+	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
@@ -277,3 +278,34 @@ func TestSecretFieldsListsEverySecretWithItsUse(t *testing.T) {
 		}
 	}
 }
+
+// A secret with two uses (Twilio's auth token authenticates requests and
+// verifies callbacks) is listed under both, so the stack grants both
+// functions, and a function holding either use reads it.
+func TestSecretWithTwoUses(t *testing.T) {
+	cfg := `{"twilio":{"statusCallbackBaseUrl":"https://o.example","accounts":{"a":{"accountSid":"AC0123456789abcdef0123456789abcdef","authToken":"secretsmanager:s/tw#token","from":"+15005550006"}}}}`
+	got, err := SecretFields(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SecretField{
+		{"twilio.accounts.a.authToken", SecretForSending, "secretsmanager:s/tw#token"},
+		{"twilio.accounts.a.authToken", SecretForVerifying, "secretsmanager:s/tw#token"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	for _, uses := range []map[SecretUse]bool{{SecretForSending: true}, {SecretForVerifying: true}} {
+		r := &SecretResolver{Uses: uses}
+		v, err := r.resolve(context.Background(), plugin.Secret{Field: "f", Use: SecretForSending, AlsoUse: SecretForVerifying, Value: ptr("literal-token")})
+		if err != nil || v != "literal-token" {
+			t.Fatalf("uses %v: %q %v", uses, v, err)
+		}
+	}
+	r := &SecretResolver{Uses: map[SecretUse]bool{SecretForVerifying: true}}
+	if v, _ := r.resolve(context.Background(), plugin.Secret{Field: "f", Use: SecretForSending, Value: ptr("literal-token")}); v == "literal-token" {
+		t.Fatal("a send-only secret was read by a verify-only function")
+	}
+}
+
+func ptr(s string) *string { return &s }

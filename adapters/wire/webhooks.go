@@ -86,6 +86,7 @@ func wireWebhooks(a *App) error {
 		}
 	}
 	a.Webhook = h.Handle
+	a.WebhookSNS = h.HandleSNS
 	for k, f := range (&admin.Unresolved{Store: store, Log: a.Log}).Routes() {
 		a.AdminExtra[k] = f
 	}

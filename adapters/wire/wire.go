@@ -191,8 +191,11 @@ type App struct {
 	Sources SourceUpdater
 	// Webhook serves POST /v1/webhooks/{provider}/{account} (no authorizer: providers sign).
 	Webhook func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
-	Clients awsconfig.Clients
-	Backups *backup.Service
+	// WebhookSNS serves the SNS subscriptions of the webhook function
+	// (provider events published to SNS, e.g. SES event publishing).
+	WebhookSNS func(ctx context.Context, ev events.SNSEvent) error
+	Clients    awsconfig.Clients
+	Backups    *backup.Service
 	// Gate is the account gate (pace, pauses, breaker); nil when pacing is off.
 	Gate *core.Gate
 	// OperatorEvents publishes operator events (the notifier stream's and

@@ -7,7 +7,9 @@ package system
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -135,6 +137,41 @@ type Stack struct {
 
 	apiURL atomic.Pointer[string]
 	cancel context.CancelFunc
+}
+
+// LocalSNSRoute (make run and the tests only, not in AWS) feeds a provider
+// event to the webhook function's SNS handler, as the SNS subscription does
+// in AWS. The body is a Lambda SNS event ({"Records": [...]}), an SNS
+// notification ({"Type": "Notification", "Message": "..."}) or the bare
+// message (e.g. an SES event): answered 200 {"records": n}, or 500.
+const LocalSNSRoute = "POST /_local/sns/webhook"
+
+func snsFeed(h func(context.Context, events.SNSEvent) error) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		body := []byte(req.Body)
+		if req.IsBase64Encoded {
+			b, err := base64.StdEncoding.DecodeString(req.Body)
+			if err != nil {
+				return events.APIGatewayV2HTTPResponse{StatusCode: 400, Body: `{"error":"body is not base64"}`}, nil
+			}
+			body = b
+		}
+		var ev events.SNSEvent
+		var note struct{ Type, Message, MessageId, TopicArn string }
+		switch {
+		case json.Unmarshal(body, &ev) == nil && len(ev.Records) > 0:
+		case json.Unmarshal(body, &note) == nil && note.Type == "Notification" && note.Message != "":
+			ev.Records = []events.SNSEventRecord{{EventSource: "aws:sns", SNS: events.SNSEntity{Type: note.Type, MessageID: note.MessageId, TopicArn: note.TopicArn, Message: note.Message}}}
+		case json.Valid(body):
+			ev.Records = []events.SNSEventRecord{{EventSource: "aws:sns", SNS: events.SNSEntity{Type: "Notification", MessageID: "local", TopicArn: "arn:aws:sns:local:000000000000:local", Message: string(body)}}}
+		default:
+			return events.APIGatewayV2HTTPResponse{StatusCode: 400, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"error":"the body is not JSON"}`}, nil
+		}
+		if err := h(ctx, ev); err != nil {
+			return events.APIGatewayV2HTTPResponse{StatusCode: 500, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"error":"the event could not be applied; feed it again"}`}, nil
+		}
+		return events.APIGatewayV2HTTPResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: fmt.Sprintf(`{"records":%d}`, len(ev.Records))}, nil
+	}
 }
 
 // SetAPIURL sets the base URL of the API the MCP endpoint's tools call.
@@ -285,7 +322,13 @@ func Assemble(clients awsconfig.Clients, o Options, queues sqsqueue.QueueURLs) (
 		s.Gateway.Route(rk, lambdahost.HTTPHandler(console.Wrap(s.Admin.Handle)), lambdahost.RouteOptions{FunctionName: "admin"})
 	}
 	if app.Webhook != nil {
-		s.Gateway.Route(routes.Webhook, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
+		for _, rk := range routes.Webhooks {
+			s.Gateway.Route(rk, app.Webhook, lambdahost.RouteOptions{FunctionName: "webhook"})
+		}
+		// In AWS the webhook function is also subscribed to SNS topics
+		// (SES event publishing); locally this route stands in for the
+		// subscription and feeds an event to the same handler.
+		s.Gateway.Route(LocalSNSRoute, snsFeed(app.WebhookSNS), lambdahost.RouteOptions{FunctionName: "webhook"})
 	}
 	// The agents' MCP endpoint: its own function behind the same authorizer,
 	// calling the API above over HTTP with the caller's token.

@@ -1,5 +1,6 @@
 // Package webhook is the providers' callback endpoint,
-// POST /v1/webhooks/{provider}/{account}. There is no authorizer on the route:
+// POST /v1/webhooks/{provider}/{account} (and GET, for providers that verify
+// the endpoint with a handshake). There is no authorizer on the route:
 // each provider's adapter verifies the request's signature with the
 // account's secret before anything is stored. Then core deduplicates by the
 // provider's event id and binds, records or forwards the event.
@@ -19,8 +20,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -86,7 +89,27 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return tooLarge(limit), nil
 	}
 	log := h.log().With("provider", provider, "account", account)
-	if err := p.Verify(ctx, account, req.Headers, body); err != nil {
+	raw := plugin.Request{Method: req.RequestContext.HTTP.Method, RawPath: req.RawPath, RawQuery: req.RawQueryString, Headers: req.Headers, Body: body}
+	if raw.Method == "" {
+		raw.Method = http.MethodPost
+	}
+	if raw.Method == http.MethodGet {
+		// A GET is only ever a handshake: answered by the dialect, nothing stored.
+		if hs, ok := p.(plugin.Handshaker); ok {
+			return hs.Handshake(ctx, account, raw), nil
+		}
+		return httpjson.Error(http.StatusNotFound, "unknown_provider", "this provider has no webhook handshake", "provider"), nil
+	}
+	rw, whole := p.(plugin.RequestWebhook)
+	verify := func() error { return p.Verify(ctx, account, req.Headers, body) }
+	decode := func() (core.ProviderEvent, error) { return p.Decode(account, req.Headers, body) }
+	if whole {
+		// The dialect's signature covers the request itself (path, raw
+		// query, form parameters): it gets them as received.
+		verify = func() error { return rw.VerifyRequest(ctx, account, raw) }
+		decode = func() (core.ProviderEvent, error) { return rw.DecodeRequest(account, raw) }
+	}
+	if err := verify(); err != nil {
 		if errors.Is(err, ErrUnauthenticated) {
 			// Nothing is stored for an unauthenticated request; the reason is
 			// logged, not told (no oracle for forgers).
@@ -101,19 +124,98 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return resp, nil
 		}
 	}
-	ev, err := p.Decode(account, req.Headers, body)
+	evs, err := decodeAll(p, whole, decode, account, req.Headers, body)
 	if err != nil {
 		return h.fail(ctx, log, err), nil
 	}
-	ev.Provider, ev.Account = provider, account
 	sum := sha256.Sum256(body)
-	ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
-	ev.Raw = body
-	res, err := h.Webhooks.Handle(ctx, ev)
-	if err != nil {
-		return h.fail(ctx, log.With("eventId", ev.EventID), err), nil
+	var first core.WebhookResult
+	for i, ev := range evs {
+		ev.Provider, ev.Account = provider, account
+		ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
+		ev.Raw = body
+		res, err := h.Webhooks.Handle(ctx, ev)
+		if err != nil {
+			// The provider delivers the whole payload again; the events
+			// already applied are duplicates then.
+			return h.fail(ctx, log.With("eventId", ev.EventID), err), nil
+		}
+		if i == 0 {
+			first = res
+		}
 	}
-	return httpjson.JSON(http.StatusOK, res, nil), nil
+	return httpjson.JSON(http.StatusOK, first, nil), nil
+}
+
+// decodeAll returns the delivery's events: several from a dialect that
+// batches (plugin.BatchDecoder), else the one decode returns.
+func decodeAll(p Provider, whole bool, decode func() (core.ProviderEvent, error), account string, headers map[string]string, body []byte) ([]core.ProviderEvent, error) {
+	if b, ok := p.(plugin.BatchDecoder); ok && !whole {
+		evs, err := b.DecodeAll(account, headers, body)
+		if err == nil && len(evs) == 0 {
+			err = &core.ValidationError{Code: core.CodeInvalidField, Message: "the delivery carries no event"}
+		}
+		return evs, err
+	}
+	ev, err := decode()
+	if err != nil {
+		return nil, err
+	}
+	return []core.ProviderEvent{ev}, nil
+}
+
+// HandleSNS serves the webhook function's SNS subscriptions: each record's
+// message is offered to the dialects that decode notifications
+// (plugin.NotificationDecoder, in provider-name order); the one that claims
+// it gives its account and events, which core applies like any webhook's.
+// The invocation is authenticated by IAM (only the subscribed topics may
+// invoke the function). A message nobody claims is logged and dropped (a
+// retry would not change that); a storage failure is returned, so Lambda
+// retries the invocation and the event ids deduplicate what was applied.
+func (h *Handler) HandleSNS(ctx context.Context, in events.SNSEvent) error {
+	names := make([]string, 0, len(h.Providers))
+	for name, p := range h.Providers {
+		if _, ok := p.(plugin.NotificationDecoder); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, rec := range in.Records {
+		msg := []byte(rec.SNS.Message)
+		claimed := false
+		for _, name := range names {
+			account, evs, ok, err := h.Providers[name].(plugin.NotificationDecoder).DecodeNotification(msg)
+			if !ok {
+				continue
+			}
+			claimed = true
+			log := h.log().With("provider", name, "account", account, "snsMessageId", rec.SNS.MessageID)
+			if err != nil {
+				// A malformed event of ours: delivering it again cannot help.
+				log.WarnContext(ctx, "SNS provider event refused", "err", err.Error())
+				break
+			}
+			sum := sha256.Sum256(msg)
+			for _, ev := range evs {
+				ev.Provider, ev.Account = name, account
+				ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
+				ev.Raw = msg
+				if _, err := h.Webhooks.Handle(ctx, ev); err != nil {
+					var ve *core.ValidationError
+					if errors.As(err, &ve) {
+						log.WarnContext(ctx, "SNS provider event refused", "eventId", ev.EventID, "err", err.Error())
+						continue
+					}
+					return fmt.Errorf("provider event %s: %w", ev.EventID, err)
+				}
+			}
+			break
+		}
+		if !claimed {
+			h.log().WarnContext(ctx, "SNS message claimed by no provider; dropped", "topic", rec.SNS.TopicArn, "snsMessageId", rec.SNS.MessageID)
+		}
+	}
+	return nil
 }
 
 func (h *Handler) fail(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {

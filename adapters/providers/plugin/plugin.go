@@ -110,11 +110,51 @@ type Secret struct {
 	// Field is the field's path in OUTBOX_PROVIDER_CONFIG, e.g. "slack.accounts.T1.token".
 	Field string
 	Use   SecretUse
+	// AlsoUse, when set, is a second use of the same value (Twilio's auth
+	// token authenticates the API calls and verifies its callbacks): a
+	// function holding either use reads it, and the stack grants both.
+	AlsoUse SecretUse
 	// Value points at the configured value.
 	Value *string
 	// Placeholder, when set, makes a stand-in for a withheld secret that
 	// passes the adapter's validation of the field's shape.
 	Placeholder func(random []byte) string
+}
+
+// AWSResources is implemented by a Config whose provider is an AWS service
+// (SES): the CDK stack grants what it needs and builds what delivers its
+// events, from the configuration, without naming the provider.
+type AWSResources interface {
+	// AWSGrants are IAM permissions beyond secrets, by use (SendSecret: the
+	// functions that attempt).
+	AWSGrants() []AWSGrant
+	// AWSEventTopics are SNS topics the stack creates and subscribes the
+	// webhook function to.
+	AWSEventTopics() []AWSEventTopic
+}
+
+// AWSGrant is one IAM statement: Actions on Resources.
+type AWSGrant struct {
+	Use       SecretUse
+	Actions   []string
+	Resources []ARN
+}
+
+// ARN is an ARN in the stack's partition and account; Region empty means
+// the stack's region.
+type ARN struct {
+	Service, Region, Resource string
+}
+
+// AWSEventTopic is an SNS topic for a provider's events. When
+// SESConfigurationSet is set, the stack adds an event destination to that
+// configuration set (in the stack's region) publishing EventTypes
+// (SES's names: SEND, DELIVERY, BOUNCE, COMPLAINT, REJECT, ...) to it.
+type AWSEventTopic struct {
+	// ID is unique and stable (construct ids and the topic name derive from it).
+	ID                  string
+	SESConfigurationSet string
+	EventTypes          []string
 }
 
 // Accounts is a decoded "accounts" member of a provider's configuration.
@@ -211,6 +251,54 @@ type Webhook interface {
 // Challenge reports true, its response is returned and nothing is stored.
 type Challenger interface {
 	Challenge(account string, headers map[string]string, body []byte) (events.APIGatewayV2HTTPResponse, bool)
+}
+
+// Request is a webhook request as the endpoint received it, for dialects
+// whose signature covers more than headers and body.
+type Request struct {
+	// Method is GET or POST.
+	Method string
+	// RawPath is the path as received, still escaped (API Gateway's
+	// rawPath), never rebuilt.
+	RawPath string
+	// RawQuery is the query string as received, without "?".
+	RawQuery string
+	Headers  map[string]string
+	Body     []byte
+}
+
+// RequestWebhook is implemented by dialects that verify and decode the
+// whole request (Twilio signs the exact URL it called, query included, and
+// form-encoded parameters): the endpoint calls VerifyRequest and
+// DecodeRequest instead of Verify and Decode.
+type RequestWebhook interface {
+	VerifyRequest(ctx context.Context, account string, r Request) error
+	DecodeRequest(account string, r Request) (core.ProviderEvent, error)
+}
+
+// BatchDecoder is implemented by dialects whose provider batches several
+// events in one delivery (WhatsApp's statuses): the endpoint applies each
+// (in order; a failure fails the delivery, which the provider repeats and
+// the event ids deduplicate) and answers with the first one's result.
+type BatchDecoder interface {
+	DecodeAll(account string, headers map[string]string, body []byte) ([]core.ProviderEvent, error)
+}
+
+// NotificationDecoder is implemented by dialects whose provider publishes
+// events to an SNS topic the webhook function is subscribed to (SES event
+// publishing): an IAM-authenticated Lambda invocation, so there is no
+// signature to check; only the subscribed topic can invoke the function.
+// The endpoint offers each SNS message to every such dialect; the one that
+// recognises it (ok) returns the account and the events.
+type NotificationDecoder interface {
+	DecodeNotification(message []byte) (account string, evs []core.ProviderEvent, ok bool, err error)
+}
+
+// Handshaker is implemented by dialects whose provider verifies the endpoint
+// with a GET (WhatsApp's hub.challenge): GET /v1/webhooks/<name>/<account>
+// is answered by Handshake; nothing is stored.
+type Handshaker interface {
+	Handshake(ctx context.Context, account string, r Request) events.APIGatewayV2HTTPResponse
 }
 
 // ErrUnauthenticated marks a webhook request whose signature does not verify.

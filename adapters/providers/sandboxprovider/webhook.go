@@ -122,8 +122,12 @@ func (s *Webhook) Decode(account string, headers map[string]string, body []byte)
 		ev.Kind = core.EventAck
 	case SandboxStatus:
 		ev.Kind = core.EventStatus
-		if d.Status == "" {
+		switch d.Status {
+		case "":
 			return bad("data.status", "data.status is required")
+		case "failed", "undelivered":
+			// Evidence for the person deciding, never proof of no effect.
+			ev.Kind = core.EventFailure
 		}
 	case SandboxEcho:
 		ev.Kind, ev.Status = core.EventEcho, ""
@@ -132,7 +136,7 @@ func (s *Webhook) Decode(account string, headers map[string]string, body []byte)
 	default:
 		ev.Kind = core.EventOther
 	}
-	if (ev.Kind == core.EventAck || ev.Kind == core.EventStatus || ev.Kind == core.EventEcho) && ev.MessageID == "" {
+	if (ev.Kind == core.EventAck || ev.Kind == core.EventStatus || ev.Kind == core.EventEcho || ev.Kind == core.EventFailure) && ev.MessageID == "" {
 		return bad("data.messageId", "data.messageId is required for "+se.Type)
 	}
 	return ev, nil // core validates the rest

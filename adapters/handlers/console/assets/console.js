@@ -203,13 +203,17 @@ async function renderQueue(params) {
     tbody);
   const pager = h('div', { class: 'pager' });
   const msg = h('div', { id: 'queue-message' });
+  // Intents that left the queue because a provider's status callback
+  // settled them (issue 48): said here, so nobody wonders where they went.
+  const settled = h('ul', { id: 'settled-by-callback' });
+  let shown = null;
   // Open any intent (whatever its status) by its id.
   const openID = h('input', { type: 'text', id: 'open-id', name: 'id', spellcheck: 'false', placeholder: 'it_…' });
   const open = h('form', { class: 'filters', id: 'open-form', onsubmit: ev => {
     ev.preventDefault();
     if (openID.value.trim()) location.hash = '#/intents/' + encodeURIComponent(openID.value.trim());
   } }, field('Open intent by id', openID), h('button', { type: 'submit', id: 'open-intent' }, 'Open'));
-  setView('Queue', h('h1', {}, 'Queue'), open, form, stat, msg, table, pager);
+  setView('Queue', h('h1', {}, 'Queue'), open, form, stat, msg, settled, table, pager);
 
   const cursor = params.get('cursor') || '';
   const q = filterQuery(params);
@@ -227,6 +231,18 @@ async function renderQueue(params) {
     }
     msg.replaceChildren();
     const items = (page.items || []).slice().sort((a, b) => new Date(a.waitingSince) - new Date(b.waitingSince));
+    if (status === 'needs-human') {
+      const now = new Set(items.map(it => it.id));
+      for (const id of shown ? [...shown].filter(id => !now.has(id)) : []) {
+        api('GET', '/v1/admin/intents/' + encodeURIComponent(id)).then(inn => {
+          const note = settledByProvider(inn);
+          if (note && !settled.querySelector('[data-settled="' + CSS.escape(id) + '"]')) {
+            settled.append(h('li', { 'data-settled': id }, h('a', { href: '#/intents/' + encodeURIComponent(id), class: 'mono' }, id), ' left the queue: ' + note.textContent));
+          }
+        }).catch(() => {});
+      }
+      shown = now;
+    }
     tbody.replaceChildren(...items.map(it => h('tr', { 'data-intent': it.id, 'data-status': it.status },
       h('td', {}, fmtAge(ageOf(it.waitingSince))),
       h('td', { class: 'mono' }, h('a', { href: '#/intents/' + encodeURIComponent(it.id) }, it.id)),
@@ -235,7 +251,7 @@ async function renderQueue(params) {
       h('td', {}, it.action),
       h('td', { class: 'mono' }, it.target),
       h('td', {}, badge(it.status)),
-      h('td', {}, it.statusReason || ''),
+      h('td', {}, it.statusReason || '', callbackNote(it.lastAttempt)),
       h('td', {}, String(it.attemptCount)),
       h('td', {}, it.recommended ? 'recommended: ' + it.recommended : '—'))));
     if (!items.length) tbody.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'Nothing on this page matches.')));
@@ -286,6 +302,40 @@ function attemptRows(list) {
   });
 }
 
+// statusLines: one line per provider callback bound to the intent, in the
+// words a person deciding needs: what the provider reported, and when.
+function statusLines(list) {
+  const lines = list.filter(a => a.trigger === 'webhook').map(a => {
+    const code = (a.evidence || {}).providerCode || '';
+    const at = fmtTime(a.startedAt);
+    if (a.result === 'provider-failure') {
+      return h('li', { 'data-callback': 'failure' }, 'failure reported by the provider: ' + code + ' at ' + at + ' (evidence for the person deciding: the provider tried; it does not prove that nothing happened)');
+    }
+    if (a.result === 'provider-status' || a.result === 'provider-ack') {
+      return h('li', { 'data-callback': 'status' }, 'delivery status from the provider: ' + (code || 'sent') + ' at ' + at + (a.externalId ? ' (' + a.externalId + ')' : ''));
+    }
+    return h('li', { 'data-callback': 'echo' }, 'the provider echoed the message at ' + at);
+  });
+  return lines.length ? h('ul', { id: 'provider-statuses' }, lines) : null;
+}
+
+// callbackNote: a provider's failure report as the latest evidence of a
+// waiting intent (the provider tried; it does not prove nothing happened).
+function callbackNote(a) {
+  if (!a || a.trigger !== 'webhook' || a.result !== 'provider-failure') return null;
+  return h('div', { class: 'muted', 'data-callback': 'failure' }, 'provider reported: ' + ((a.evidence || {}).providerCode || 'failure') + ' at ' + fmtTime(a.startedAt));
+}
+
+// settledByProvider: the status change a provider callback made (from
+// needs-human or unknown-outcome to succeeded), for the status line.
+function settledByProvider(inn) {
+  if (inn.status !== 'succeeded' || !/webhook .* proves the effect/.test(inn.statusReason || '')) return null;
+  const proof = (inn.attempts || []).find(a => a.trigger === 'webhook' && (a.result === 'provider-status' || a.result === 'provider-ack'));
+  return h('p', { class: 'notice info', id: 'settled-by-provider', role: 'status' },
+    'Settled by a provider status callback' + (proof ? ' (' + ((proof.evidence || {}).providerCode || 'sent') + ' at ' + fmtTime(proof.startedAt) + ')' : '') +
+    (/without a human decision/.test(inn.statusReason) ? ' while it waited for a person: no decision was needed.' : '.'));
+}
+
 function attemptTable(id, list, empty) {
   if (!list.length) return h('p', { class: 'muted', id }, empty);
   return h('table', { id },
@@ -325,6 +375,7 @@ async function renderIntent(id) {
   box.replaceChildren(
     h('h1', {}, 'Intent ', h('span', { class: 'mono', id: 'intent-id' }, inn.id)),
     h('p', { id: 'intent-status' }, badge(inn.status), ' ', inn.statusReason || ''),
+    settledByProvider(inn) || '', // a null would show as "null"
     h('div', { class: 'cols' },
       h('section', { 'aria-labelledby': 'h-identity' }, h('h2', { id: 'h-identity' }, 'Identity'),
         dlOf([['Bot', botLink(inn.bot)], ['Idempotency key', inn.idempotencyKey], ['Intent id', inn.id], ['Trace id', inn.traceParent ? h('span', { id: 'trace-id' }, inn.traceParent.split('-')[1] || '') : ''], ['Kind', inn.kind], ['Created', fmtTime(inn.createdAt)], ['Updated', fmtTime(inn.updatedAt)], ['Deadline', inn.deadline ? fmtTime(inn.deadline) : '']])),
@@ -336,7 +387,8 @@ async function renderIntent(id) {
       attemptTable('attempts', attempts, 'No attempts yet.')),
     h('section', { 'aria-labelledby': 'h-reconcile' }, h('h2', { id: 'h-reconcile' }, 'Reconciliation results'),
       attemptTable('reconciliations', attempts.filter(a => a.trigger === 'reconcile'), 'No reconciliation with the provider yet.')),
-    h('section', { 'aria-labelledby': 'h-webhooks' }, h('h2', { id: 'h-webhooks' }, 'Webhook acknowledgements and echoes'),
+    h('section', { 'aria-labelledby': 'h-webhooks' }, h('h2', { id: 'h-webhooks' }, 'Provider callbacks: statuses, failures and echoes'),
+      statusLines(attempts),
       attemptTable('webhooks', attempts.filter(a => a.trigger === 'webhook'), 'No provider webhook bound to this intent.')),
     h('section', { 'aria-labelledby': 'h-recs' }, h('h2', { id: 'h-recs' }, 'Recommendations'),
       recs.length ? recs.map(r => h('div', { class: 'recommendation', 'data-recommendation': r.decision },
@@ -631,14 +683,15 @@ async function showCapability(box, provider, account, first) {
       showCapability(box, provider, account, false);
     } catch (e) { msg.replaceChildren(notice('error', e.describe ? e.describe() : String(e))); }
   };
-  row.replaceChildren(h('legend', {}, key),
+  // replaceChildren shows a null as the text "null" ("Available null"): filtered.
+  row.replaceChildren(...[h('legend', {}, key),
     h('p', { 'data-withdrawn': w ? 'yes' : 'no' }, w ? h('strong', {}, 'Withdrawn') : 'Available', w ? ' since ' + fmtTime(w.at) + ' by ' + w.by + ': ' + w.reason : ''),
     actions.length ? h('p', {}, 'Actions withdrawn: ' + actions.map(([a, x]) => a + ' (' + x.reason + ')').join(', ')) : null,
     field('Reason for the change', reason),
     h('div', { class: 'pager' },
       w ? h('button', { type: 'button', onclick: () => change(false) }, 'Restore ' + key)
         : h('button', { type: 'button', onclick: () => change(true) }, 'Withdraw ' + key)),
-    msg);
+    msg].filter(Boolean));
 }
 
 // ---------- bot limits (issue 24) ----------
