@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -57,6 +58,15 @@ func TestMCPConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every (principal, scenario) run is its own process and session: they
+	// run side by side (one after another they were the e2e suite's tail:
+	// 8 runs, 56 s under make test's load).
+	type run struct {
+		who, sc, text string
+		err           error
+	}
+	var runs []*run
+	var wg sync.WaitGroup
 	for _, tc := range []struct{ name, token string }{{"bot", botToken}, {"orchestrator", orchToken}} {
 		// The suite's client sends no Authorization header; /mcp is behind
 		// the authorizer, so a proxy adds the principal's bearer token and
@@ -68,17 +78,27 @@ func TestMCPConformance(t *testing.T) {
 		front := httptest.NewServer(rp)
 		t.Cleanup(front.Close)
 		for _, sc := range conformanceScenarios {
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			cmd := exec.CommandContext(ctx, node, cli, "server", "--url", front.URL+"/mcp", "--scenario", sc)
-			cmd.Dir = t.TempDir() // it writes results under the working directory
-			out, err := cmd.CombinedOutput()
-			cancel()
-			text := string(out)
-			if err != nil || !strings.Contains(text, "Passed: ") || strings.Contains(text, "FAILURE") {
-				t.Fatalf("%s, %s: conformance scenario failed: %v\n%s", tc.name, sc, err, text)
-			}
-			t.Logf("%s, %s: %s", tc.name, sc, lastLine(text))
+			r := &run{who: tc.name, sc: sc}
+			runs = append(runs, r)
+			dir := t.TempDir() // it writes results under the working directory
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, node, cli, "server", "--url", front.URL+"/mcp", "--scenario", r.sc)
+				cmd.Dir = dir
+				out, err := cmd.CombinedOutput()
+				r.text, r.err = string(out), err
+			}()
 		}
+	}
+	wg.Wait()
+	for _, r := range runs {
+		if r.err != nil || !strings.Contains(r.text, "Passed: ") || strings.Contains(r.text, "FAILURE") {
+			t.Fatalf("%s, %s: conformance scenario failed: %v\n%s", r.who, r.sc, r.err, r.text)
+		}
+		t.Logf("%s, %s: %s", r.who, r.sc, lastLine(r.text))
 	}
 }
 
