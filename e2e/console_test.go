@@ -158,8 +158,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	  "webhook":{"url":%q,"secret":%q,"delayMs":1500,"statuses":["undelivered","delivered"],"noAck":true}}`, e.api.URL+"/v1/webhooks/sandbox/acct-cbc", whSecret))
 	cbID := e.mustSubmit("console-cb", intentBody("acct-cbc", "chan-cbc", "settled by the provider"))
 	// One only reported undelivered (it stays waiting), one settled later
-	// while the queue is on screen.
-	for account, hook := range map[string]string{"acct-cbn": `"delayMs":0,"statuses":["undelivered"]`, "acct-cbq": `"delayMs":3000,"statuses":["delivered"]`} {
+	// while the queue is on screen. The report comes a second after the
+	// send, once the attempt's own outcome is written: the queue shows a
+	// report that is the waiting intent's latest evidence (at 0 ms it could
+	// land before the outcome and no longer be the latest).
+	for account, hook := range map[string]string{"acct-cbn": `"delayMs":1000,"statuses":["undelivered"]`, "acct-cbq": `"delayMs":3000,"statuses":["delivered"]`} {
 		e.faults(fmt.Sprintf(`{"account":%q,"capabilities":{"idempotencyKeys":false,"lookup":false},"faults":[{"kind":"drop_after_commit"}],
 		  "webhook":{"url":%q,"secret":%q,%s,"noAck":true}}`, account, e.api.URL+"/v1/webhooks/sandbox/"+account, whSecret, hook))
 	}
