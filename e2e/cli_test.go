@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,17 +16,39 @@ import (
 )
 
 // buildBinary builds the program in dir (a path from the module root, as
-// "cmd/outboxctl") into the test's temporary directory.
+// "cmd/outboxctl") once per test run, into the package's binaries directory,
+// and returns its path. Tests that run the same program share the build (a
+// link of the AWS SDK is seconds of CPU the suite shares).
 func buildBinary(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
-	cmd := exec.Command("go", "build", "-o", bin, "./"+dir)
-	cmd.Dir = ".." // go test runs in e2e/
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", dir, err, out)
+	b, _ := builds.LoadOrStore(dir, &build{})
+	bb := b.(*build)
+	bb.once.Do(func() {
+		bb.path = filepath.Join(binDir, strings.ReplaceAll(dir, "/", "_"))
+		cmd := exec.Command("go", "build", "-o", bb.path, "./"+dir)
+		cmd.Dir = ".." // go test runs in e2e/
+		if out, err := cmd.CombinedOutput(); err != nil {
+			bb.err = fmt.Errorf("build %s: %v\n%s", dir, err, out)
+		}
+	})
+	if bb.err != nil {
+		t.Fatal(bb.err)
 	}
-	return bin
+	return bb.path
 }
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// builds memoises buildBinary by program; binDir (made by TestMain, removed
+// after the run) holds the binaries.
+var (
+	builds sync.Map
+	binDir string
+)
 
 // runExample runs an example program built by buildBinary as the test bot
 // against e's API, on account, and returns what it printed.

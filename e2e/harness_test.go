@@ -32,7 +32,17 @@ import (
 	"github.com/botharness/outbox/sandbox"
 )
 
-func TestMain(m *testing.M) { emulatortest.Main(m, "e2e") }
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "outbox-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := emulatortest.Run(m, "e2e")
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 const (
 	botToken   = "tok-bot-1"

@@ -29,14 +29,18 @@ func Require(t testing.TB, service string) {
 
 // Main is the TestMain of a package whose every test needs DynamoDB: it runs
 // the tests only when an endpoint is set, and says so once instead.
-func Main(m *testing.M, pkg string) {
+func Main(m *testing.M, pkg string) { os.Exit(Run(m, pkg)) }
+
+// Run is Main without the exit: it returns the exit code, so a TestMain can
+// clean up after the run.
+func Run(m *testing.M, pkg string) int {
 	if !awsconfig.Emulated("DYNAMODB") {
 		if required() {
 			fmt.Fprintf(os.Stderr, "%s: OUTBOX_REQUIRE_EMULATORS=1 but no emulator endpoint is set\n", pkg)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Printf("%s: skipped: no emulator endpoints (run `make test`)\n", pkg)
-		os.Exit(0)
+		return 0
 	}
-	os.Exit(m.Run())
+	return m.Run()
 }
