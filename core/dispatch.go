@@ -22,6 +22,10 @@ type Revalidator interface {
 type Blocked struct {
 	Status Status // StatusSourceRevised, StatusGrantRevoked or StatusExpired
 	Reason string
+	// Settled: Status stands even after an uncertain earlier attempt (a
+	// newer update of the same value went out since: setvalue.go); without
+	// it such an intent goes to a human.
+	Settled bool
 }
 
 // Metrics receives counters (CloudWatch EMF in production).
@@ -288,7 +292,10 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 			return d.record(ctx, in, att, nil, &RetryableError{Class: ClassTransient, Err: err}, capsOf(), log)
 		}
 		if newer != "" {
-			return d.recordSuperseded(ctx, in, att, newer, log)
+			// Whatever this one may have set before, the newer value was set
+			// after it: superseded, never a human's question.
+			return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusSourceRevised, Settled: true,
+				Reason: fmt.Sprintf("superseded: a newer update of the same target (%s) went out; this older value is not sent again", newer)}, log)
 		}
 	}
 	if deferred, err := d.hold(ctx, in, &gate, att.N); deferred || err != nil {
@@ -543,7 +550,7 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 		a.Result = AttemptResult(b.Status)
 		a.Evidence = Evidence{Detail: b.Reason}
 		in.appendAttempt(a)
-		if MayHaveTakenEffect(in) {
+		if MayHaveTakenEffect(in) && !b.Settled {
 			// Blocking this attempt must not hide an earlier one that may have
 			// reached the provider: a terminal "revoked" would read as "never sent".
 			return in.moveTo(StatusNeedsHuman, b.Reason+"; an earlier attempt may have reached the provider", now)
@@ -555,7 +562,7 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 	}
 	log.InfoContext(ctx, "attempt blocked; nothing sent", "status", string(b.Status), "reason", b.Reason)
 	d.metrics().Count("AttemptBlocked", 1)
-	if b.Status == StatusNeedsHuman || MayHaveTakenEffect(claimed) {
+	if b.Status == StatusNeedsHuman || (MayHaveTakenEffect(claimed) && !b.Settled) {
 		d.metrics().Count("NeedsHuman", 1)
 	}
 	return stored, nil

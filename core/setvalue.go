@@ -75,14 +75,7 @@ func Superseded(newest, seq string) bool { return newest > seq }
 // succeeded, or its outcome is unknown. A failure with proof of no effect
 // did not go out.
 func WentOut(sendErr error) bool {
-	if sendErr == nil {
-		return true
-	}
-	switch ClassOf(sendErr) {
-	case ClassRejectedInput, ClassUnauthorized, ClassRateLimited, ClassTransient:
-		return false
-	}
-	return true
+	return sendErr == nil || AttemptResult(ClassOf(sendErr)).MayHaveTakenEffect()
 }
 
 // supersededBy returns the mark of a newer intent of in's target that went
@@ -111,29 +104,4 @@ func (d *Dispatcher) markSent(ctx context.Context, in *Intent, subject string, l
 	if _, err := d.Marks.MarkSent(ctx, ValueKey(in, subject), ValueSeq(in), d.Clock.Now()); err != nil {
 		log.WarnContext(ctx, "could not record the set-to-value send; older retries of this target are not stopped by it", "err", err.Error())
 	}
-}
-
-// recordSuperseded ends in without sending: a newer update of its target
-// went out. Terminal source-revised, uncertain or not (the newer value was
-// set after anything this one may have set), never needs-human.
-func (d *Dispatcher) recordSuperseded(ctx context.Context, claimed *Intent, att Attempt, newer string, log *slog.Logger) (*Intent, error) {
-	now := d.Clock.Now()
-	reason := fmt.Sprintf("superseded: a newer update of the same target (%s) went out; this older value is not sent again", newer)
-	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
-		if !in.HeldBy(d.Owner, att.N) {
-			return ErrLeaseLost
-		}
-		a := att
-		a.EndedAt = now
-		a.Result = AttemptResult(StatusSourceRevised)
-		a.Evidence = Evidence{Detail: reason}
-		in.appendAttempt(a)
-		return in.moveTo(StatusSourceRevised, reason, now)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("record superseded attempt of %s: %w", claimed.ID, err)
-	}
-	log.InfoContext(ctx, "set-to-value attempt superseded; nothing sent", "newer", newer)
-	d.metrics().Count("AttemptSuperseded", 1)
-	return stored, nil
 }
