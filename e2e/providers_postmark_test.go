@@ -8,6 +8,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/fakes"
 	"github.com/botharness/outbox/adapters/providers/postmark"
+	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
 )
 
@@ -23,7 +24,16 @@ func TestPostmark(t *testing.T) {
 	fk := fakes.NewPostmark(t, time.Now)
 	fk.AddServer("pm-e2e-token")
 	fk.AddSender("orders@example.com")
-	e := providerEnv(t, "postmark", fmt.Sprintf(`{"baseUrl":%q,"timeoutMs":1500,"accounts":{"mail":{"serverToken":"pm-e2e-token","from":"orders@example.com","webhookUser":"pm","webhookPassword":"pm-hook-secret"}}}`, fk.URL()))
+	// A settle window of 6 s (the harness's is 2 s) leaves the lagging-search
+	// case room on a loaded host: its first lookup, due a second after the
+	// lost answer, must come before the search shows the message (3 s).
+	e := newEnv(t, options{
+		Config: wire.Config{
+			ProviderConfig: fmt.Sprintf(`"postmark":{"baseUrl":%q,"timeoutMs":1500,"accounts":{"mail":{"serverToken":"pm-e2e-token","from":"orders@example.com","webhookUser":"pm","webhookPassword":"pm-hook-secret"}}}`, fk.URL()),
+			Reconcile:      &core.ReconcilePolicy{Delay: time.Second, Window: 20 * time.Second, Settle: 6 * time.Second},
+		},
+		Grants: []core.Grant{{ID: "g-postmark", Version: 1, Bot: "bot-*", Provider: "postmark", Account: "*", Actions: []string{"*"}, Targets: []string{"*"}}},
+	})
 	hook := e.api.URL + "/v1/webhooks/postmark/mail"
 	sent := func(id string) []fakes.PostmarkMessage { return fk.SentWith(postmark.MetadataIntentKey, id) }
 	one := func(id string, in *core.Intent) {
@@ -87,17 +97,17 @@ func TestPostmark(t *testing.T) {
 		before := fk.SendRequests()
 		fk.Inject(fakes.Fault{Kind: fakes.Unavailable})
 		id := e.mustSubmit("pm-503", postmarkEmail("jo@example.com", "503"))
-		in := e.waitStatus(id, 25*time.Second, core.StatusSucceeded)
+		in := e.waitStatus(id, 30*time.Second, core.StatusSucceeded)
 		one(id, in)
 		if n := fk.SendRequests() - before; n != 2 {
 			t.Fatalf("%d send requests, want 2 (the absent one, then the retry)", n)
 		}
 	})
 	t.Run("a search that lags the send: absent within the settle window is not acted on", func(t *testing.T) {
-		// The harness's settle window is 2 s; the search shows a message
-		// 1.5 s after it was sent, so the first lookup (about 1 s after the
-		// lost answer) finds nothing and must not send again.
-		fk.SetSearchDelay(1500 * time.Millisecond)
+		// The env's settle window is 6 s; the search shows a message 3 s
+		// after it was sent, so the first lookup (about 1 s after the lost
+		// answer) finds nothing and must not send again.
+		fk.SetSearchDelay(3 * time.Second)
 		defer fk.SetSearchDelay(0)
 		before, searches := fk.SendRequests(), fk.Searches()
 		fk.Inject(fakes.Fault{Kind: fakes.DropAfterCommit})
