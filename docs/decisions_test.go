@@ -241,9 +241,9 @@ type module struct {
 	// typeDefaults: "Type.Field" -> the defaults a method of Type gives
 	// the field; literalFields: the values `Type{Field: v}` literals give it.
 	typeDefaults, literalFields map[string][]decl
-	envDefaults  map[string][]decl // OUTBOX_X -> default expressions
-	tests        map[string]bool
-	evaluating   map[string]bool
+	envDefaults                 map[string][]decl // OUTBOX_X -> default expressions
+	tests                       map[string]bool
+	evaluating                  map[string]bool
 }
 
 type decl struct {
