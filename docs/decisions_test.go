@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -44,7 +45,7 @@ import (
 // `256 KiB`/`1 MiB` for byte counts, plain numbers otherwise. Every test
 // named in the row's third column (`TestX`, `FuzzX`, `BenchmarkX`, with
 // an optional `dir/` prefix) must exist as a function of a _test.go file of
-// the module; a row without one says `none` and why.
+// the module; a row without one says `none` and what was tried.
 func TestDecisionsConstantsMatchTheCode(t *testing.T) {
 	doc, err := os.ReadFile("decisions.md")
 	if err != nil {
@@ -252,8 +253,23 @@ type decl struct {
 	pos  token.Pos
 }
 
+var (
+	loadOnce sync.Once
+	loaded   *module
+	loadErr  error
+)
+
+// loadModule parses the module once for both tests.
 func loadModule(t *testing.T, root string) *module {
 	t.Helper()
+	loadOnce.Do(func() { loaded, loadErr = parseModule(root) })
+	if loadErr != nil {
+		t.Fatal(loadErr)
+	}
+	return loaded
+}
+
+func parseModule(root string) (*module, error) {
 	m := &module{fset: token.NewFileSet(), decls: map[string][]decl{}, typeDefaults: map[string][]decl{}, literalFields: map[string][]decl{},
 		envDefaults: map[string][]decl{}, tests: map[string]bool{}, evaluating: map[string]bool{}}
 	testFunc := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]*)\(`)
@@ -294,12 +310,12 @@ func loadModule(t *testing.T, root string) *module {
 		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for i, f := range typeLits {
 		m.collectDefaults(typeLitDirs[i], f)
 	}
-	return m
+	return m, nil
 }
 
 func (m *module) collect(dir string, f *ast.File) {
