@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // loseGiveBacks is the table client of a process that crashes right after
@@ -46,7 +47,7 @@ func TestOpenRecountRepairsALostGiveBack(t *testing.T) {
 	tokens := NewTokens(db, table)
 	ctx := context.Background()
 	start := time.Now().UTC()
-	if _, _, err := core.IssueToken(ctx, tokens, core.TokenIssue{Kind: core.PrincipalBot, Owner: "bot-rc"}, start); err != nil {
+	if _, _, err := auth.IssueToken(ctx, tokens, auth.TokenIssue{Kind: core.PrincipalBot, Owner: "bot-rc"}, start); err != nil {
 		t.Fatal(err)
 	}
 	shardOf := func(in *core.Intent) int { return core.PlanLimit(cfg.For("bot-rc"), in.ID, start).Shard }

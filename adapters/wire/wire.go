@@ -27,6 +27,7 @@ import (
 	"github.com/botharness/outbox/adapters/tracing"
 	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // Config is everything the functions read from the environment.
@@ -178,7 +179,7 @@ type App struct {
 	Store  *dynamo.Store
 	Tokens *dynamo.Tokens
 	// Authn resolves bearer tokens for the authorizer (cached per RequestCacheTTL).
-	Authn      core.TokenStore
+	Authn      auth.TokenStore
 	Queue      *sqsqueue.Queue
 	Providers  core.ProviderMap
 	Intake     *core.Intake
