@@ -271,38 +271,6 @@ func OperatorEventFor(old, cur *Intent) (OperatorEvent, bool) {
 	return ev, true
 }
 
-// IntentFilter narrows the operators' queue (and bulk decisions): each set
-// field must match exactly; MinWaiting keeps intents that have waited at
-// least that long.
-type IntentFilter struct {
-	Provider   string
-	Account    string
-	Bot        string
-	MinWaiting time.Duration
-}
-
-// WaitingSince is when an intent started waiting in its current status: for
-// needs-human the start of the episode, otherwise its last change.
-func WaitingSince(in *Intent) time.Time {
-	if in.Status == StatusNeedsHuman {
-		return NeedsHumanSince(in)
-	}
-	return in.UpdatedAt
-}
-
-// Matches decides whether in passes the filter at now.
-func (f IntentFilter) Matches(in *Intent, now time.Time) bool {
-	switch {
-	case f.Provider != "" && in.Provider != f.Provider,
-		f.Account != "" && in.Account != f.Account,
-		f.Bot != "" && in.Bot != f.Bot:
-		return false
-	case f.MinWaiting > 0 && now.Sub(WaitingSince(in)) < f.MinWaiting:
-		return false
-	}
-	return true
-}
-
 // BreakerEvent is the operator event of an account's circuit breaker opening
 // or closing (kind EventBreakerOpened or EventBreakerClosed), with an id
 // stable for that move: the gate's conditional write lets one worker make

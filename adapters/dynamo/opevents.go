@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // Operator event ledger items (one per event id):
@@ -247,9 +248,9 @@ func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, li
 // limit in all (newest first per shard, so a capped read drops the oldest);
 // truncated reports that more exist. One keys-only Query per shard, eight at
 // a time, each paged at 1 MB.
-func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time, limit int) ([]core.EpisodeMark, bool, error) {
+func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time, limit int) ([]overview.EpisodeMark, bool, error) {
 	type result struct {
-		marks     []core.EpisodeMark
+		marks     []overview.EpisodeMark
 		truncated bool
 	}
 	per := max(limit/OpEventShards, 1)
@@ -291,7 +292,7 @@ func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time
 	if err != nil {
 		return nil, false, err
 	}
-	var out []core.EpisodeMark
+	var out []overview.EpisodeMark
 	truncated := false
 	for _, r := range res {
 		out = append(out, r.marks...)
@@ -300,18 +301,18 @@ func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time
 	return out, truncated, nil
 }
 
-func parseTimelineSK(sk string) (core.EpisodeMark, bool) {
+func parseTimelineSK(sk string) (overview.EpisodeMark, bool) {
 	at, rest, ok := strings.Cut(sk, "#")
 	if !ok {
-		return core.EpisodeMark{}, false
+		return overview.EpisodeMark{}, false
 	}
 	typ, id, ok := strings.Cut(rest, "#")
 	if !ok {
-		return core.EpisodeMark{}, false
+		return overview.EpisodeMark{}, false
 	}
 	t, err := time.Parse(timeKey, at)
 	if err != nil {
-		return core.EpisodeMark{}, false
+		return overview.EpisodeMark{}, false
 	}
-	return core.EpisodeMark{At: t, Type: typ, ID: id}, true
+	return overview.EpisodeMark{At: t, Type: typ, ID: id}, true
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // The sweeper's oldest-wait gauge reads the HUMAN# entries' sort keys: the
@@ -52,7 +53,7 @@ func TestLedgerTimelineListsEpisodesSince(t *testing.T) {
 	if err := l.MarkPublished(ctx, core.OperatorEvent{ID: "i1.needs-human.1", Type: core.OperatorEventNeedsHuman}, "me", now); err != nil {
 		t.Fatal(err)
 	}
-	marks, truncated, err := l.EpisodesSince(ctx, now.Add(-core.OverviewWindow), 1000)
+	marks, truncated, err := l.EpisodesSince(ctx, now.Add(-overview.OverviewWindow), 1000)
 	if err != nil || truncated {
 		t.Fatalf("since: %v truncated=%v", err, truncated)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // Lister pages through intents by status.
@@ -53,7 +54,7 @@ type Summary struct {
 func summarize(in *core.Intent) Summary {
 	s := Summary{ID: in.ID, Bot: in.Bot, Provider: in.Provider, Account: in.Account, Action: in.Action, Target: in.Target,
 		Status: in.Status, StatusReason: in.StatusReason, AttemptCount: in.AttemptCount, UpdatedAt: in.UpdatedAt,
-		WaitingSince: core.WaitingSince(in)}
+		WaitingSince: overview.WaitingSince(in)}
 	if n := len(in.Attempts); n > 0 {
 		a := in.Attempts[n-1]
 		s.LastAttempt = &a
