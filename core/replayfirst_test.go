@@ -21,8 +21,8 @@ func TestReplayFirst(t *testing.T) {
 		"unknown provider": &ValidationError{Code: CodeUnknownProvider},
 		"unknown action":   &ValidationError{Code: CodeUnknownAction},
 		"grant":            ErrGrantDoesNotCover,
-		"rate limited":     &LimitError{Code: CodeRateLimited},
-		"too many open":    &LimitError{Code: CodeTooManyOpenIntents},
+		"rate limited":     &testLimit{"rate_limited"},
+		"too many open":    &testLimit{"too_many_open_intents"},
 	}
 	for name, refusal := range refusals {
 		cases := []struct {
@@ -119,8 +119,8 @@ func TestSubmitReplaysBeforeTimeAndConfigurationRefusals(t *testing.T) {
 		{"deadline passed", full, func() { clock.Advance(2 * time.Minute) }, func() { clock.Advance(-2 * time.Minute) }, CodeDeadlinePassed, nil},
 		{"provider removed", intake(ProviderMap{}), func() {}, func() {}, CodeUnknownProvider, nil},
 		{"action removed", intake(ProviderMap{"fake": actionless{&fakeProvider{}}}), func() {}, func() {}, CodeUnknownAction, nil},
-		{"rate limited", full, func() { limits.refuse = &LimitError{Code: CodeRateLimited, RetryAfter: time.Second} }, func() { limits.refuse = nil }, "", ErrLimited},
-		{"too many open", full, func() { limits.refuse = &LimitError{Code: CodeTooManyOpenIntents} }, func() { limits.refuse = nil }, "", ErrLimited},
+		{"rate limited", full, func() { limits.refuse = &testLimit{"rate_limited"} }, func() { limits.refuse = nil }, "", ErrLimited},
+		{"too many open", full, func() { limits.refuse = &testLimit{"too_many_open_intents"} }, func() { limits.refuse = nil }, "", ErrLimited},
 		{"grant revoked", full, func() {
 			if _, err := auth.RevokeGrant(context.Background(), rvOperator, "g1", Revocation{Reason: "r"}); err != nil {
 				t.Fatal(err)
@@ -159,3 +159,10 @@ func TestSubmitReplaysBeforeTimeAndConfigurationRefusals(t *testing.T) {
 type actionless struct{ *fakeProvider }
 
 func (actionless) SupportsAction(string) bool { return false }
+
+// testLimit is a bot limit's refusal as a BotLimiter returns it (the limits'
+// own *botlimit.LimitError lives in core/botlimit, which imports core).
+type testLimit struct{ code string }
+
+func (e *testLimit) Error() string        { return e.code }
+func (e *testLimit) Is(target error) bool { return target == ErrLimited }

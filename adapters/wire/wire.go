@@ -28,6 +28,7 @@ import (
 	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/auth"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // Config is everything the functions read from the environment.
@@ -65,7 +66,7 @@ type Config struct {
 	ConsoleURL            string
 	// BotLimits are the per-bot rate and open-intent limits (issue 24;
 	// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS). Zero: none.
-	BotLimits core.BotLimitConfig
+	BotLimits botlimit.BotLimitConfig
 	// BackupKey signs and verifies backup manifests (HMAC-SHA256; locally
 	// OUTBOX_BACKUP_KEY). Empty: read the Secrets Manager secret named by
 	// BackupKeySecret (OUTBOX_BACKUP_KEY_SECRET), if any (wireBackups).

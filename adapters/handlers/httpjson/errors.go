@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // The one table mapping domain errors to HTTP answers; every handler answers
@@ -59,7 +60,7 @@ var retryAfter = map[string]string{"event_in_progress": "5"}
 func Answer(err error) (resp events.APIGatewayV2HTTPResponse, ok bool) {
 	var ve *core.ValidationError
 	var re *core.RefusedError
-	var le *core.LimitError
+	var le *botlimit.LimitError
 	switch {
 	case err == nil:
 		return events.APIGatewayV2HTTPResponse{}, false
