@@ -1,13 +1,57 @@
 package core
 
-// The in-memory stores core's unit tests use, for the contract suites in
-// store_contract_test.go (package core_test).
+import (
+	"testing"
+
+	"github.com/botharness/outbox/core/clocktest"
+)
+
+// What core's in-memory test doubles offer to the external tests in this
+// directory (package core_test): the contract suites in
+// store_contract_test.go, and the tests of the packages built on core
+// (core/webhook, ...) that drive the real Dispatcher over these fakes. The
+// fakes stay test-only: nothing outside core's tests can import them.
 
 func NewMemStoreForContract() IntentStore { return newMemStore() }
 
 func NewMemRegistryForContract() *memRegistry { return newMemRegistry() }
 
-func NewMemWebhooksForContract() (WebhookStore, IntentStore) {
-	s := newMemStore()
-	return newMemWebhooks(s), s
+// MemStore is the in-memory IntentStore of core's tests.
+type MemStore = memStore
+
+// PutIfVersionLocked stores cur if its version is still the stored one (see
+// putIfVersion), taking the store's lock.
+func (m *memStore) PutIfVersionLocked(cur *Intent) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.putIfVersion(cur)
 }
+
+// FakeProvider is the scripted provider of core's tests.
+type FakeProvider = fakeProvider
+
+// Sends and Lookups count the provider's calls.
+func (p *fakeProvider) Sends() int   { p.mu.Lock(); defer p.mu.Unlock(); return p.sends }
+func (p *fakeProvider) Lookups() int { p.mu.Lock(); defer p.mu.Unlock(); return p.lookups }
+
+// Rig is newRig for external tests: an Intake and a Dispatcher over the
+// in-memory store, queue and provider, on a test clock.
+type Rig struct {
+	D     *Dispatcher
+	In    *Intake
+	Store *MemStore
+	Prov  *FakeProvider
+	Clock *clocktest.Clock
+	r     *rig
+}
+
+func NewRig(caps Capabilities, script ...error) *Rig {
+	r := newRig(caps, script...)
+	return &Rig{D: r.d, In: r.in, Store: r.store, Prov: r.prov, Clock: r.clock, r: r}
+}
+
+func (r *Rig) Submit(t *testing.T) *Intent         { return r.r.submit(t) }
+func (r *Rig) Get(t *testing.T, id string) *Intent { return r.r.get(t, id) }
+func (r *Rig) Drain(t *testing.T)                  { r.r.drain(t) }
+
+var MustAttempt = mustAttempt

@@ -184,8 +184,8 @@ func (r *Resolver) resolve(ctx context.Context, p Principal, id, key string, req
 		default:
 			to, why = StatusAbandoned, "abandoned by operator "+p.Name
 		}
-		in.appendResolution(res)
-		if err := in.moveTo(to, why, now); err != nil {
+		in.AppendResolution(res)
+		if err := in.MoveTo(to, why, now); err != nil {
 			return err
 		}
 		if to == StatusUnknownOutcome {
@@ -297,7 +297,7 @@ func (r *Resolver) Recommend(ctx context.Context, p Principal, id string, req Re
 		if in.Status != StatusNeedsHuman {
 			return fmt.Errorf("%w: it is %s", ErrNotNeedsHuman, in.Status)
 		}
-		in.appendResolution(Resolution{At: now, By: p.Name, ByKind: p.Kind, Decision: string(req.Decision), Reason: req.Summary, Recommend: true})
+		in.AppendResolution(Resolution{At: now, By: p.Name, ByKind: p.Kind, Decision: string(req.Decision), Reason: req.Summary, Recommend: true})
 		in.UpdatedAt = now
 		return nil
 	})

@@ -29,7 +29,7 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 	switch in.Status {
 	case StatusInFlight:
 		ev := Evidence{Detail: fmt.Sprintf("attempt %d was in flight at the backup barrier (%s); its outcome is unknown", in.AttemptCount, cutoff.UTC().Format(time.RFC3339))}
-		in.appendAttempt(Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultInFlightAtCutoff, Evidence: ev})
+		in.AppendAttempt(Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultInFlightAtCutoff, Evidence: ev})
 		return uncertain(in, caps, now, "in flight at the backup cutoff")
 	case StatusPending, StatusRetryableFailure:
 		first := cutoff
@@ -49,11 +49,11 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 			if in.FirstAttemptAt == nil {
 				in.FirstAttemptAt = &first
 			}
-			in.appendAttempt(possible)
+			in.AppendAttempt(possible)
 			return RestoreKeptPending, nil
 		}
 		// Model the original system's possible send as an attempt at the cutoff.
-		if err := in.moveTo(StatusInFlight, "", now); err != nil {
+		if err := in.MoveTo(StatusInFlight, "", now); err != nil {
 			return "", err
 		}
 		in.AttemptCount++
@@ -61,7 +61,7 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 			in.FirstAttemptAt = &first
 		}
 		possible.N = in.AttemptCount
-		in.appendAttempt(possible)
+		in.AppendAttempt(possible)
 		return uncertain(in, caps, now, "restored while waiting; may have been sent after the backup cutoff")
 	}
 	return RestoreUnchanged, nil
@@ -69,12 +69,12 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 
 func uncertain(in *Intent, caps Capabilities, now time.Time, why string) (string, error) {
 	if caps.Lookup {
-		if err := in.moveTo(StatusUnknownOutcome, why+"; reconciling with the provider's lookup", now); err != nil {
+		if err := in.MoveTo(StatusUnknownOutcome, why+"; reconciling with the provider's lookup", now); err != nil {
 			return "", err
 		}
 		return RestoreReconcile, nil
 	}
-	if err := in.moveTo(StatusNeedsHuman, why+"; the provider cannot tell whether it happened", now); err != nil {
+	if err := in.MoveTo(StatusNeedsHuman, why+"; the provider cannot tell whether it happened", now); err != nil {
 		return "", err
 	}
 	return RestoreNeedsHuman, nil

@@ -1,7 +1,8 @@
 // Package botlimit decides the per-bot limits (issue 24 finding 6): a rate
-// of new intents and a cap on open (non-terminal) intents, per bot. Refusals are 429 with Retry-After;
-// a replay of a stored key is never refused by either (ReplayFirst: a limit
-// refusal is one of the refusals a stored intent overrides).
+// of new intents and a cap on open (non-terminal) intents, per bot. Refusals
+// are 429 with Retry-After; a replay of a stored key is never refused by
+// either (core.ReplayFirst: a limit refusal is one of the refusals a stored
+// intent overrides).
 //
 // Counting (docs/decisions.md "Per-bot limits"): a bot's counts live on
 // LimitShards counter items, the intent's shard chosen from its id, each

@@ -13,6 +13,7 @@ import (
 
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // The one table mapping domain errors to HTTP answers; every handler answers
@@ -28,7 +29,7 @@ var errorTable = []struct {
 		"this Idempotency-Key already holds another effect (kind, provider, account, action, target, payload or source differ). If this is a retry of the same operation, send it again with its original body under the same key; only a new operation takes a new key", "Idempotency-Key"},
 	{core.ErrGrantDoesNotCover, http.StatusForbidden, "grant_does_not_cover", "", "grant"},
 	{core.ErrGrantRevoked, http.StatusConflict, "grant_revoked", "", ""},
-	{core.ErrEventInProgress, http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", ""},
+	{webhook.ErrEventInProgress, http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", ""},
 	{core.ErrDuplicateRiskNotAccepted, http.StatusConflict, "duplicate_risk_not_accepted", "", "acceptDuplicateRisk"},
 	{core.ErrNotNeedsHuman, http.StatusConflict, "not_needs_human", "", ""},
 	{core.ErrConflict, http.StatusConflict, "version_conflict", "the item changed concurrently; read it again and retry", ""},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // TestErrorTable: every domain error gets the same status and code from
@@ -37,7 +38,7 @@ func TestErrorTable(t *testing.T) {
 		{core.ErrIdempotencyKeyReused, 422, "idempotency_key_reused", "Idempotency-Key"},
 		{core.ErrGrantDoesNotCover, 403, "grant_does_not_cover", "grant"},
 		{core.ErrGrantRevoked, 409, "grant_revoked", ""},
-		{core.ErrEventInProgress, 409, "event_in_progress", ""},
+		{webhook.ErrEventInProgress, 409, "event_in_progress", ""},
 		{core.ErrDuplicateRiskNotAccepted, 409, "duplicate_risk_not_accepted", "acceptDuplicateRisk"},
 		{core.ErrNotNeedsHuman, 409, "not_needs_human", ""},
 		{core.ErrConflict, 409, "version_conflict", ""},
