@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/core/overview"
 )
 
@@ -68,7 +69,7 @@ type OperatorEventLedger struct {
 	table string
 }
 
-var _ core.OperatorEventLedger = (*OperatorEventLedger)(nil)
+var _ notify.OperatorEventLedger = (*OperatorEventLedger)(nil)
 
 // NewOperatorEventLedger returns the ledger over table.
 func NewOperatorEventLedger(db API, table string) *OperatorEventLedger {
@@ -129,7 +130,7 @@ func claimItem(ev core.OperatorEvent, owner string, until time.Time) (map[string
 
 // Claim writes a claimed record if none exists, or takes over a claim whose
 // lease ran out unpublished. One conditional write either way.
-func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, owner string, now, until time.Time) (core.ClaimResult, error) {
+func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, owner string, now, until time.Time) (notify.ClaimResult, error) {
 	item, err := claimItem(ev, owner, until)
 	if err != nil {
 		return 0, err
@@ -143,16 +144,16 @@ func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, 
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return core.ClaimedToPublish, nil
+		return notify.ClaimedToPublish, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return 0, fmt.Errorf("claim operator event %s: %w", ev.ID, err)
 	}
 	if st, ok := ccf.Item["state"].(*types.AttributeValueMemberS); ok && st.Value == opStatePublished {
-		return core.AlreadyPublished, nil
+		return notify.AlreadyPublished, nil
 	}
-	return core.HeldByOther, nil
+	return notify.HeldByOther, nil
 }
 
 // MarkPublished completes owner's claim; it drops the record from the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/core/overview"
 )
 
@@ -46,7 +47,7 @@ func TestLedgerTimelineListsEpisodesSince(t *testing.T) {
 		{ID: "i2.failed", Type: core.OperatorEventFailed, At: now.Add(-2 * time.Hour), IntentID: "i2"},
 		{ID: "i3.needs-human.1", Type: core.OperatorEventNeedsHuman, At: now.Add(-9 * 24 * time.Hour), IntentID: "i3"},
 	} {
-		if res, err := l.Claim(ctx, ev, "me", now, now.Add(time.Minute)); err != nil || res != core.ClaimedToPublish {
+		if res, err := l.Claim(ctx, ev, "me", now, now.Add(time.Minute)); err != nil || res != notify.ClaimedToPublish {
 			t.Fatalf("claim %s: %v %v", ev.ID, res, err)
 		}
 	}

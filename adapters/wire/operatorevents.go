@@ -9,6 +9,7 @@ import (
 	"github.com/botharness/outbox/adapters/operatorevents"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/core/overview"
 )
 
@@ -33,7 +34,7 @@ func wireOperatorEvents(a *App) error {
 		sub = &operatorevents.Webhook{URL: c.OperatorWebhookURL, Secret: c.OperatorWebhookSecret, ConsoleBase: c.ConsoleURL,
 			Client: &http.Client{Timeout: 10 * time.Second}}
 	}
-	a.OperatorEvents = &core.OperatorNotifier{
+	a.OperatorEvents = &notify.OperatorNotifier{
 		Ledger:     dynamo.NewOperatorEventLedger(a.Clients.DynamoDB, c.Table),
 		Subscriber: sub,
 		Metrics:    a.Metrics,

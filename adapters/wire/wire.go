@@ -29,6 +29,7 @@ import (
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/auth"
 	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/notify"
 )
 
 // Config is everything the functions read from the environment.
@@ -203,7 +204,7 @@ type App struct {
 	// OperatorEvents publishes operator events (the notifier stream's and
 	// the gate's breaker moves) once per id: ledger, log, metric, then SNS
 	// or the webhook; never nil after New. See adapters/operatorevents.
-	OperatorEvents *core.OperatorNotifier
+	OperatorEvents *notify.OperatorNotifier
 	// Payloads is the claim-check store (nil without a payload bucket).
 	Payloads *payloads.Store
 	// BotLimiter counts new intents against their bot's limits (intake uses
