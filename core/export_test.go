@@ -34,6 +34,9 @@ type FakeProvider = fakeProvider
 func (p *fakeProvider) Sends() int   { p.mu.Lock(); defer p.mu.Unlock(); return p.sends }
 func (p *fakeProvider) Lookups() int { p.mu.Lock(); defer p.mu.Unlock(); return p.lookups }
 
+// Caps is what the provider claims.
+func (p *fakeProvider) Caps() Capabilities { return p.caps }
+
 // Rig is newRig for external tests: an Intake and a Dispatcher over the
 // in-memory store, queue and provider, on a test clock.
 type Rig struct {
