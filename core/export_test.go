@@ -16,6 +16,15 @@ func NewMemStoreForContract() IntentStore { return newMemStore() }
 
 func NewMemRegistryForContract() *memRegistry { return newMemRegistry() }
 
+// MemRegistry is the in-memory grant, capability and source store.
+type MemRegistry = memRegistry
+
+// Reads counts ReadFacts calls.
+func (m *memRegistry) Reads() int { m.mu.Lock(); defer m.mu.Unlock(); return m.reads }
+
+// SetFail makes every registry read fail with err (nil: none fail).
+func (m *memRegistry) SetFail(err error) { m.mu.Lock(); defer m.mu.Unlock(); m.fail = err }
+
 // MemStore is the in-memory IntentStore of core's tests.
 type MemStore = memStore
 
@@ -26,6 +35,9 @@ func (m *memStore) PutIfVersionLocked(cur *Intent) bool {
 	defer m.mu.Unlock()
 	return m.putIfVersion(cur)
 }
+
+// Puts counts the store's writes.
+func (m *memStore) Puts() int { m.mu.Lock(); defer m.mu.Unlock(); return m.puts }
 
 // FakeProvider is the scripted provider of core's tests.
 type FakeProvider = fakeProvider
