@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/retention"
 )
 
 // API is the part of the DynamoDB client the stores use.
@@ -292,7 +293,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			return nil, err
 		}
 		// The write that ends the intent carries its TTL (no extra write).
-		core.ApplyRetention(cur, s.Retention)
+		retention.ApplyRetention(cur, s.Retention)
 		pages := cur.TakeSpill()
 		readVersion := cur.Version
 		cur.Version = readVersion + 1

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/retention"
 	"github.com/botharness/outbox/core/webhook"
 )
 
@@ -183,7 +184,7 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec webhook.EventRecord, mutat
 			readVersion := cur.Version
 			cur.Version++
 			// An acknowledgement that ends the intent carries its TTL.
-			core.ApplyRetention(cur, w.Retention)
+			retention.ApplyRetention(cur, w.Retention)
 			item, err := store.MarshalIntent(cur)
 			if err != nil {
 				return nil, err

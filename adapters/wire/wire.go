@@ -30,6 +30,7 @@ import (
 	"github.com/botharness/outbox/core/auth"
 	"github.com/botharness/outbox/core/botlimit"
 	"github.com/botharness/outbox/core/notify"
+	"github.com/botharness/outbox/core/retention"
 )
 
 // Config is everything the functions read from the environment.
@@ -132,8 +133,8 @@ func FromEnv(required ...string) (Config, error) {
 		WebhookSecrets:        os.Getenv(EnvWebhookSecrets),
 		ProviderSecrets:       os.Getenv(EnvProviderSecrets),
 
-		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", core.DefaultIntentRetention),
-		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", core.DefaultTombstoneRetention),
+		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", retention.DefaultIntentRetention),
+		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", retention.DefaultTombstoneRetention),
 		ArchiveBucket:      os.Getenv("OUTBOX_ARCHIVE_BUCKET"),
 	}
 	limits, err := botLimitsFromEnv()
@@ -247,10 +248,10 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		cfg.MetricsOut = os.Stdout
 	}
 	if cfg.IntentRetention <= 0 {
-		cfg.IntentRetention = core.DefaultIntentRetention
+		cfg.IntentRetention = retention.DefaultIntentRetention
 	}
 	if cfg.TombstoneRetention <= 0 {
-		cfg.TombstoneRetention = core.DefaultTombstoneRetention
+		cfg.TombstoneRetention = retention.DefaultTombstoneRetention
 	}
 	uses, err := ParseSecretUses(cfg.SecretUses)
 	if err != nil {
