@@ -17,7 +17,7 @@ import (
 	"github.com/botharness/outbox/core/botlimit"
 )
 
-// Bot-limit counters (issue 24 finding 6, core/botlimits.go):
+// Bot-limit counters (issue 24 finding 6, core/botlimit):
 //
 //	BOTLIMIT#<bot>#<shard>, BOTLIMIT   win (rate window index), wn (intents
 //	                                   counted in it), open (open intents),
