@@ -355,7 +355,7 @@ type RestoreReport = client.RestoreReport
 
 // Restore verifies the snapshot completely, then writes every item the table
 // does not already hold (existing items are newer facts and win), turning
-// uncertain intents into Unknown Outcome / needs-human per core.PlanRestore.
+// uncertain intents into Unknown Outcome / needs-human per restore.PlanRestore.
 // Running it twice gives the same state.
 func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error) {
 	m, err := s.Manifest(ctx, id)

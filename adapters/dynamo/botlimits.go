@@ -66,7 +66,7 @@ func (b *BotLimiter) Limits() botlimit.BotLimitConfig { return b.limits }
 
 var _ core.BotLimiter = (*BotLimiter)(nil)
 
-// Admit counts in on its shard, or refuses it (*core.LimitError).
+// Admit counts in on its shard, or refuses it (*botlimit.LimitError).
 func (b *BotLimiter) Admit(ctx context.Context, in *core.Intent, now time.Time) (func(context.Context), error) {
 	l := b.limits.For(in.Bot)
 	if !l.Enabled() {

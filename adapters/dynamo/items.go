@@ -167,7 +167,7 @@ type intentItem struct {
 	Resolutions    []resolutionItem `dynamodbav:"resolutions,omitempty"`
 	History        *historyItem     `dynamodbav:"history,omitempty"`
 	// EndedAt and expiresAt (the table's TTL attribute, epoch seconds) are
-	// stamped by core.ApplyRetention on the write that ends the intent.
+	// stamped by retention.ApplyRetention on the write that ends the intent.
 	EndedAt   *time.Time `dynamodbav:"endedAt,omitempty"`
 	ExpiresAt int64      `dynamodbav:"expiresAt,omitempty"`
 }

@@ -53,7 +53,7 @@ type Store struct {
 	RepairDelay time.Duration
 	// RepairGrace: a retry's repair entry is due its grace after the retry.
 	RepairGrace time.Duration
-	// Retention is the intent retention window (core.ApplyRetention): the
+	// Retention is the intent retention window (retention.ApplyRetention): the
 	// write that ends an intent sets its TTL to its end plus this; 0 never
 	// expires anything.
 	Retention time.Duration

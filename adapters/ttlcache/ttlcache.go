@@ -69,7 +69,7 @@ func (c *Cache[K, V]) Get(k K, load func() (V, error)) (V, error) {
 }
 
 // Tokens caches token records by token hash. The record carries its
-// expiry, which core.AuthenticateAt checks on every request, so a cached
+// expiry, which auth.AuthenticateAt checks on every request, so a cached
 // token expires on time; a revocation is seen once the entry is read again,
 // at most TTL after it was cached.
 type Tokens struct {

@@ -83,7 +83,7 @@ type Config struct {
 	// Retention (issue 27): an ended intent is kept whole IntentRetention
 	// after it ends (its key is honoured at least that long), then its
 	// tombstone keeps the key TombstoneRetention. Zero here means the
-	// defaults (core.DefaultRetention); OUTBOX_INTENT_RETENTION and
+	// defaults (retention.DefaultRetention); OUTBOX_INTENT_RETENTION and
 	// OUTBOX_TOMBSTONE_RETENTION set them as Go durations.
 	IntentRetention    time.Duration
 	TombstoneRetention time.Duration

@@ -2,7 +2,7 @@
 // operator events: one per needs-human episode, and one when an intent ends
 // failed or expired after attempts. The stream delivers records at least
 // once and may repeat or reorder them; the event id depends only on the
-// episode and core.OperatorNotifier publishes each id once (ledger claim,
+// episode and notify.OperatorNotifier publishes each id once (ledger claim,
 // publish, mark), so repeats are harmless.
 package notifier
 
