@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"testing"
 
 	"github.com/botharness/outbox/core/clocktest"
@@ -70,3 +71,27 @@ func (r *Rig) Get(t *testing.T, id string) *Intent { return r.r.get(t, id) }
 func (r *Rig) Drain(t *testing.T)                  { r.r.drain(t) }
 
 var MustAttempt = mustAttempt
+
+// The operators' Resolver lives in core/resolve, which imports core, so
+// core's internal tests (the model test, history, limits, resend) reach it
+// through newResolver, which resolve_hook_test.go (package core_test, same
+// test binary) sets before any test runs.
+type testResolver interface {
+	Resolve(ctx context.Context, p Principal, id, key string, req Ruling) (*Intent, error)
+	Recommend(ctx context.Context, p Principal, id string, req Recommendation) (*Intent, error)
+}
+
+// ResolverDeps are the Resolver's fields the internal tests set.
+type ResolverDeps struct {
+	Store     IntentStore
+	Pages     HistoryPages
+	Reconcile *Dispatcher
+	Clock     Clock
+}
+
+var newResolver func(ResolverDeps) testResolver
+
+// SetNewResolver installs the Resolver constructor for the internal tests.
+func SetNewResolver[R testResolver](f func(ResolverDeps) R) {
+	newResolver = func(d ResolverDeps) testResolver { return f(d) }
+}

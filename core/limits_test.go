@@ -254,7 +254,7 @@ func TestOverLongReasonChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	mustAttempt(t, r.d, in.ID)
 	before := r.get(t, in.ID)
-	res := &Resolver{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock}
+	res := newResolver(ResolverDeps{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock})
 	op := Principal{Kind: PrincipalOperator, Name: "op"}
 	for _, c := range []struct {
 		field string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/registry"
+	"github.com/botharness/outbox/core/resolve"
 )
 
 // rvRig is the dispatcher rig with revalidation wired as production wires it.
@@ -18,7 +19,7 @@ type rvRig struct {
 	reg  *core.MemRegistry
 	rv   *core.Revalidation
 	auth *registry.Authority
-	res  *core.Resolver
+	res  *resolve.Resolver
 	src  *registry.Sources
 }
 
@@ -34,7 +35,7 @@ func newRVRig(t *testing.T, caps core.Capabilities, script ...error) *rvRig {
 	provs := core.ProviderMap{"fake": r.Prov}
 	x := &rvRig{Rig: r, reg: reg, rv: rv,
 		auth: &registry.Authority{Grants: reg, Capabilities: reg, Providers: provs, Clock: r.Clock},
-		res:  &core.Resolver{Store: r.D.Store, Reconcile: r.D, Clock: r.D.Clock, Gate: rv},
+		res:  &resolve.Resolver{Store: r.D.Store, Reconcile: r.D, Clock: r.D.Clock, Gate: rv},
 		src:  &registry.Sources{Store: reg, Clock: r.Clock},
 	}
 	x.putGrant(t, "g1", registry.GrantSpec{Bot: "bot1", Provider: "fake", Account: "a1", Actions: []string{"send"}, Targets: []string{"c*"}})
@@ -263,7 +264,7 @@ func TestRevalidateHumanRetryRefusedWhenGrantExpired(t *testing.T) {
 	}
 	x.Clock.Advance(2 * time.Hour)
 	_, err := x.res.Resolve(context.Background(), rvOperator, in.ID, "", core.Ruling{Decision: core.DecisionRetry, Reason: "customer asked"})
-	var re *core.RefusedError
+	var re *resolve.RefusedError
 	if !errors.As(err, &re) || re.Status != core.StatusGrantRevoked || !strings.Contains(re.Reason, "expired") {
 		t.Fatalf("err = %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/resolve"
 	"github.com/botharness/outbox/core/webhook"
 )
 
@@ -288,7 +289,7 @@ func TestWebhookAckResolvesNeedsHumanAndKeepsTheEpisode(t *testing.T) {
 	w := newWHRig(core.Capabilities{}, &core.UnknownOutcomeError{Err: errors.New("reset")})
 	in := w.Submit(t)
 	core.MustAttempt(t, w.D, in.ID)
-	if _, err := (&core.Resolver{Store: w.D.Store, Reconcile: w.D, Clock: w.D.Clock}).Recommend(context.Background(), core.Principal{Kind: core.PrincipalOrchestrator, Name: "o"}, in.ID,
+	if _, err := (&resolve.Resolver{Store: w.D.Store, Reconcile: w.D, Clock: w.D.Clock}).Recommend(context.Background(), core.Principal{Kind: core.PrincipalOrchestrator, Name: "o"}, in.ID,
 		core.Recommendation{Decision: core.DecisionAcceptSuccess, Summary: "looks sent"}); err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	w := newWHRig(core.Capabilities{}, &core.UnknownOutcomeError{Err: errors.New("reset")})
 	in := w.Submit(t)
 	core.MustAttempt(t, w.D, in.ID)
-	if _, err := (&core.Resolver{Store: w.D.Store, Reconcile: w.D, Clock: w.D.Clock}).Resolve(context.Background(), core.Principal{Kind: core.PrincipalOperator, Name: "ann"}, in.ID, "",
+	if _, err := (&resolve.Resolver{Store: w.D.Store, Reconcile: w.D, Clock: w.D.Clock}).Resolve(context.Background(), core.Principal{Kind: core.PrincipalOperator, Name: "ann"}, in.ID, "",
 		core.Ruling{Decision: core.DecisionRetry, Reason: "looks lost", AcceptDuplicateRisk: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/botharness/outbox/core/auth"
 	"github.com/botharness/outbox/core/botlimit"
 	"github.com/botharness/outbox/core/notify"
+	"github.com/botharness/outbox/core/resolve"
 	"github.com/botharness/outbox/core/retention"
 )
 
@@ -188,7 +189,7 @@ type App struct {
 	Intake     *core.Intake
 	Dispatcher *core.Dispatcher
 	Sweeper    *core.Sweeper
-	Resolver   *core.Resolver
+	Resolver   *resolve.Resolver
 	// AdminExtra holds admin routes beyond intents (grants, capabilities, backups), by route key.
 	AdminExtra map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse
 	// Sources serves PUT /v1/sources/{sourceId} on the bot API.
@@ -316,7 +317,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
 		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: batch, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
-		Resolver:   &core.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
+		Resolver:   &resolve.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
 		Metrics:    metrics,
 		Log:        cfg.Log,
 		Clients:    clients,

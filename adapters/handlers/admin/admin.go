@@ -15,6 +15,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/overview"
+	"github.com/botharness/outbox/core/resolve"
 )
 
 // Lister pages through intents by status.
@@ -26,7 +27,7 @@ type Lister interface {
 type Handler struct {
 	Store    core.IntentStore
 	List     Lister
-	Resolver *core.Resolver
+	Resolver *resolve.Resolver
 	// History reads moved history pages (GET /v1/admin/intents/{id}/history).
 	History core.HistoryPages
 	// Extra routes (grants, backups, ...) keyed by route key.

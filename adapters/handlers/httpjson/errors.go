@@ -13,6 +13,7 @@ import (
 
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/resolve"
 	"github.com/botharness/outbox/core/webhook"
 )
 
@@ -31,7 +32,7 @@ var errorTable = []struct {
 	{core.ErrGrantRevoked, http.StatusConflict, "grant_revoked", "", ""},
 	{webhook.ErrEventInProgress, http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", ""},
 	{core.ErrDuplicateRiskNotAccepted, http.StatusConflict, "duplicate_risk_not_accepted", "", "acceptDuplicateRisk"},
-	{core.ErrNotNeedsHuman, http.StatusConflict, "not_needs_human", "", ""},
+	{resolve.ErrNotNeedsHuman, http.StatusConflict, "not_needs_human", "", ""},
 	{core.ErrConflict, http.StatusConflict, "version_conflict", "the item changed concurrently; read it again and retry", ""},
 	{core.ErrPruned, http.StatusGone, "pruned",
 		"this intent ended and its retention window has passed: only its outcome is kept (pruned.archive locates the archived record)", ""},
@@ -60,7 +61,7 @@ var retryAfter = map[string]string{"event_in_progress": "5"}
 // table does not know (a failure of ours: Fail answers it 500).
 func Answer(err error) (resp events.APIGatewayV2HTTPResponse, ok bool) {
 	var ve *core.ValidationError
-	var re *core.RefusedError
+	var re *resolve.RefusedError
 	var le *botlimit.LimitError
 	switch {
 	case err == nil:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/resolve"
 	"github.com/botharness/outbox/core/webhook"
 )
 
@@ -34,13 +35,13 @@ func TestErrorTable(t *testing.T) {
 		{&core.ValidationError{Code: core.CodeUnknownAction, Field: "action", Message: "m"}, 422, core.CodeUnknownAction, "action"},
 		{&core.ValidationError{Code: core.CodeDeadlinePassed, Field: "deadline", Message: "m"}, 422, core.CodeDeadlinePassed, "deadline"},
 		{&core.ValidationError{Code: core.CodeInvalidIdempotencyKey, Field: "Idempotency-Key", Message: "m"}, 400, core.CodeInvalidIdempotencyKey, "Idempotency-Key"},
-		{&core.RefusedError{Status: core.StatusGrantRevoked, Reason: "r"}, 409, "refused_by_revalidation", ""},
+		{&resolve.RefusedError{Status: core.StatusGrantRevoked, Reason: "r"}, 409, "refused_by_revalidation", ""},
 		{core.ErrIdempotencyKeyReused, 422, "idempotency_key_reused", "Idempotency-Key"},
 		{core.ErrGrantDoesNotCover, 403, "grant_does_not_cover", "grant"},
 		{core.ErrGrantRevoked, 409, "grant_revoked", ""},
 		{webhook.ErrEventInProgress, 409, "event_in_progress", ""},
 		{core.ErrDuplicateRiskNotAccepted, 409, "duplicate_risk_not_accepted", "acceptDuplicateRisk"},
-		{core.ErrNotNeedsHuman, 409, "not_needs_human", ""},
+		{resolve.ErrNotNeedsHuman, 409, "not_needs_human", ""},
 		{core.ErrConflict, 409, "version_conflict", ""},
 		{core.ErrNotFound, 404, "not_found", ""},
 		{core.ErrForbidden, 403, "forbidden", ""},
