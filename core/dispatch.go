@@ -146,7 +146,7 @@ func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, known gate
 			if !in.Claimable(now) {
 				return ErrNotClaimable
 			}
-			return in.moveTo(StatusExpired, "deadline passed before the attempt", now)
+			return in.MoveTo(StatusExpired, "deadline passed before the attempt", now)
 		})
 	}
 	switch {
@@ -192,7 +192,7 @@ func (d *Dispatcher) startAttempt(in *Intent, now time.Time) error {
 	if in.Deadline != nil && !now.Before(*in.Deadline) {
 		return errDeadlinePassed
 	}
-	if err := in.moveTo(StatusInFlight, "", now); err != nil {
+	if err := in.MoveTo(StatusInFlight, "", now); err != nil {
 		return err
 	}
 	in.AttemptCount++
@@ -463,13 +463,13 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 			o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
 			a.Trigger = att.Trigger + "+late"
 			a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
-			in.appendAttempt(a)
+			in.AppendAttempt(a)
 			in.UpdatedAt = now
 			if o.status == StatusSucceeded && (in.Status == StatusUnknownOutcome || in.Status == StatusNeedsHuman) {
 				if o.external != "" {
 					in.ExternalID = o.external
 				}
-				return in.moveTo(StatusSucceeded, "late provider acknowledgement of the attempt", now)
+				return in.MoveTo(StatusSucceeded, "late provider acknowledgement of the attempt", now)
 			}
 			if o.status == StatusSucceeded && o.external != "" && in.ExternalID == "" {
 				// The provider's message id is a fact whatever the status
@@ -515,8 +515,8 @@ func (o outcome) apply(in *Intent, a Attempt, now time.Time) error {
 		t := a.EndedAt.Add(o.window)
 		due = &t
 	}
-	in.appendAttempt(a)
-	if err := in.moveTo(o.status, o.reason, now); err != nil {
+	in.AppendAttempt(a)
+	if err := in.MoveTo(o.status, o.reason, now); err != nil {
 		return err
 	}
 	if o.external != "" {
@@ -549,13 +549,13 @@ func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Att
 		a.EndedAt = now
 		a.Result = AttemptResult(b.Status)
 		a.Evidence = Evidence{Detail: b.Reason}
-		in.appendAttempt(a)
+		in.AppendAttempt(a)
 		if MayHaveTakenEffect(in) && !b.Settled {
 			// Blocking this attempt must not hide an earlier one that may have
 			// reached the provider: a terminal "revoked" would read as "never sent".
-			return in.moveTo(StatusNeedsHuman, b.Reason+"; an earlier attempt may have reached the provider", now)
+			return in.MoveTo(StatusNeedsHuman, b.Reason+"; an earlier attempt may have reached the provider", now)
 		}
-		return in.moveTo(b.Status, b.Reason, now)
+		return in.MoveTo(b.Status, b.Reason, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record blocked attempt of %s: %w", claimed.ID, err)
@@ -594,7 +594,7 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 		t := next
 		a.NextDueAt = &t
 		in.Attempts = append(in.Attempts, a)
-		if err := in.moveTo(StatusRetryableFailure, "held by a backup barrier", now); err != nil {
+		if err := in.MoveTo(StatusRetryableFailure, "held by a backup barrier", now); err != nil {
 			return err
 		}
 		in.NextAttemptAt = &t

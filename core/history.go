@@ -46,14 +46,14 @@ type HistoryPage struct {
 	Resolutions []Resolution `json:"resolutions,omitempty"`
 }
 
-// appendAttempt appends one bounded entry to attempt history.
-func (in *Intent) appendAttempt(a Attempt) {
+// AppendAttempt appends one bounded entry to attempt history.
+func (in *Intent) AppendAttempt(a Attempt) {
 	in.Attempts = append(in.Attempts, boundEntry(a))
 	SpillHistory(in)
 }
 
-// appendResolution appends one decision or recommendation.
-func (in *Intent) appendResolution(r Resolution) {
+// AppendResolution appends one decision or recommendation.
+func (in *Intent) AppendResolution(r Resolution) {
 	r.Reason = truncateUTF8(r.Reason, max(FieldLimits["reason"], FieldLimits["summary"]))
 	in.Resolutions = append(in.Resolutions, r)
 	SpillHistory(in)
@@ -122,10 +122,6 @@ func (in *Intent) TakeSpill() []HistoryPage {
 	p := in.Spill
 	in.Spill = nil
 	return p
-}
-
-func provesEffect(a Attempt) bool {
-	return a.Trigger == TriggerWebhook && (a.Result == ResultAck || a.Result == ResultStatus)
 }
 
 // FullHistory joins pages (in any order; they are sorted by Seq) and the

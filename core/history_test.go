@@ -64,7 +64,7 @@ func TestHistoryCursor(t *testing.T) {
 
 // needsHuman is an intent the rig sent to a human (unknown outcome, no
 // lookup, no keys), and a resolver over the rig's store.
-func needsHuman(t *testing.T) (*rig, *Intent, *Resolver) {
+func needsHuman(t *testing.T) (*rig, *Intent, testResolver) {
 	t.Helper()
 	r := newRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("timeout")})
 	in := r.submit(t)
@@ -72,7 +72,7 @@ func needsHuman(t *testing.T) (*rig, *Intent, *Resolver) {
 	if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
 		t.Fatalf("status %s, want needs-human", got.Status)
 	}
-	return r, in, &Resolver{Store: r.store, Pages: r.store, Reconcile: r.d, Clock: r.d.Clock}
+	return r, in, newResolver(ResolverDeps{Store: r.store, Pages: r.store, Reconcile: r.d, Clock: r.d.Clock})
 }
 
 // An operator's decision whose resolution was moved to a history page is

@@ -220,7 +220,7 @@ func TestInlineReplayWaitsForTheOutcome(t *testing.T) {
 		if polls == 3 {
 			_, err := r.store.Update(context.Background(), in.ID, func(in *Intent) error {
 				in.ExternalID = "ext-9"
-				return in.moveTo(StatusSucceeded, "", r.clock.Now())
+				return in.MoveTo(StatusSucceeded, "", r.clock.Now())
 			})
 			return err
 		}

@@ -142,8 +142,8 @@ func IntentID(bot, key string) string {
 	return "it_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:20]))
 }
 
-// moveTo moves the intent to status to, if the state machine allows it.
-func (in *Intent) moveTo(to Status, reason string, now time.Time) error {
+// MoveTo moves the intent to status to, if the state machine allows it.
+func (in *Intent) MoveTo(to Status, reason string, now time.Time) error {
 	if err := Transition(in.Status, to); err != nil {
 		return err
 	}

@@ -56,17 +56,6 @@ func checkFieldBytes(field string, b []byte) error {
 	return CheckFieldLength(field, string(b))
 }
 
-// checkFields applies CheckFieldLength to name/value pairs in order and
-// returns the first refusal.
-func checkFields(pairs ...string) error {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := CheckFieldLength(pairs[i], pairs[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Evidence bounds: what an adapter or a provider hands us is cut to these
 // sizes before it goes into history.
 const (

@@ -104,11 +104,11 @@ func TestSpillHistory(t *testing.T) {
 			in := &Intent{Attempts: []Attempt{}}
 			var pages []HistoryPage
 			for i, r := range c.attempts {
-				in.appendAttempt(mk(i+1, r))
+				in.AppendAttempt(mk(i+1, r))
 				pages = append(pages, in.TakeSpill()...)
 			}
 			for i := 0; i < c.resolutions; i++ {
-				in.appendResolution(Resolution{At: at.Add(time.Duration(i) * time.Second), Decision: "retry", Reason: "r", Recommend: i%2 == 0})
+				in.AppendResolution(Resolution{At: at.Add(time.Duration(i) * time.Second), Decision: "retry", Reason: "r", Recommend: i%2 == 0})
 				pages = append(pages, in.TakeSpill()...)
 			}
 			if len(pages) != c.wantPages || len(in.Attempts) != c.wantInlineA {
@@ -157,9 +157,9 @@ func reversed(p []HistoryPage) []HistoryPage {
 func TestSpilledFactsStillDecide(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	in := &Intent{Attempts: []Attempt{}}
-	in.appendAttempt(Attempt{N: 1, Trigger: TriggerWebhook, Result: ResultAck, ExternalID: "m1", EndedAt: at, Evidence: Evidence{ProviderCode: DeliveryDelivered, Extra: map[string]string{"eventId": "e1"}}})
+	in.AppendAttempt(Attempt{N: 1, Trigger: TriggerWebhook, Result: ResultAck, ExternalID: "m1", EndedAt: at, Evidence: Evidence{ProviderCode: DeliveryDelivered, Extra: map[string]string{"eventId": "e1"}}})
 	for i := 0; i < MaxInlineAttempts; i++ {
-		in.appendAttempt(Attempt{N: 1, Trigger: TriggerWebhook, Result: ResultEcho, EndedAt: at})
+		in.AppendAttempt(Attempt{N: 1, Trigger: TriggerWebhook, Result: ResultEcho, EndedAt: at})
 	}
 	in.TakeSpill()
 	if ack, ok := ProviderAcknowledged(in); !ok || ack.ExternalID != "m1" {
@@ -168,9 +168,9 @@ func TestSpilledFactsStillDecide(t *testing.T) {
 	if DeliveryStatus(in) != DeliveryDelivered {
 		t.Fatalf("delivery status %q", DeliveryStatus(in))
 	}
-	in.appendResolution(Resolution{At: at.Add(time.Hour), Decision: string(DecisionRetry), Reason: "go"})
+	in.AppendResolution(Resolution{At: at.Add(time.Hour), Decision: string(DecisionRetry), Reason: "go"})
 	for i := 0; i < MaxInlineResolutions; i++ {
-		in.appendResolution(Resolution{At: at.Add(time.Hour), Decision: string(DecisionAbandon), Reason: "rec", Recommend: true})
+		in.AppendResolution(Resolution{At: at.Add(time.Hour), Decision: string(DecisionAbandon), Reason: "rec", Recommend: true})
 	}
 	if !humanAuthorisedRetry(in) {
 		t.Fatal("the moved retry decision no longer authorises the retry")
@@ -254,7 +254,7 @@ func TestOverLongReasonChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	mustAttempt(t, r.d, in.ID)
 	before := r.get(t, in.ID)
-	res := &Resolver{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock}
+	res := newResolver(ResolverDeps{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock})
 	op := Principal{Kind: PrincipalOperator, Name: "op"}
 	for _, c := range []struct {
 		field string

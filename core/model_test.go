@@ -224,7 +224,7 @@ type mdlMachine struct {
 	queue    *mdlQueue
 	d        []*Dispatcher
 	sweepers []*Sweeper
-	resolver []*Resolver
+	resolver []testResolver
 	intake   *Intake
 	intents  []*mdlIntent
 	parked   []*mdlSend
@@ -250,7 +250,7 @@ func newMdlMachine(t *rapid.T) *mdlMachine {
 			ReconcilePolicy: rp, Lease: mdlLease, Owner: fmt.Sprintf("w%d", i), Log: mdlLogger}
 		m.d = append(m.d, d)
 		m.sweepers = append(m.sweepers, &Sweeper{D: d, Index: m.store.memStore, Grace: mdlGrace})
-		m.resolver = append(m.resolver, &Resolver{Store: d.Store, Reconcile: d, Clock: d.Clock})
+		m.resolver = append(m.resolver, newResolver(ResolverDeps{Store: d.Store, Reconcile: d, Clock: d.Clock}))
 	}
 	m.intake = &Intake{Store: m.store, Providers: providers, Clock: clock}
 	return m

@@ -841,7 +841,7 @@ func (d *Dispatcher) hold(ctx context.Context, claimed *Intent, t *ticket, n int
 		// (attempt counts never go down; "deferred" proves no effect).
 		in.Attempts = append(in.Attempts, Attempt{N: n, Trigger: "gate", StartedAt: t.sendAt, EndedAt: now, Result: AttemptDeferred,
 			Evidence: Evidence{Detail: "not sent: " + v.Reason}})
-		if err := in.moveTo(StatusRetryableFailure, "deferred by the account gate before sending: "+v.Reason, now); err != nil {
+		if err := in.MoveTo(StatusRetryableFailure, "deferred by the account gate before sending: "+v.Reason, now); err != nil {
 			return err
 		}
 		in.NextAttemptAt = &until

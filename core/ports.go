@@ -213,35 +213,6 @@ type SourceStore interface {
 	AdvanceSource(ctx context.Context, bot, id string, revision *int64, deleted bool, now time.Time) (*SourceState, bool, error)
 }
 
-// WebhookStore persists event uniqueness items, the external-id mapping and
-// binds evidence to intents. Uniqueness is always a conditional write; reads
-// are only a fast path.
-type WebhookStore interface {
-	// SeenEvent returns the event's uniqueness item, or nil if there is none.
-	SeenEvent(ctx context.Context, provider, account, eventID string) (*EventRecord, error)
-	// RecordEvent puts rec if no item exists for its event id; else ErrDuplicateEvent.
-	RecordEvent(ctx context.Context, rec EventRecord) error
-	// BindEvent reads intent rec.IntentID, lets mutate decide, and writes in
-	// one transaction: rec (only if absent, else ErrDuplicateEvent), the intent
-	// if plan.Changed (only if its version is unchanged; a lost race re-reads
-	// and calls mutate again) and, if plan.MapMessage, the mapping
-	// rec.MessageID -> rec.IntentID (only if absent or the same intent, else
-	// ErrMappingTaken). It returns the intent as stored.
-	BindEvent(ctx context.Context, rec EventRecord, mutate func(*Intent) (BindPlan, error)) (*Intent, error)
-	// IntentForMessage resolves a provider message id through the mapping; ErrNotFound if none.
-	IntentForMessage(ctx context.Context, provider, account, messageID string) (string, error)
-	// ClaimInbound creates rec in state forwarding with a claim until until,
-	// or takes over an expired claim.
-	ClaimInbound(ctx context.Context, rec EventRecord, now, until time.Time) (InboundClaim, error)
-	// MarkForwarded moves a forwarding item to forwarded.
-	MarkForwarded(ctx context.Context, rec EventRecord, now time.Time) error
-}
-
-// Inbox wakes the bot: it carries inbound events to the bot's inbox queue.
-type Inbox interface {
-	Forward(ctx context.Context, msg InboxMessage) error
-}
-
 // HistoryPages reads the pages an intent's history was moved to
 // (SpillHistory): written once with the intent write that moved them, never
 // changed afterwards.

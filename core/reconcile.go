@@ -123,23 +123,23 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		switch ReconcileVerdict(cur, lr, lookupErr, caps, now, d.ReconcilePolicy) {
 		case PollFound:
 			entry.Result, entry.ExternalID, entry.Evidence = ResultLookupFound, lr.ExternalID, lr.Evidence
-			cur.appendAttempt(entry)
+			cur.AppendAttempt(entry)
 			cur.ExternalID = lr.ExternalID
 			next = StatusSucceeded
-			return cur.moveTo(next, "reconciled: the provider reports the effect", now)
+			return cur.MoveTo(next, "reconciled: the provider reports the effect", now)
 		case PollAbsent:
 			entry.Result, entry.Evidence = ResultLookupAbsent, lr.Evidence
 			delay, ok := d.Backoff.Next(cur.AttemptCount, first, now, 0)
 			if !ok {
-				cur.appendAttempt(entry)
+				cur.AppendAttempt(entry)
 				next = StatusNeedsHuman
-				return cur.moveTo(next, "reconciled absent, but the retry policy is exhausted", now)
+				return cur.MoveTo(next, "reconciled absent, but the retry policy is exhausted", now)
 			}
 			due := now.Add(delay)
 			entry.NextDueAt = &due
-			cur.appendAttempt(entry)
+			cur.AppendAttempt(entry)
 			next = StatusRetryableFailure
-			if err := cur.moveTo(next, "reconciled: the provider authoritatively reports no effect", now); err != nil {
+			if err := cur.MoveTo(next, "reconciled: the provider authoritatively reports no effect", now); err != nil {
 				return err
 			}
 			cur.NextAttemptAt = &due
@@ -159,9 +159,9 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 				entry.Evidence = lr.Evidence
 				entry.Evidence.ProviderCode = string(lr.State)
 			}
-			cur.appendAttempt(entry)
+			cur.AppendAttempt(entry)
 			next = StatusNeedsHuman
-			return cur.moveTo(next, "unknown outcome could not be reconciled", now)
+			return cur.MoveTo(next, "unknown outcome could not be reconciled", now)
 		}
 	})
 	if errors.Is(err, errNothingLearned) {

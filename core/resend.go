@@ -10,7 +10,7 @@ package core
 //   - Reconcile, when an "absent" lookup would be retried (the window ends now);
 //   - Resolver.Resolve, to record whether an operator's retry accepted the
 //     duplicate risk (the window ends now);
-//   - PlanRestore, when a restored waiting intent may be delivered (the key's
+//   - restore.PlanRestore, when a restored waiting intent may be delivered (the key's
 //     first possible use is the earlier of the cutoff and the first attempt).
 
 import (

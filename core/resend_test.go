@@ -189,7 +189,7 @@ func TestOperatorRetryNeedsTheRiskAcceptedOnlyWhereItCanDuplicate(t *testing.T) 
 			if got := r.get(t, in.ID); got.Status != StatusNeedsHuman {
 				t.Fatalf("set-up: %s (%s)", got.Status, got.StatusReason)
 			}
-			res := &Resolver{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock}
+			res := newResolver(ResolverDeps{Store: r.d.Store, Reconcile: r.d, Clock: r.d.Clock})
 			_, err := res.Resolve(context.Background(), op, in.ID, "d1", Ruling{Decision: DecisionRetry, Reason: "asked", AcceptDuplicateRisk: c.accept})
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("err = %v, want %v", err, c.wantErr)

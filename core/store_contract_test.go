@@ -5,6 +5,7 @@ import (
 
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/storetest"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // The in-memory stores run the same contract suites as the DynamoDB adapter
@@ -19,5 +20,8 @@ func TestMemRegistryContract(t *testing.T) {
 }
 
 func TestMemWebhookStoreContract(t *testing.T) {
-	storetest.RunWebhookStore(t, func(*testing.T) (core.WebhookStore, core.IntentStore) { return core.NewMemWebhooksForContract() })
+	storetest.RunWebhookStore(t, func(*testing.T) (webhook.WebhookStore, core.IntentStore) {
+		s := core.NewRig(core.Capabilities{}).Store
+		return newMemWebhooks(s), s
+	})
 }

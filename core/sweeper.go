@@ -76,7 +76,7 @@ type Sweeper struct {
 	Gauges          func(name string, value int)
 	// OperatorEvents, when set, is asked to publish operator events a crash
 	// left claimed but unpublished.
-	OperatorEvents *OperatorNotifier
+	OperatorEvents Redriver
 	// OpenCounts, when set, recounts bot-limit open counters that a lost
 	// give-back left too high (botlimits.go, "The open-count recount").
 	OpenCounts OpenRecounter

@@ -1,4 +1,4 @@
-package core
+package core_test
 
 import (
 	"context"
@@ -11,6 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/resolve"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // memWebhooks is an in-memory WebhookStore with the adapter's atomicity:
@@ -18,19 +22,19 @@ import (
 // not at all.
 type memWebhooks struct {
 	mu       sync.Mutex
-	intents  *memStore
-	events   map[string]EventRecord
+	intents  *core.MemStore
+	events   map[string]webhook.EventRecord
 	mappings map[string]string
 	writes   int
 }
 
-func newMemWebhooks(s *memStore) *memWebhooks {
-	return &memWebhooks{intents: s, events: map[string]EventRecord{}, mappings: map[string]string{}}
+func newMemWebhooks(s *core.MemStore) *memWebhooks {
+	return &memWebhooks{intents: s, events: map[string]webhook.EventRecord{}, mappings: map[string]string{}}
 }
 
 func evKey(p, a, id string) string { return p + "\x00" + a + "\x00" + id }
 
-func (m *memWebhooks) SeenEvent(_ context.Context, p, a, id string) (*EventRecord, error) {
+func (m *memWebhooks) SeenEvent(_ context.Context, p, a, id string) (*webhook.EventRecord, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.events[evKey(p, a, id)]; ok {
@@ -39,19 +43,19 @@ func (m *memWebhooks) SeenEvent(_ context.Context, p, a, id string) (*EventRecor
 	return nil, nil
 }
 
-func (m *memWebhooks) RecordEvent(_ context.Context, rec EventRecord) error {
+func (m *memWebhooks) RecordEvent(_ context.Context, rec webhook.EventRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := evKey(rec.Provider, rec.Account, rec.EventID)
 	if _, ok := m.events[k]; ok {
-		return ErrDuplicateEvent
+		return webhook.ErrDuplicateEvent
 	}
 	m.events[k] = rec
 	m.writes++
 	return nil
 }
 
-func (m *memWebhooks) BindEvent(ctx context.Context, rec EventRecord, mutate func(*Intent) (BindPlan, error)) (*Intent, error) {
+func (m *memWebhooks) BindEvent(ctx context.Context, rec webhook.EventRecord, mutate func(*core.Intent) (webhook.BindPlan, error)) (*core.Intent, error) {
 	for i := 0; i < 10; i++ {
 		cur, err := m.intents.Get(ctx, rec.IntentID)
 		if err != nil {
@@ -65,19 +69,17 @@ func (m *memWebhooks) BindEvent(ctx context.Context, rec EventRecord, mutate fun
 		k := evKey(rec.Provider, rec.Account, rec.EventID)
 		if _, ok := m.events[k]; ok {
 			m.mu.Unlock()
-			return nil, ErrDuplicateEvent
+			return nil, webhook.ErrDuplicateEvent
 		}
 		mk := evKey(rec.Provider, rec.Account, rec.MessageID)
 		if plan.MapMessage {
 			if owner, ok := m.mappings[mk]; ok && owner != rec.IntentID {
 				m.mu.Unlock()
-				return nil, ErrMappingTaken
+				return nil, webhook.ErrMappingTaken
 			}
 		}
 		if plan.Changed {
-			m.intents.mu.Lock()
-			ok := m.intents.putIfVersion(cur)
-			m.intents.mu.Unlock()
+			ok := m.intents.PutIfVersionLocked(cur)
 			if !ok {
 				m.mu.Unlock()
 				continue
@@ -91,7 +93,7 @@ func (m *memWebhooks) BindEvent(ctx context.Context, rec EventRecord, mutate fun
 		m.mu.Unlock()
 		return cur, nil
 	}
-	return nil, ErrConflict
+	return nil, core.ErrConflict
 }
 
 func (m *memWebhooks) IntentForMessage(_ context.Context, p, a, msg string) (string, error) {
@@ -100,10 +102,10 @@ func (m *memWebhooks) IntentForMessage(_ context.Context, p, a, msg string) (str
 	if id, ok := m.mappings[evKey(p, a, msg)]; ok {
 		return id, nil
 	}
-	return "", ErrNotFound
+	return "", core.ErrNotFound
 }
 
-func (m *memWebhooks) ClaimInbound(_ context.Context, rec EventRecord, now, until time.Time) (InboundClaim, error) {
+func (m *memWebhooks) ClaimInbound(_ context.Context, rec webhook.EventRecord, now, until time.Time) (webhook.InboundClaim, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := evKey(rec.Provider, rec.Account, rec.EventID)
@@ -113,26 +115,26 @@ func (m *memWebhooks) ClaimInbound(_ context.Context, rec EventRecord, now, unti
 	case !ok:
 		rec.ClaimUntil = &until
 		m.events[k] = rec
-		return ClaimNew, nil
-	case old.State != EventForwarding:
-		return ClaimDone, nil
+		return webhook.ClaimNew, nil
+	case old.State != webhook.EventForwarding:
+		return webhook.ClaimDone, nil
 	case old.ClaimUntil != nil && now.Before(*old.ClaimUntil):
-		return ClaimBusy, nil
+		return webhook.ClaimBusy, nil
 	}
 	old.ClaimUntil = &until
 	m.events[k] = old
-	return ClaimTakenOver, nil
+	return webhook.ClaimTakenOver, nil
 }
 
-func (m *memWebhooks) MarkForwarded(_ context.Context, rec EventRecord, _ time.Time) error {
+func (m *memWebhooks) MarkForwarded(_ context.Context, rec webhook.EventRecord, _ time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := evKey(rec.Provider, rec.Account, rec.EventID)
 	old := m.events[k]
-	if old.State != EventForwarding {
+	if old.State != webhook.EventForwarding {
 		return errors.New("not forwarding")
 	}
-	old.State, old.ClaimUntil = EventForwarded, nil
+	old.State, old.ClaimUntil = webhook.EventForwarded, nil
 	m.events[k] = old
 	m.writes++
 	return nil
@@ -140,11 +142,11 @@ func (m *memWebhooks) MarkForwarded(_ context.Context, rec EventRecord, _ time.T
 
 type memInbox struct {
 	mu   sync.Mutex
-	msgs []InboxMessage
+	msgs []webhook.InboxMessage
 	fail int // fail this many sends first
 }
 
-func (q *memInbox) Forward(_ context.Context, msg InboxMessage) error {
+func (q *memInbox) Forward(_ context.Context, msg webhook.InboxMessage) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.fail > 0 {
@@ -156,31 +158,31 @@ func (q *memInbox) Forward(_ context.Context, msg InboxMessage) error {
 }
 
 type whRig struct {
-	*rig
-	wh    *Webhooks
+	*core.Rig
+	wh    *webhook.Webhooks
 	store *memWebhooks
 	inbox *memInbox
 	n     int
 }
 
-func newWHRig(caps Capabilities, script ...error) *whRig {
-	r := newRig(caps, script...)
-	ws := newMemWebhooks(r.store)
+func newWHRig(caps core.Capabilities, script ...error) *whRig {
+	r := core.NewRig(caps, script...)
+	ws := newMemWebhooks(r.Store)
 	inbox := &memInbox{}
-	return &whRig{rig: r, store: ws, inbox: inbox,
-		wh: &Webhooks{Store: ws, Intents: r.store, Inbox: inbox, Clock: r.clock, Log: slog.New(slog.DiscardHandler)}}
+	return &whRig{Rig: r, store: ws, inbox: inbox,
+		wh: &webhook.Webhooks{Store: ws, Intents: r.Store, Inbox: inbox, Clock: r.Clock, Log: slog.New(slog.DiscardHandler)}}
 }
 
-func (w *whRig) event(kind EventKind, mutate func(*ProviderEvent)) ProviderEvent {
+func (w *whRig) event(kind webhook.EventKind, mutate func(*webhook.ProviderEvent)) webhook.ProviderEvent {
 	w.n++
-	ev := ProviderEvent{Provider: "fake", Account: "a1", EventID: fmt.Sprintf("evt_%d", w.n), Kind: kind, Type: "t." + string(kind)}
+	ev := webhook.ProviderEvent{Provider: "fake", Account: "a1", EventID: fmt.Sprintf("evt_%d", w.n), Kind: kind, Type: "t." + string(kind)}
 	if mutate != nil {
 		mutate(&ev)
 	}
 	return ev
 }
 
-func (w *whRig) handle(t *testing.T, ev ProviderEvent) WebhookResult {
+func (w *whRig) handle(t *testing.T, ev webhook.ProviderEvent) webhook.WebhookResult {
 	t.Helper()
 	res, err := w.wh.Handle(context.Background(), ev)
 	if err != nil {
@@ -189,14 +191,14 @@ func (w *whRig) handle(t *testing.T, ev ProviderEvent) WebhookResult {
 	return res
 }
 
-func ack(id, msg string) func(*ProviderEvent) {
-	return func(ev *ProviderEvent) { ev.IntentID, ev.MessageID = id, msg }
+func ack(id, msg string) func(*webhook.ProviderEvent) {
+	return func(ev *webhook.ProviderEvent) { ev.IntentID, ev.MessageID = id, msg }
 }
 
-func webhookEntries(in *Intent) []Attempt {
-	var out []Attempt
+func webhookEntries(in *core.Intent) []core.Attempt {
+	var out []core.Attempt
 	for _, a := range in.Attempts {
-		if a.Trigger == TriggerWebhook {
+		if a.Trigger == core.TriggerWebhook {
 			out = append(out, a)
 		}
 	}
@@ -204,56 +206,56 @@ func webhookEntries(in *Intent) []Attempt {
 }
 
 func TestWebhookAckOnSucceededIntentAppendsOneEntryAndDuplicatesChangeNothing(t *testing.T) {
-	w := newWHRig(Capabilities{})
-	in := w.submit(t)
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+	w := newWHRig(core.Capabilities{})
+	in := w.Submit(t)
+	if err := w.D.Attempt(context.Background(), in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
-	ev := w.event(EventAck, ack(in.ID, "ext-1"))
-	if res := w.handle(t, ev); res.Result != WebhookBound || res.Status != StatusSucceeded {
+	ev := w.event(webhook.EventAck, ack(in.ID, "ext-1"))
+	if res := w.handle(t, ev); res.Result != webhook.WebhookBound || res.Status != core.StatusSucceeded {
 		t.Fatalf("first: %+v", res)
 	}
-	after := w.get(t, in.ID)
+	after := w.Get(t, in.ID)
 	writes := w.store.writes
 	for i := 0; i < 4; i++ {
-		if res := w.handle(t, ev); res.Result != WebhookDuplicate {
+		if res := w.handle(t, ev); res.Result != webhook.WebhookDuplicate {
 			t.Fatalf("replay %d: %+v", i, res)
 		}
 	}
-	again := w.get(t, in.ID)
+	again := w.Get(t, in.ID)
 	if again.Version != after.Version || len(webhookEntries(again)) != 1 || w.store.writes != writes {
 		t.Fatalf("replays changed something: version %d->%d entries %d writes %d->%d", after.Version, again.Version, len(webhookEntries(again)), writes, w.store.writes)
 	}
 	e := webhookEntries(again)[0]
-	if e.Result != ResultAck || e.ExternalID != "ext-1" || e.Evidence.Extra["eventId"] != ev.EventID || e.Evidence.Extra["matchedBy"] != "identity" {
+	if e.Result != core.ResultAck || e.ExternalID != "ext-1" || e.Evidence.Extra["eventId"] != ev.EventID || e.Evidence.Extra["matchedBy"] != "identity" {
 		t.Fatalf("entry %+v", e)
 	}
-	if DeliveryStatus(again) != DeliverySent {
-		t.Fatalf("delivery status %q", DeliveryStatus(again))
+	if core.DeliveryStatus(again) != core.DeliverySent {
+		t.Fatalf("delivery status %q", core.DeliveryStatus(again))
 	}
 	// The mapping lets a later echo find the intent by the provider's id.
-	echo := w.event(EventEcho, func(ev *ProviderEvent) { ev.MessageID = "ext-1" })
-	if res := w.handle(t, echo); res.Result != WebhookBound || res.IntentID != in.ID || res.Status != StatusSucceeded {
+	echo := w.event(webhook.EventEcho, func(ev *webhook.ProviderEvent) { ev.MessageID = "ext-1" })
+	if res := w.handle(t, echo); res.Result != webhook.WebhookBound || res.IntentID != in.ID || res.Status != core.StatusSucceeded {
 		t.Fatalf("echo: %+v", res)
 	}
-	if got := webhookEntries(w.get(t, in.ID)); len(got) != 2 || got[1].Result != ResultEcho || got[1].Evidence.Extra["matchedBy"] != "external-id" {
+	if got := webhookEntries(w.Get(t, in.ID)); len(got) != 2 || got[1].Result != core.ResultEcho || got[1].Evidence.Extra["matchedBy"] != "external-id" {
 		t.Fatalf("entries after echo: %+v", got)
 	}
 }
 
 func TestWebhookStatusesOnlyMoveForward(t *testing.T) {
-	w := newWHRig(Capabilities{})
-	in := w.submit(t)
-	mustAttempt(t, w.d, in.ID)
-	status := func(s string) func(*ProviderEvent) {
-		return func(ev *ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", s }
+	w := newWHRig(core.Capabilities{})
+	in := w.Submit(t)
+	core.MustAttempt(t, w.D, in.ID)
+	status := func(s string) func(*webhook.ProviderEvent) {
+		return func(ev *webhook.ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", s }
 	}
-	w.handle(t, w.event(EventStatus, status(DeliveryRead))) // reordered: read before the ack
-	w.handle(t, w.event(EventAck, ack(in.ID, "ext-1")))
-	w.handle(t, w.event(EventStatus, status(DeliveryDelivered)))
-	got := w.get(t, in.ID)
-	if DeliveryStatus(got) != DeliveryRead {
-		t.Fatalf("delivery status %q, want read", DeliveryStatus(got))
+	w.handle(t, w.event(webhook.EventStatus, status(core.DeliveryRead))) // reordered: read before the ack
+	w.handle(t, w.event(webhook.EventAck, ack(in.ID, "ext-1")))
+	w.handle(t, w.event(webhook.EventStatus, status(core.DeliveryDelivered)))
+	got := w.Get(t, in.ID)
+	if core.DeliveryStatus(got) != core.DeliveryRead {
+		t.Fatalf("delivery status %q, want read", core.DeliveryStatus(got))
 	}
 	// Only the first proof moved anything; the later, backward ones are on
 	// their uniqueness items only.
@@ -266,71 +268,71 @@ func TestWebhookStatusesOnlyMoveForward(t *testing.T) {
 }
 
 func TestWebhookAckResolvesUnknownOutcomeWithoutSending(t *testing.T) {
-	w := newWHRig(Capabilities{Lookup: true}, &UnknownOutcomeError{Err: errors.New("timeout")})
-	in := w.submit(t)
-	mustAttempt(t, w.d, in.ID)
-	if got := w.get(t, in.ID); got.Status != StatusUnknownOutcome {
+	w := newWHRig(core.Capabilities{Lookup: true}, &core.UnknownOutcomeError{Err: errors.New("timeout")})
+	in := w.Submit(t)
+	core.MustAttempt(t, w.D, in.ID)
+	if got := w.Get(t, in.ID); got.Status != core.StatusUnknownOutcome {
 		t.Fatalf("setup: %s", got.Status)
 	}
-	res := w.handle(t, w.event(EventAck, ack(in.ID, "ext-9")))
-	got := w.get(t, in.ID)
-	if res.Status != StatusSucceeded || got.Status != StatusSucceeded || got.ExternalID != "ext-9" || res.Reason == "" {
+	res := w.handle(t, w.event(webhook.EventAck, ack(in.ID, "ext-9")))
+	got := w.Get(t, in.ID)
+	if res.Status != core.StatusSucceeded || got.Status != core.StatusSucceeded || got.ExternalID != "ext-9" || res.Reason == "" {
 		t.Fatalf("res %+v intent %s %q", res, got.Status, got.ExternalID)
 	}
-	w.drain(t) // the reconcile message finds nothing to do
-	if w.prov.sends != 1 || w.prov.lookups != 0 {
-		t.Fatalf("sends %d lookups %d", w.prov.sends, w.prov.lookups)
+	w.Drain(t) // the reconcile message finds nothing to do
+	if w.Prov.Sends() != 1 || w.Prov.Lookups() != 0 {
+		t.Fatalf("sends %d lookups %d", w.Prov.Sends(), w.Prov.Lookups())
 	}
 }
 
 func TestWebhookAckResolvesNeedsHumanAndKeepsTheEpisode(t *testing.T) {
-	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
-	in := w.submit(t)
-	mustAttempt(t, w.d, in.ID)
-	if _, err := (&Resolver{Store: w.d.Store, Reconcile: w.d, Clock: w.d.Clock}).Recommend(context.Background(), Principal{Kind: PrincipalOrchestrator, Name: "o"}, in.ID,
-		Recommendation{Decision: DecisionAcceptSuccess, Summary: "looks sent"}); err != nil {
+	w := newWHRig(core.Capabilities{}, &core.UnknownOutcomeError{Err: errors.New("reset")})
+	in := w.Submit(t)
+	core.MustAttempt(t, w.D, in.ID)
+	if _, err := (&resolve.Resolver{Store: w.D.Store, Reconcile: w.D, Clock: w.D.Clock}).Recommend(context.Background(), core.Principal{Kind: core.PrincipalOrchestrator, Name: "o"}, in.ID,
+		core.Recommendation{Decision: core.DecisionAcceptSuccess, Summary: "looks sent"}); err != nil {
 		t.Fatal(err)
 	}
-	before := w.get(t, in.ID)
-	if before.Status != StatusNeedsHuman {
+	before := w.Get(t, in.ID)
+	if before.Status != core.StatusNeedsHuman {
 		t.Fatalf("setup: %s", before.Status)
 	}
-	w.handle(t, w.event(EventAck, ack(in.ID, "ext-1")))
-	got := w.get(t, in.ID)
-	if got.Status != StatusSucceeded || !strings.Contains(got.StatusReason, "without a human") {
+	w.handle(t, w.event(webhook.EventAck, ack(in.ID, "ext-1")))
+	got := w.Get(t, in.ID)
+	if got.Status != core.StatusSucceeded || !strings.Contains(got.StatusReason, "without a human") {
 		t.Fatalf("status %s (%s)", got.Status, got.StatusReason)
 	}
 	// History is appended to, never rewritten.
-	if len(got.Attempts) != len(before.Attempts)+1 || got.Attempts[0].Result != ResultUnknownOutcome ||
+	if len(got.Attempts) != len(before.Attempts)+1 || got.Attempts[0].Result != core.ResultUnknownOutcome ||
 		len(got.Resolutions) != 1 || !got.Resolutions[0].Recommend {
 		t.Fatalf("history: %+v / %+v", got.Attempts, got.Resolutions)
 	}
-	if w.prov.sends != 1 {
-		t.Fatalf("sends %d", w.prov.sends)
+	if w.Prov.Sends() != 1 {
+		t.Fatalf("sends %d", w.Prov.Sends())
 	}
 }
 
 // hookProvider lets a webhook arrive while the provider call is in flight.
 type hookProvider struct {
-	*fakeProvider
+	*core.FakeProvider
 	during func()
 }
 
-func (p *hookProvider) Send(ctx context.Context, r SendRequest) (SendResult, error) {
+func (p *hookProvider) Send(ctx context.Context, r core.SendRequest) (core.SendResult, error) {
 	if p.during != nil {
 		p.during()
 	}
-	return p.fakeProvider.Send(ctx, r)
+	return p.FakeProvider.Send(ctx, r)
 }
 
 // summary is the part of the final state that must not depend on arrival order.
-func summary(in *Intent) string {
+func summary(in *core.Intent) string {
 	var parts []string
 	for _, a := range in.Attempts {
 		parts = append(parts, fmt.Sprintf("%s/%s/%s", a.Trigger, a.Result, a.ExternalID))
 	}
 	sort.Strings(parts)
-	return fmt.Sprintf("%s ext=%s delivery=%s [%s]", in.Status, in.ExternalID, DeliveryStatus(in), strings.Join(parts, " "))
+	return fmt.Sprintf("%s ext=%s delivery=%s [%s]", in.Status, in.ExternalID, core.DeliveryStatus(in), strings.Join(parts, " "))
 }
 
 func TestWebhookAckBeforeOrAfterTheOutcomeWriteEndsTheSame(t *testing.T) {
@@ -339,38 +341,38 @@ func TestWebhookAckBeforeOrAfterTheOutcomeWriteEndsTheSame(t *testing.T) {
 		script []error
 	}{
 		{"response arrives", nil},
-		{"response lost", []error{&UnknownOutcomeError{Err: errors.New("EOF")}}},
+		{"response lost", []error{&core.UnknownOutcomeError{Err: errors.New("EOF")}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			run := func(early bool) (*Intent, *whRig) {
-				w := newWHRig(Capabilities{}, c.script...)
-				hp := &hookProvider{fakeProvider: w.prov}
-				w.d.Providers = ProviderMap{"fake": hp}
-				in := w.submit(t)
-				ev := w.event(EventAck, ack(in.ID, "ext-1"))
+			run := func(early bool) (*core.Intent, *whRig) {
+				w := newWHRig(core.Capabilities{}, c.script...)
+				hp := &hookProvider{FakeProvider: w.Prov}
+				w.D.Providers = core.ProviderMap{"fake": hp}
+				in := w.Submit(t)
+				ev := w.event(webhook.EventAck, ack(in.ID, "ext-1"))
 				if early {
 					hp.during = func() {
-						if got := w.handle(t, ev); got.Status != StatusInFlight {
+						if got := w.handle(t, ev); got.Status != core.StatusInFlight {
 							t.Errorf("early ack saw %s", got.Status)
 						}
 					}
 				}
-				if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+				if err := w.D.Attempt(context.Background(), in.ID, "stream"); err != nil {
 					t.Fatal(err)
 				}
 				if !early {
 					w.handle(t, ev)
 				}
-				w.drain(t)
-				return w.get(t, in.ID), w
+				w.Drain(t)
+				return w.Get(t, in.ID), w
 			}
 			before, wb := run(true)
 			after, wa := run(false)
 			if summary(before) != summary(after) {
 				t.Fatalf("ack before the outcome write: %s\nack after it:               %s", summary(before), summary(after))
 			}
-			if before.Status != StatusSucceeded || wb.prov.sends != 1 || wa.prov.sends != 1 {
-				t.Fatalf("%s; sends %d/%d", summary(before), wb.prov.sends, wa.prov.sends)
+			if before.Status != core.StatusSucceeded || wb.Prov.Sends() != 1 || wa.Prov.Sends() != 1 {
+				t.Fatalf("%s; sends %d/%d", summary(before), wb.Prov.Sends(), wa.Prov.Sends())
 			}
 		})
 	}
@@ -379,78 +381,78 @@ func TestWebhookAckBeforeOrAfterTheOutcomeWriteEndsTheSame(t *testing.T) {
 func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	// A human retried a needs-human intent; then the late ack of the first
 	// attempt arrives. The retry must not go out.
-	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
-	in := w.submit(t)
-	mustAttempt(t, w.d, in.ID)
-	if _, err := (&Resolver{Store: w.d.Store, Reconcile: w.d, Clock: w.d.Clock}).Resolve(context.Background(), Principal{Kind: PrincipalOperator, Name: "ann"}, in.ID, "",
-		Ruling{Decision: DecisionRetry, Reason: "looks lost", AcceptDuplicateRisk: ptr(true)}); err != nil {
+	w := newWHRig(core.Capabilities{}, &core.UnknownOutcomeError{Err: errors.New("reset")})
+	in := w.Submit(t)
+	core.MustAttempt(t, w.D, in.ID)
+	if _, err := (&resolve.Resolver{Store: w.D.Store, Reconcile: w.D, Clock: w.D.Clock}).Resolve(context.Background(), core.Principal{Kind: core.PrincipalOperator, Name: "ann"}, in.ID, "",
+		core.Ruling{Decision: core.DecisionRetry, Reason: "looks lost", AcceptDuplicateRisk: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
-	if res := w.handle(t, w.event(EventAck, ack(in.ID, "ext-1"))); res.Status != StatusPending {
+	if res := w.handle(t, w.event(webhook.EventAck, ack(in.ID, "ext-1"))); res.Status != core.StatusPending {
 		t.Fatalf("ack on pending: %+v", res)
 	}
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+	if err := w.D.Attempt(context.Background(), in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
-	got := w.get(t, in.ID)
-	if got.Status != StatusSucceeded || got.ExternalID != "ext-1" || w.prov.sends != 1 {
-		t.Fatalf("%s, sends %d", summary(got), w.prov.sends)
+	got := w.Get(t, in.ID)
+	if got.Status != core.StatusSucceeded || got.ExternalID != "ext-1" || w.Prov.Sends() != 1 {
+		t.Fatalf("%s, sends %d", summary(got), w.Prov.Sends())
 	}
 }
 
 func TestWebhookUnmatchedEventsAreRecordedUnresolved(t *testing.T) {
-	w := newWHRig(Capabilities{})
-	in := w.submit(t)
-	mustAttempt(t, w.d, in.ID)
-	before := w.get(t, in.ID)
-	for _, ev := range []ProviderEvent{
-		w.event(EventEcho, func(ev *ProviderEvent) { ev.MessageID = "ext-unknown"; ev.Raw = []byte(`{"raw":1}`) }),
+	w := newWHRig(core.Capabilities{})
+	in := w.Submit(t)
+	core.MustAttempt(t, w.D, in.ID)
+	before := w.Get(t, in.ID)
+	for _, ev := range []webhook.ProviderEvent{
+		w.event(webhook.EventEcho, func(ev *webhook.ProviderEvent) { ev.MessageID = "ext-unknown"; ev.Raw = []byte(`{"raw":1}`) }),
 		// Another account's identity is not ours to bind.
-		w.event(EventAck, func(ev *ProviderEvent) { ev.Account, ev.IntentID, ev.MessageID = "a2", in.ID, "ext-1" }),
-		w.event(EventAck, ack("it_nope", "ext-2")),
+		w.event(webhook.EventAck, func(ev *webhook.ProviderEvent) { ev.Account, ev.IntentID, ev.MessageID = "a2", in.ID, "ext-1" }),
+		w.event(webhook.EventAck, ack("it_nope", "ext-2")),
 	} {
 		res := w.handle(t, ev)
-		if res.Result != WebhookUnresolved || res.IntentID != "" {
+		if res.Result != webhook.WebhookUnresolved || res.IntentID != "" {
 			t.Fatalf("%s: %+v", ev.EventID, res)
 		}
 		rec := w.store.events[evKey(ev.Provider, ev.Account, ev.EventID)]
-		if rec.State != EventUnresolved || rec.Reason == "" || rec.Raw != string(ev.Raw) {
+		if rec.State != webhook.EventUnresolved || rec.Reason == "" || rec.Raw != string(ev.Raw) {
 			t.Fatalf("record %+v", rec)
 		}
-		if res := w.handle(t, ev); res.Result != WebhookDuplicate {
+		if res := w.handle(t, ev); res.Result != webhook.WebhookDuplicate {
 			t.Fatalf("replay: %+v", res)
 		}
 	}
-	if got := w.get(t, in.ID); got.Version != before.Version {
+	if got := w.Get(t, in.ID); got.Version != before.Version {
 		t.Fatal("an unmatched event changed the intent")
 	}
-	if len(w.inbox.msgs) != 0 || w.prov.sends != 1 {
-		t.Fatalf("inbox %d sends %d", len(w.inbox.msgs), w.prov.sends)
+	if len(w.inbox.msgs) != 0 || w.Prov.Sends() != 1 {
+		t.Fatalf("inbox %d sends %d", len(w.inbox.msgs), w.Prov.Sends())
 	}
 }
 
 func TestWebhookEchoNeverProvesSuccess(t *testing.T) {
-	w := newWHRig(Capabilities{Lookup: true}, &UnknownOutcomeError{Err: errors.New("timeout")})
-	in := w.submit(t)
-	mustAttempt(t, w.d, in.ID)
-	res := w.handle(t, w.event(EventEcho, func(ev *ProviderEvent) { ev.IntentID, ev.MessageID = in.ID, "ext-1" }))
-	if res.Result != WebhookBound || res.Status != StatusUnknownOutcome {
+	w := newWHRig(core.Capabilities{Lookup: true}, &core.UnknownOutcomeError{Err: errors.New("timeout")})
+	in := w.Submit(t)
+	core.MustAttempt(t, w.D, in.ID)
+	res := w.handle(t, w.event(webhook.EventEcho, func(ev *webhook.ProviderEvent) { ev.IntentID, ev.MessageID = in.ID, "ext-1" }))
+	if res.Result != webhook.WebhookBound || res.Status != core.StatusUnknownOutcome {
 		t.Fatalf("%+v", res)
 	}
-	if _, ok := ProviderAcknowledged(w.get(t, in.ID)); ok {
+	if _, ok := core.ProviderAcknowledged(w.Get(t, in.ID)); ok {
 		t.Fatal("an echo counted as proof")
 	}
 }
 
 func TestWebhookInboundForwardedOnceEvenAfterACrash(t *testing.T) {
-	w := newWHRig(Capabilities{})
+	w := newWHRig(core.Capabilities{})
 	w.wh.ClaimFor = 10 * time.Second
-	ev := w.event(EventInbound, func(ev *ProviderEvent) { ev.Inbound = json.RawMessage(`{"text":"hi"}`) })
+	ev := w.event(webhook.EventInbound, func(ev *webhook.ProviderEvent) { ev.Inbound = json.RawMessage(`{"text":"hi"}`) })
 	for i := 0; i < 3; i++ {
 		res := w.handle(t, ev)
-		want := WebhookForwarded
+		want := webhook.WebhookForwarded
 		if i > 0 {
-			want = WebhookDuplicate
+			want = webhook.WebhookDuplicate
 		}
 		if res.Result != want {
 			t.Fatalf("delivery %d: %+v", i, res)
@@ -463,19 +465,19 @@ func TestWebhookInboundForwardedOnceEvenAfterACrash(t *testing.T) {
 	// Crash between dedupe and send: the claim is written, the send fails
 	// (as if the handler died). A redelivery inside the claim is told to come
 	// back; one after it takes over and forwards.
-	ev2 := w.event(EventInbound, func(ev *ProviderEvent) { ev.Inbound = json.RawMessage(`{"text":"again"}`) })
+	ev2 := w.event(webhook.EventInbound, func(ev *webhook.ProviderEvent) { ev.Inbound = json.RawMessage(`{"text":"again"}`) })
 	w.inbox.fail = 1
 	if _, err := w.wh.Handle(context.Background(), ev2); err == nil {
 		t.Fatal("a failed forward must ask for redelivery")
 	}
-	if _, err := w.wh.Handle(context.Background(), ev2); !errors.Is(err, ErrEventInProgress) {
+	if _, err := w.wh.Handle(context.Background(), ev2); !errors.Is(err, webhook.ErrEventInProgress) {
 		t.Fatalf("redelivery inside the claim: %v", err)
 	}
-	w.clock.Advance(11 * time.Second)
-	if res := w.handle(t, ev2); res.Result != WebhookForwarded {
+	w.Clock.Advance(11 * time.Second)
+	if res := w.handle(t, ev2); res.Result != webhook.WebhookForwarded {
 		t.Fatalf("redelivery after the claim: %+v", res)
 	}
-	if res := w.handle(t, ev2); res.Result != WebhookDuplicate {
+	if res := w.handle(t, ev2); res.Result != webhook.WebhookDuplicate {
 		t.Fatalf("after forwarding: %+v", res)
 	}
 	if len(w.inbox.msgs) != 2 {
@@ -484,20 +486,20 @@ func TestWebhookInboundForwardedOnceEvenAfterACrash(t *testing.T) {
 }
 
 func TestWebhookEventValidation(t *testing.T) {
-	w := newWHRig(Capabilities{})
+	w := newWHRig(core.Capabilities{})
 	for _, c := range []struct {
 		name  string
-		ev    ProviderEvent
+		ev    webhook.ProviderEvent
 		field string
 	}{
-		{"no event id", ProviderEvent{Provider: "fake", Account: "a1", Kind: EventEcho, MessageID: "m"}, "eventId"},
-		{"ack without message", ProviderEvent{Provider: "fake", Account: "a1", EventID: "e", Kind: EventAck}, "messageId"},
-		{"bad status", ProviderEvent{Provider: "fake", Account: "a1", EventID: "e", Kind: EventStatus, MessageID: "m", Status: "lost"}, "status"},
-		{"inbound without body", ProviderEvent{Provider: "fake", Account: "a1", EventID: "e", Kind: EventInbound}, "data"},
-		{"long id", ProviderEvent{Provider: "fake", Account: "a1", EventID: strings.Repeat("e", 300), Kind: EventOther}, "eventId"},
+		{"no event id", webhook.ProviderEvent{Provider: "fake", Account: "a1", Kind: webhook.EventEcho, MessageID: "m"}, "eventId"},
+		{"ack without message", webhook.ProviderEvent{Provider: "fake", Account: "a1", EventID: "e", Kind: webhook.EventAck}, "messageId"},
+		{"bad status", webhook.ProviderEvent{Provider: "fake", Account: "a1", EventID: "e", Kind: webhook.EventStatus, MessageID: "m", Status: "lost"}, "status"},
+		{"inbound without body", webhook.ProviderEvent{Provider: "fake", Account: "a1", EventID: "e", Kind: webhook.EventInbound}, "data"},
+		{"long id", webhook.ProviderEvent{Provider: "fake", Account: "a1", EventID: strings.Repeat("e", 300), Kind: webhook.EventOther}, "eventId"},
 	} {
 		_, err := w.wh.Handle(context.Background(), c.ev)
-		var ve *ValidationError
+		var ve *core.ValidationError
 		if !errors.As(err, &ve) || ve.Field != c.field {
 			t.Errorf("%s: %v", c.name, err)
 		}
@@ -505,7 +507,7 @@ func TestWebhookEventValidation(t *testing.T) {
 	if len(w.store.events) != 0 {
 		t.Fatal("invalid events were stored")
 	}
-	if res := w.handle(t, w.event(EventOther, nil)); res.Result != WebhookIgnored {
+	if res := w.handle(t, w.event(webhook.EventOther, nil)); res.Result != webhook.WebhookIgnored {
 		t.Fatalf("other: %+v", res)
 	}
 }
@@ -514,34 +516,37 @@ func TestWebhookEventValidation(t *testing.T) {
 // evidence on the intent it names and never changes its status; a replay
 // changes nothing; a later proof still settles it.
 func TestWebhookFailureStatusIsEvidenceOnly(t *testing.T) {
-	w := newWHRig(Capabilities{}, &UnknownOutcomeError{Err: errors.New("reset")})
-	in := w.submit(t)
-	mustAttempt(t, w.d, in.ID)
-	before := w.get(t, in.ID)
-	if before.Status != StatusNeedsHuman {
+	w := newWHRig(core.Capabilities{}, &core.UnknownOutcomeError{Err: errors.New("reset")})
+	in := w.Submit(t)
+	core.MustAttempt(t, w.D, in.ID)
+	before := w.Get(t, in.ID)
+	if before.Status != core.StatusNeedsHuman {
 		t.Fatalf("setup: %s", before.Status)
 	}
-	fail := w.event(EventFailure, func(ev *ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", "undelivered" })
-	if res := w.handle(t, fail); res.Result != WebhookBound || res.Status != StatusNeedsHuman || res.Reason != "" {
+	fail := w.event(webhook.EventFailure, func(ev *webhook.ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", "undelivered" })
+	if res := w.handle(t, fail); res.Result != webhook.WebhookBound || res.Status != core.StatusNeedsHuman || res.Reason != "" {
 		t.Fatalf("failure: %+v", res)
 	}
-	got := w.get(t, in.ID)
+	got := w.Get(t, in.ID)
 	e := webhookEntries(got)
-	if got.Status != StatusNeedsHuman || got.ExternalID != "" || len(e) != 1 || e[0].Result != ResultFailure || e[0].Evidence.ProviderCode != "undelivered" {
+	if got.Status != core.StatusNeedsHuman || got.ExternalID != "" || len(e) != 1 || e[0].Result != core.ResultFailure || e[0].Evidence.ProviderCode != "undelivered" {
 		t.Fatalf("after a failure status: %s ext %q entries %+v", got.Status, got.ExternalID, e)
 	}
-	if _, ok := ProviderAcknowledged(got); ok || DeliveryStatus(got) != "" {
+	if _, ok := core.ProviderAcknowledged(got); ok || core.DeliveryStatus(got) != "" {
 		t.Fatal("a failure status counted as proof")
 	}
-	if res := w.handle(t, fail); res.Result != WebhookDuplicate || w.get(t, in.ID).Version != got.Version {
+	if res := w.handle(t, fail); res.Result != webhook.WebhookDuplicate || w.Get(t, in.ID).Version != got.Version {
 		t.Fatalf("replay: %+v", res)
 	}
 	// A failure without a status is refused.
-	if _, err := w.wh.Handle(context.Background(), w.event(EventFailure, func(ev *ProviderEvent) { ev.MessageID = "ext-1" })); err == nil {
+	if _, err := w.wh.Handle(context.Background(), w.event(webhook.EventFailure, func(ev *webhook.ProviderEvent) { ev.MessageID = "ext-1" })); err == nil {
 		t.Fatal("a failure status without a status was accepted")
 	}
-	w.handle(t, w.event(EventStatus, func(ev *ProviderEvent) { ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", DeliveryDelivered }))
-	if got := w.get(t, in.ID); got.Status != StatusSucceeded || got.ExternalID != "ext-1" {
+	w.handle(t, w.event(webhook.EventStatus, func(ev *webhook.ProviderEvent) {
+		ev.IntentID, ev.MessageID, ev.Status = in.ID, "ext-1", core.DeliveryDelivered
+	}))
+	if got := w.Get(t, in.ID); got.Status != core.StatusSucceeded || got.ExternalID != "ext-1" {
 		t.Fatalf("proof after the failure: %s %q", got.Status, got.ExternalID)
 	}
 }
+func ptr[T any](v T) *T { return &v }

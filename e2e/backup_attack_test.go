@@ -21,6 +21,7 @@ import (
 	"github.com/botharness/outbox/adapters/backup"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 const backupBucket = "outbox-backups"
@@ -124,7 +125,7 @@ func TestRestoreRefusesForgedAndForeignSnapshots(t *testing.T) {
 	}
 	const forged = "forged-operator-token"
 	tokenItem := map[string]types.AttributeValue{
-		"pk": strAV("TOKEN#" + core.TokenHash(forged)), "sk": strAV("TOKEN"), "id": strAV("tok_forged"),
+		"pk": strAV("TOKEN#" + auth.TokenHash(forged)), "sk": strAV("TOKEN"), "id": strAV("tok_forged"),
 		"kind": strAV(core.PrincipalOperator), "name": strAV("mallory"), "createdAt": strAV(time.Now().UTC().Format(time.RFC3339Nano)),
 	}
 	// An intent of another bot: the snapshot's intent, moved to bot-2.

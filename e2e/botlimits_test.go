@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // Issue 24, finding 6 (per bot): on main 500 intents from one bot in 32 s
@@ -21,8 +22,8 @@ func TestBotRateLimitAnswers429AndReplays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{
 		Config: wire.Config{
-			BotLimits: core.BotLimitConfig{PerBot: map[string]core.BotLimits{
-				testBot: {Rate: core.BotRate{N: 5, Per: time.Hour}, MaxOpen: 100},
+			BotLimits: botlimit.BotLimitConfig{PerBot: map[string]botlimit.BotLimits{
+				testBot: {Rate: botlimit.BotRate{N: 5, Per: time.Hour}, MaxOpen: 100},
 			}},
 		},
 	})
@@ -119,7 +120,7 @@ func TestBotOpenCapAnswers429AndReplays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{
 		Config: wire.Config{
-			BotLimits: core.BotLimitConfig{Default: core.BotLimits{MaxOpen: 16}},
+			BotLimits: botlimit.BotLimitConfig{Default: botlimit.BotLimits{MaxOpen: 16}},
 		},
 		DisableStream: true, DisableQueue: true,
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -213,12 +214,12 @@ func TestItemStaysBoundedUnderMaximalHistory(t *testing.T) {
 	// message ids (each one is recorded as a mismatch).
 	whs := dynamo.NewWebhooks(e.clients.DynamoDB, e.table)
 	whs.Shards = e.st.App.Config.Sharding
-	wh := &core.Webhooks{Store: whs, Intents: e.st.App.Store, Clock: core.SystemClock, Log: slog.New(slog.DiscardHandler)}
+	wh := &webhook.Webhooks{Store: whs, Intents: e.st.App.Store, Clock: core.SystemClock, Log: slog.New(slog.DiscardHandler)}
 	for i := 0; i < 30; i++ {
-		ev := core.ProviderEvent{Provider: "sandbox", Account: acct, EventID: fmt.Sprintf("ev-%d", i), Kind: core.EventStatus,
+		ev := webhook.ProviderEvent{Provider: "sandbox", Account: acct, EventID: fmt.Sprintf("ev-%d", i), Kind: webhook.EventStatus,
 			Status: core.DeliveryDelivered, MessageID: fmt.Sprintf("m-%d", i), IntentID: id, Type: "message.status"}
 		if i == 0 {
-			ev.Kind = core.EventAck
+			ev.Kind = webhook.EventAck
 		}
 		if _, err := wh.Handle(context.Background(), ev); err != nil {
 			t.Fatalf("webhook %d: %v", i, err)

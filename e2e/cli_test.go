@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // buildBinary builds the program in dir (a path from the module root, as
@@ -161,7 +162,7 @@ func TestTokenCLI(t *testing.T) {
 	}
 	var issued struct {
 		Token  string     `json:"token"`
-		Record core.Token `json:"record"`
+		Record auth.Token `json:"record"`
 	}
 	if err := json.Unmarshal([]byte(run(true, "token", "issue", "--kind", "bot", "--name", testBot, "--json")), &issued); err != nil || issued.Token == "" {
 		t.Fatalf("issue: %v %+v", err, issued)
@@ -177,13 +178,13 @@ func TestTokenCLI(t *testing.T) {
 		t.Fatalf("the bot token reached the admin API: %d", r.status)
 	}
 	list := run(true, "token", "list")
-	if !strings.Contains(list, issued.Record.ID) || strings.Contains(list, issued.Token) || strings.Contains(list, core.TokenHash(issued.Token)) {
+	if !strings.Contains(list, issued.Record.ID) || strings.Contains(list, issued.Token) || strings.Contains(list, auth.TokenHash(issued.Token)) {
 		t.Fatalf("list:\n%s", list)
 	}
 	var rotated struct {
 		Token  string     `json:"token"`
-		Record core.Token `json:"record"`
-		Old    core.Token `json:"old"`
+		Record auth.Token `json:"record"`
+		Old    auth.Token `json:"old"`
 	}
 	if err := json.Unmarshal([]byte(run(true, "token", "rotate", issued.Record.ID, "--overlap", "1h", "--json")), &rotated); err != nil ||
 		rotated.Old.ExpiresAt == nil || rotated.Old.RotatedTo != rotated.Record.ID || rotated.Record.Owner != testBot {

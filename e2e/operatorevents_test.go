@@ -19,6 +19,7 @@ import (
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/localstack/lambdahost"
 )
 
@@ -187,7 +188,7 @@ func TestOperatorEventOncePerEpisode(t *testing.T) {
 	rec := tap.record(t, ep1)
 
 	// A worker claims the episode's event and crashes before publishing.
-	crashed := &notifier.Handler{N: &core.OperatorNotifier{
+	crashed := &notifier.Handler{N: &notify.OperatorNotifier{
 		Ledger: dynamo.NewOperatorEventLedger(e.clients.DynamoDB, e.table), Subscriber: crashingSubscriber{},
 		Owner: "crashed-worker", Lease: time.Second,
 	}}

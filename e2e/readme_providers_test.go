@@ -15,6 +15,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/fakes"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // readmeSnippet returns the first ```sh block after the marker
@@ -211,7 +212,7 @@ func TestREADMEProviderSnippets(t *testing.T) {
 
 			// 3. The stack (the harness adds the sandbox the same way).
 			e := newEnv(t, options{Config: wire.Config{ProviderConfig: strings.TrimSuffix(strings.TrimPrefix(string(cfg), "{"), "}")}})
-			if err := core.SeedToken(context.Background(), e.st.App.Tokens, "dev-bot-token", core.Principal{Kind: core.PrincipalBot, Name: "dev-bot"}, time.Now()); err != nil {
+			if err := auth.SeedToken(context.Background(), e.st.App.Tokens, "dev-bot-token", core.Principal{Kind: core.PrincipalBot, Name: "dev-bot"}, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 

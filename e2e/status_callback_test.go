@@ -12,6 +12,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -67,7 +68,7 @@ func TestREADMESandboxStatusCallback(t *testing.T) {
 	}
 	e := newEnv(t, options{Config: wire.Config{WebhookSecrets: m[1]},
 		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*", Actions: []string{"*"}, Targets: []string{"*"}}}})
-	if err := core.SeedToken(context.Background(), e.st.App.Tokens, "dev-bot-token-cb", core.Principal{Kind: core.PrincipalBot, Name: "dev-bot"}, time.Now()); err != nil {
+	if err := auth.SeedToken(context.Background(), e.st.App.Tokens, "dev-bot-token-cb", core.Principal{Kind: core.PrincipalBot, Name: "dev-bot"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	out := runSnippet(t, block, []string{"OUTBOX_API_URL=" + e.api.URL, "OUTBOX_BOT_TOKEN=dev-bot-token-cb", "OUTBOX_SANDBOX_API_URL=" + e.sbURL})

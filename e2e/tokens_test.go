@@ -11,6 +11,7 @@ import (
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // probe answers 404 for a usable bot token (no such intent) and the
@@ -41,12 +42,12 @@ func TestRevokedTokenIsRefusedWithinTheCacheTTL(t *testing.T) {
 	e := newEnv(t, options{Config: wire.Config{RequestCacheTTL: ttl}})
 	ctx := context.Background()
 	now := time.Now()
-	secret, tok, err := core.IssueToken(ctx, e.st.App.Tokens, core.TokenIssue{Kind: core.PrincipalBot, Owner: testBot}, now)
+	secret, tok, err := auth.IssueToken(ctx, e.st.App.Tokens, auth.TokenIssue{Kind: core.PrincipalBot, Owner: testBot}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expiresAt := now.Add(lifetime)
-	shortSecret, _, err := core.IssueToken(ctx, e.st.App.Tokens, core.TokenIssue{Kind: core.PrincipalBot, Owner: testBot, ExpiresAt: &expiresAt}, now)
+	shortSecret, _, err := auth.IssueToken(ctx, e.st.App.Tokens, auth.TokenIssue{Kind: core.PrincipalBot, Owner: testBot, ExpiresAt: &expiresAt}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestRevokedTokenIsRefusedWithinTheCacheTTL(t *testing.T) {
 		t.Fatalf("the token is not listed: %+v", page.Items)
 	}
 	raw := e.do("GET", "/v1/admin/tokens?limit=100", opToken, nil, "")
-	for _, s := range []string{secret, core.TokenHash(secret), shortSecret, core.TokenHash(shortSecret), core.TokenHash(opToken)} {
+	for _, s := range []string{secret, auth.TokenHash(secret), shortSecret, auth.TokenHash(shortSecret), auth.TokenHash(opToken)} {
 		if strings.Contains(string(raw.body), s) {
 			t.Fatalf("the token list shows a secret or a hash: %s", raw.body)
 		}

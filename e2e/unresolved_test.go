@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/dynamo"
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Issue 24 finding 8: the unresolved list carried every event's raw body, so
@@ -25,8 +25,8 @@ func TestUnresolvedListStaysSmallWithLargeRawBodies(t *testing.T) {
 	at := time.Now().UTC().Add(-time.Hour)
 	for i := 0; i < n; i++ {
 		raw := fmt.Sprintf(`{"n":%d,"text":%q}`, i, strings.Repeat("x", size))
-		if err := wh.RecordEvent(ctx, core.EventRecord{Provider: "sandbox", Account: "acct-big", EventID: fmt.Sprintf("evt_big_%02d", i),
-			Kind: core.EventEcho, State: core.EventUnresolved, Reason: "no match", Raw: raw, ReceivedAt: at.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+		if err := wh.RecordEvent(ctx, webhook.EventRecord{Provider: "sandbox", Account: "acct-big", EventID: fmt.Sprintf("evt_big_%02d", i),
+			Kind: webhook.EventEcho, State: webhook.EventUnresolved, Reason: "no match", Raw: raw, ReceivedAt: at.Add(time.Duration(i) * time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
 	}

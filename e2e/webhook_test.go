@@ -21,6 +21,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/admin"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -120,9 +121,9 @@ func (e *env) tableItems() int {
 }
 
 // inbox drains the inbox queue and returns what it held.
-func (e *env) inbox() []core.InboxMessage {
+func (e *env) inbox() []webhook.InboxMessage {
 	e.t.Helper()
-	var msgs []core.InboxMessage
+	var msgs []webhook.InboxMessage
 	for {
 		out, err := e.clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(e.st.Queues.Inbox), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
@@ -134,7 +135,7 @@ func (e *env) inbox() []core.InboxMessage {
 			return msgs
 		}
 		for _, m := range out.Messages {
-			var im core.InboxMessage
+			var im webhook.InboxMessage
 			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &im); err != nil {
 				e.t.Fatalf("inbox body %s: %v", aws.ToString(m.Body), err)
 			}
@@ -160,13 +161,13 @@ func (e *env) unresolved() []admin.UnresolvedRow {
 }
 
 // unresolvedEvent reads one unresolved event, raw body included.
-func (e *env) unresolvedEvent(provider, account, eventID string) core.EventRecord {
+func (e *env) unresolvedEvent(provider, account, eventID string) webhook.EventRecord {
 	e.t.Helper()
 	r := e.do("GET", "/v1/admin/webhooks/unresolved/"+url.PathEscape(provider)+"/"+url.PathEscape(account)+"/"+url.PathEscape(eventID), opToken, nil, "")
 	if r.status != http.StatusOK {
 		e.t.Fatalf("unresolved event %s: %d %s", eventID, r.status, r.body)
 	}
-	var rec core.EventRecord
+	var rec webhook.EventRecord
 	r.json(e.t, &rec)
 	return rec
 }
@@ -363,7 +364,7 @@ func TestWebhookUnmatchedEchoIsUnresolvedAndWakesNobody(t *testing.T) {
 	}
 	un := e.unresolved()
 	if len(un) != 1 || un[0].EventID != er.Event.Data.EventID || un[0].MessageID != er.Event.Data.MessageID ||
-		un[0].State != core.EventUnresolved || un[0].RawBytes == 0 || un[0].Reason == "" {
+		un[0].State != webhook.EventUnresolved || un[0].RawBytes == 0 || un[0].Reason == "" {
 		t.Fatalf("unresolved records %+v", un)
 	}
 	if rec := e.unresolvedEvent(un[0].Provider, un[0].Account, un[0].EventID); !strings.Contains(rec.Raw, "posted by the bot from elsewhere") || len(rec.Raw) != un[0].RawBytes {

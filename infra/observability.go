@@ -30,7 +30,7 @@ const (
 	// MetricNeedsHumanOldestAge is the sweeper's gauge of the longest
 	// needs-human wait, in seconds.
 	MetricNeedsHumanOldestAge = "NeedsHumanOldestAgeSeconds"
-	// MetricBreakerOpened counts circuit breakers opening (core.OperatorNotifier
+	// MetricBreakerOpened counts circuit breakers opening (notify.OperatorNotifier
 	// counts every operator event under its type).
 	MetricBreakerOpened = "breaker_opened"
 	// MetricAccountPaused counts 429 pauses.

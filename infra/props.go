@@ -21,7 +21,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/wire"
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // OutboxStackProps configures NewOutboxStack. The zero value (plus AssetDir)
@@ -235,7 +235,7 @@ func (p *OutboxStackProps) check() (*resolved, error) {
 	if strings.TrimSpace(r.ProviderConfig) == "" {
 		r.ProviderConfig = "{}"
 	}
-	if _, err := core.ParseBotRate(r.BotRate); err != nil {
+	if _, err := botlimit.ParseBotRate(r.BotRate); err != nil {
 		return nil, fmt.Errorf("OutboxStackProps.BotRate: %w", err)
 	}
 	if r.BotMaxOpen < 0 || r.BotMaxOpen != float64(int(r.BotMaxOpen)) {

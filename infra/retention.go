@@ -12,7 +12,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/archive"
 	"github.com/botharness/outbox/adapters/handlers/pruner"
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/retention"
 )
 
 // Retention (issue 27): the stated idempotency window, the tombstones and
@@ -56,10 +56,10 @@ type RetentionProps struct {
 
 func (r *resolved) resolveRetention() error {
 	if r.IntentRetention == 0 {
-		r.IntentRetention = core.DefaultIntentRetention
+		r.IntentRetention = retention.DefaultIntentRetention
 	}
 	if r.TombstoneRetention == 0 {
-		r.TombstoneRetention = core.DefaultTombstoneRetention
+		r.TombstoneRetention = retention.DefaultTombstoneRetention
 	}
 	if r.IntentRetention < time.Second || r.TombstoneRetention < time.Second {
 		return errors.New("OutboxStackProps.IntentRetention and TombstoneRetention must be at least a second")

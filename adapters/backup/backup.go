@@ -35,6 +35,7 @@ import (
 	"github.com/botharness/outbox/adapters/payloads"
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/restore"
 )
 
 // ObjectStore is the part of the S3 client backups use.
@@ -354,7 +355,7 @@ type RestoreReport = client.RestoreReport
 
 // Restore verifies the snapshot completely, then writes every item the table
 // does not already hold (existing items are newer facts and win), turning
-// uncertain intents into Unknown Outcome / needs-human per core.PlanRestore.
+// uncertain intents into Unknown Outcome / needs-human per restore.PlanRestore.
 // Running it twice gives the same state.
 func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error) {
 	m, err := s.Manifest(ctx, id)
@@ -412,7 +413,7 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 				return rep, err
 			}
 			caps := s.Dispatcher.Capabilities(ctx, in)
-			outcome, err := core.PlanRestore(in, m.BarrierAt, now, caps)
+			outcome, err := restore.PlanRestore(in, m.BarrierAt, now, caps)
 			if err != nil {
 				return rep, fmt.Errorf("plan restore of %s: %w", in.ID, err)
 			}
@@ -432,7 +433,7 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 			}
 			rep.Written++
 			rep.Outcomes[outcome]++
-			if outcome == core.RestoreReconcile {
+			if outcome == restore.RestoreReconcile {
 				toReconcile = append(toReconcile, in.ID)
 			}
 			continue

@@ -14,9 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
-// Bot-limit counters (issue 24 finding 6, core/botlimits.go):
+// Bot-limit counters (issue 24 finding 6, core/botlimit):
 //
 //	BOTLIMIT#<bot>#<shard>, BOTLIMIT   win (rate window index), wn (intents
 //	                                   counted in it), open (open intents),
@@ -42,7 +43,7 @@ func botLimitKey(bot string, shard int) map[string]types.AttributeValue {
 type BotLimiter struct {
 	db     API
 	table  string
-	limits core.BotLimitConfig
+	limits botlimit.BotLimitConfig
 
 	// refused remembers, per counter shard, until when it refuses for the
 	// rate: a bot hammering past its limit costs one failed write per
@@ -56,29 +57,29 @@ type BotLimiter struct {
 }
 
 // NewBotLimiter counts on table's items.
-func NewBotLimiter(db API, table string, limits core.BotLimitConfig) *BotLimiter {
+func NewBotLimiter(db API, table string, limits botlimit.BotLimitConfig) *BotLimiter {
 	return &BotLimiter{db: db, table: table, limits: limits, refused: map[string]time.Time{}, windows: map[string]int64{}}
 }
 
 // Limits returns the configured limits.
-func (b *BotLimiter) Limits() core.BotLimitConfig { return b.limits }
+func (b *BotLimiter) Limits() botlimit.BotLimitConfig { return b.limits }
 
 var _ core.BotLimiter = (*BotLimiter)(nil)
 
-// Admit counts in on its shard, or refuses it (*core.LimitError).
+// Admit counts in on its shard, or refuses it (*botlimit.LimitError).
 func (b *BotLimiter) Admit(ctx context.Context, in *core.Intent, now time.Time) (func(context.Context), error) {
 	l := b.limits.For(in.Bot)
 	if !l.Enabled() {
 		return nil, nil
 	}
-	p := core.PlanLimit(l, in.ID, now)
+	p := botlimit.PlanLimit(l, in.ID, now)
 	key := BotLimitPK(in.Bot, p.Shard)
 	if p.RateQuota > 0 {
 		b.mu.Lock()
 		until, ok := b.refused[key]
 		b.mu.Unlock()
 		if ok && now.Before(until) {
-			return nil, &core.LimitError{Code: core.CodeRateLimited, RetryAfter: until.Sub(now),
+			return nil, &botlimit.LimitError{Code: botlimit.CodeRateLimited, RetryAfter: until.Sub(now),
 				Message: "this bot is over its rate of new intents; try again after Retry-After with the same Idempotency-Key"}
 		}
 	}
@@ -95,7 +96,7 @@ func (b *BotLimiter) Admit(ctx context.Context, in *core.Intent, now time.Time) 
 			return nil, err
 		}
 		if r := p.Refusal(old, now); r != nil {
-			if r.Code == core.CodeRateLimited {
+			if r.Code == botlimit.CodeRateLimited {
 				b.remember(key, p.WindowEnd)
 			}
 			return nil, r
@@ -111,7 +112,7 @@ var errCounterRefused = errors.New("counter condition failed")
 // count is the one conditional write: add the intent to the shard's window
 // and open count if both are under their quotas. A shard still counting an
 // older window starts the plan's window at 1.
-func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (core.LimitCounter, error) {
+func (b *BotLimiter) count(ctx context.Context, bot string, p botlimit.LimitPlan) (botlimit.LimitCounter, error) {
 	names := map[string]string{"#lw": "lw"}
 	vals := map[string]types.AttributeValue{":one": avN(1), ":lw": avN(time.Now().UnixMilli())}
 	set := []string{"#lw = :lw"} // the recount's "nothing under way" (core.OpenRecountSettle)
@@ -149,13 +150,13 @@ func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (c
 	})
 	if err == nil {
 		if p.RateQuota > 0 {
-			b.learn(bot, p, core.LimitCounter{Window: p.Window})
+			b.learn(bot, p, botlimit.LimitCounter{Window: p.Window})
 		}
-		return core.LimitCounter{}, nil
+		return botlimit.LimitCounter{}, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return core.LimitCounter{}, fmt.Errorf("count on %s: %w", BotLimitPK(bot, p.Shard), err)
+		return botlimit.LimitCounter{}, fmt.Errorf("count on %s: %w", BotLimitPK(bot, p.Shard), err)
 	}
 	b.learn(bot, p, counterOf(ccf.Item))
 	return counterOf(ccf.Item), errCounterRefused
@@ -164,13 +165,13 @@ func (b *BotLimiter) count(ctx context.Context, bot string, p core.LimitPlan) (c
 // current is what this instance last learnt of the shard's window (no read:
 // a wrong guess only costs the retry in Admit, whose failed write returns
 // the real state).
-func (b *BotLimiter) current(bot string, p core.LimitPlan) core.LimitCounter {
+func (b *BotLimiter) current(bot string, p botlimit.LimitPlan) botlimit.LimitCounter {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return core.LimitCounter{Window: b.windows[BotLimitPK(bot, p.Shard)]}
+	return botlimit.LimitCounter{Window: b.windows[BotLimitPK(bot, p.Shard)]}
 }
 
-func (b *BotLimiter) learn(bot string, p core.LimitPlan, c core.LimitCounter) {
+func (b *BotLimiter) learn(bot string, p botlimit.LimitPlan, c botlimit.LimitCounter) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.windows) > 100_000 {
@@ -191,7 +192,7 @@ func (b *BotLimiter) remember(key string, until time.Time) {
 // release gives back what count added for an intent that was not created
 // (best effort: a lost release leaves the shard counting one too many,
 // which refuses early, never late).
-func (b *BotLimiter) release(ctx context.Context, bot string, p core.LimitPlan) {
+func (b *BotLimiter) release(ctx context.Context, bot string, p botlimit.LimitPlan) {
 	if p.RateQuota > 0 {
 		_, _ = b.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(b.table), Key: botLimitKey(bot, p.Shard),
@@ -246,7 +247,7 @@ func closeOpenN(ctx context.Context, db API, table, bot string, shard, n int) {
 // the cap may refuse early, never late. Under CoalesceGiveBacks the give-
 // back waits for the batch's flush.
 func (s *Store) closeOpenSlot(ctx context.Context, before core.Status, in *core.Intent) {
-	if !core.ClosesOpenSlot(before, in) {
+	if !botlimit.ClosesOpenSlot(before, in) {
 		return
 	}
 	if g, ok := ctx.Value(giveBacksKey{}).(*giveBacks); ok && g != nil {
@@ -302,7 +303,7 @@ func (s *Store) CoalesceGiveBacks(ctx context.Context) (context.Context, func(co
 	return context.WithValue(ctx, giveBacksKey{}, g), flush
 }
 
-func counterOf(item map[string]types.AttributeValue) core.LimitCounter {
+func counterOf(item map[string]types.AttributeValue) botlimit.LimitCounter {
 	n := func(name string) int64 {
 		v, ok := item[name].(*types.AttributeValueMemberN)
 		if !ok {
@@ -311,13 +312,13 @@ func counterOf(item map[string]types.AttributeValue) core.LimitCounter {
 		x, _ := strconv.ParseInt(v.Value, 10, 64)
 		return x
 	}
-	return core.LimitCounter{Window: n("win"), InWindow: int(n("wn")), Open: int(n("open"))}
+	return botlimit.LimitCounter{Window: n("win"), InWindow: int(n("wn")), Open: int(n("open"))}
 }
 
 // Counters reads a bot's counter shards (admin view).
-func (b *BotLimiter) Counters(ctx context.Context, bot string) ([]core.LimitCounter, error) {
-	n := core.LimitShards(b.limits.For(bot))
-	out := make([]core.LimitCounter, n)
+func (b *BotLimiter) Counters(ctx context.Context, bot string) ([]botlimit.LimitCounter, error) {
+	n := botlimit.LimitShards(b.limits.For(bot))
+	out := make([]botlimit.LimitCounter, n)
 	for i := range out {
 		r, err := b.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(b.table), Key: botLimitKey(bot, i), ConsistentRead: aws.Bool(true)})
 		if err != nil {

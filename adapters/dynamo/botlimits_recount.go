@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // OpenRecount repairs open counters a lost give-back left too high
@@ -72,7 +73,7 @@ func (r *OpenRecount) RecountOpen(ctx context.Context, now time.Time) (int, erro
 	}
 	r.lastScan = now
 	r.mu.Unlock()
-	settle, every := core.OrDefault(r.Settle, core.OpenRecountSettle), core.OrDefault(r.Every, core.OpenRecountEvery)
+	settle, every := core.OrDefault(r.Settle, botlimit.OpenRecountSettle), core.OrDefault(r.Every, botlimit.OpenRecountEvery)
 	bots, err := r.bots(ctx)
 	if err != nil {
 		return 0, err
@@ -81,10 +82,10 @@ func (r *OpenRecount) RecountOpen(ctx context.Context, now time.Time) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	due := map[string][]core.OpenShard{}
+	due := map[string][]botlimit.OpenShard{}
 	var order []string
 	for _, s := range shards {
-		if core.DueForOpenRecount(s, now, settle, every) {
+		if botlimit.DueForOpenRecount(s, now, settle, every) {
 			if due[s.Bot] == nil {
 				order = append(order, s.Bot)
 			}
@@ -125,14 +126,14 @@ func (r *OpenRecount) bots(ctx context.Context) ([]string, error) {
 }
 
 // readShards reads every counter shard of bots that exists.
-func (r *OpenRecount) readShards(ctx context.Context, bots []string, consistent bool) ([]core.OpenShard, error) {
+func (r *OpenRecount) readShards(ctx context.Context, bots []string, consistent bool) ([]botlimit.OpenShard, error) {
 	var keys []map[string]types.AttributeValue
 	for _, b := range bots {
-		for i := 0; i < core.MaxLimitShards; i++ {
+		for i := 0; i < botlimit.MaxLimitShards; i++ {
 			keys = append(keys, botLimitKey(b, i))
 		}
 	}
-	var out []core.OpenShard
+	var out []botlimit.OpenShard
 	for start := 0; start < len(keys); start += 100 {
 		req := map[string]types.KeysAndAttributes{r.table: {Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(consistent)}}
 		for tries := 0; len(req) > 0; tries++ {
@@ -155,11 +156,11 @@ func (r *OpenRecount) readShards(ctx context.Context, bots []string, consistent 
 }
 
 // openShardOf reads a counter item (pk BOTLIMIT#<bot>#<shard>).
-func openShardOf(item map[string]types.AttributeValue) (core.OpenShard, bool) {
+func openShardOf(item map[string]types.AttributeValue) (botlimit.OpenShard, bool) {
 	pk := attrS(item, "pk")
 	const pfx = "BOTLIMIT#"
 	if len(pk) <= len(pfx) {
-		return core.OpenShard{}, false
+		return botlimit.OpenShard{}, false
 	}
 	rest := pk[len(pfx):]
 	i := len(rest) - 1
@@ -167,11 +168,11 @@ func openShardOf(item map[string]types.AttributeValue) (core.OpenShard, bool) {
 		i--
 	}
 	if i <= 0 {
-		return core.OpenShard{}, false
+		return botlimit.OpenShard{}, false
 	}
 	shard, err := strconv.Atoi(rest[i+1:])
 	if err != nil {
-		return core.OpenShard{}, false
+		return botlimit.OpenShard{}, false
 	}
 	ms := func(name string) time.Time {
 		v, ok := item[name].(*types.AttributeValueMemberN)
@@ -181,11 +182,11 @@ func openShardOf(item map[string]types.AttributeValue) (core.OpenShard, bool) {
 		n, _ := strconv.ParseInt(v.Value, 10, 64)
 		return time.UnixMilli(n)
 	}
-	return core.OpenShard{Bot: rest[:i], Shard: shard, Open: counterOf(item).Open, LastWrite: ms("lw"), Recounted: ms("rc")}, true
+	return botlimit.OpenShard{Bot: rest[:i], Shard: shard, Open: counterOf(item).Open, LastWrite: ms("lw"), Recounted: ms("rc")}, true
 }
 
 // recountBot reads the bot's intents once and corrects its due shards.
-func (r *OpenRecount) recountBot(ctx context.Context, bot string, due []core.OpenShard, now time.Time, settle, every time.Duration) (int, error) {
+func (r *OpenRecount) recountBot(ctx context.Context, bot string, due []botlimit.OpenShard, now time.Time, settle, every time.Duration) (int, error) {
 	var intents []*core.Intent
 	err := r.store.ProfileKeys(ctx, bot, func(keys []map[string]types.AttributeValue) error {
 		var ik []map[string]types.AttributeValue
@@ -223,10 +224,10 @@ func (r *OpenRecount) recountBot(ctx context.Context, bot string, due []core.Ope
 			continue
 		}
 		cur, ok := openShardOf(res.Item)
-		if !ok || !core.DueForOpenRecount(cur, now, settle, every) {
+		if !ok || !botlimit.DueForOpenRecount(cur, now, settle, every) {
 			continue
 		}
-		to, lower := core.OpenRecountTo(cur, core.HeldOpen(intents, d.Shard, now, settle))
+		to, lower := botlimit.OpenRecountTo(cur, botlimit.HeldOpen(intents, d.Shard, now, settle))
 		set := "SET #rc = :now"
 		vals := map[string]types.AttributeValue{":now": avN(now.UnixMilli()), ":lw": avN(cur.LastWrite.UnixMilli()), ":o": avN(int64(cur.Open))}
 		if lower {

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // loseGiveBacks is the table client of a process that crashes right after
@@ -40,16 +42,16 @@ func (l *loseGiveBacks) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemI
 func TestOpenRecountRepairsALostGiveBack(t *testing.T) {
 	db, table := testTable(t, "botrecount")
 	faulty := &loseGiveBacks{API: db}
-	cfg := core.BotLimitConfig{Default: core.BotLimits{MaxOpen: 16}} // 16 shards, 1 each
+	cfg := botlimit.BotLimitConfig{Default: botlimit.BotLimits{MaxOpen: 16}} // 16 shards, 1 each
 	lim := NewBotLimiter(faulty, table, cfg)
 	store := New(faulty, table)
 	tokens := NewTokens(db, table)
 	ctx := context.Background()
 	start := time.Now().UTC()
-	if _, _, err := core.IssueToken(ctx, tokens, core.TokenIssue{Kind: core.PrincipalBot, Owner: "bot-rc"}, start); err != nil {
+	if _, _, err := auth.IssueToken(ctx, tokens, auth.TokenIssue{Kind: core.PrincipalBot, Owner: "bot-rc"}, start); err != nil {
 		t.Fatal(err)
 	}
-	shardOf := func(in *core.Intent) int { return core.PlanLimit(cfg.For("bot-rc"), in.ID, start).Shard }
+	shardOf := func(in *core.Intent) int { return botlimit.PlanLimit(cfg.For("bot-rc"), in.ID, start).Shard }
 	// Three admitted intents on three shards, and a fourth sharing the
 	// first one's shard.
 	var held [3]*core.Intent
@@ -91,7 +93,7 @@ func TestOpenRecountRepairsALostGiveBack(t *testing.T) {
 		}
 	}
 	end(held[0], start)
-	later := start.Add(core.OpenRecountSettle + time.Minute)
+	later := start.Add(botlimit.OpenRecountSettle + time.Minute)
 	end(held[1], later.Add(-time.Minute))
 	faulty.lose.Store(false)
 	if faulty.lost.Load() != 2 {
@@ -138,7 +140,7 @@ func TestOpenRecountRepairsALostGiveBack(t *testing.T) {
 	// A recount within OpenRecountEvery leaves the shards alone, even the
 	// one just admitted to.
 	rc.ScanEvery = time.Nanosecond
-	if n, err := rc.RecountOpen(ctx, later.Add(core.OpenRecountSettle)); err != nil || n != 0 {
+	if n, err := rc.RecountOpen(ctx, later.Add(botlimit.OpenRecountSettle)); err != nil || n != 0 {
 		t.Fatalf("second recount corrected %d (%v)", n, err)
 	}
 }
@@ -163,7 +165,7 @@ func (c *countGiveBacks) UpdateItem(ctx context.Context, in *dynamodb.UpdateItem
 func TestCoalescedGiveBacksOneWritePerShard(t *testing.T) {
 	db, table := testTable(t, "botcoalesce")
 	counting := &countGiveBacks{API: db}
-	cfg := core.BotLimitConfig{Default: core.BotLimits{Rate: core.BotRate{N: 50, Per: time.Second}, MaxOpen: 10}} // one shard
+	cfg := botlimit.BotLimitConfig{Default: botlimit.BotLimits{Rate: botlimit.BotRate{N: 50, Per: time.Second}, MaxOpen: 10}} // one shard
 	lim := NewBotLimiter(counting, table, cfg)
 	store := New(counting, table)
 	ctx := context.Background()

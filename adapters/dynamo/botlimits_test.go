@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 func limitedIntent(bot string, i int, now time.Time) *core.Intent {
@@ -23,7 +24,7 @@ func limitedIntent(bot string, i int, now time.Time) *core.Intent {
 // as Retry-After, and the next window admits again.
 func TestBotLimiterRateOnDynamoDB(t *testing.T) {
 	db, table := testTable(t, "botlimit")
-	lim := NewBotLimiter(db, table, core.BotLimitConfig{Default: core.BotLimits{Rate: core.BotRate{N: 20, Per: time.Minute}}})
+	lim := NewBotLimiter(db, table, botlimit.BotLimitConfig{Default: botlimit.BotLimits{Rate: botlimit.BotRate{N: 20, Per: time.Minute}}})
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 9, 0, 10, 0, time.UTC)
 	var mu sync.Mutex
@@ -34,13 +35,13 @@ func TestBotLimiterRateOnDynamoDB(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			_, err := lim.Admit(ctx, limitedIntent("bot-r", i, now), now)
-			var le *core.LimitError
+			var le *botlimit.LimitError
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				admitted++
-			case errors.As(err, &le) && le.Code == core.CodeRateLimited && le.RetryAfter == 50*time.Second:
+			case errors.As(err, &le) && le.Code == botlimit.CodeRateLimited && le.RetryAfter == 50*time.Second:
 				limited++
 			default:
 				t.Errorf("admit %d: %v", i, err)
@@ -74,7 +75,7 @@ func TestBotLimiterRateOnDynamoDB(t *testing.T) {
 // back on release (not created) and when the store ends the intent.
 func TestBotLimiterOpenCapOnDynamoDB(t *testing.T) {
 	db, table := testTable(t, "botopen")
-	cfg := core.BotLimitConfig{Default: core.BotLimits{MaxOpen: 1000}, PerBot: map[string]core.BotLimits{"bot-o": {MaxOpen: 16}}}
+	cfg := botlimit.BotLimitConfig{Default: botlimit.BotLimits{MaxOpen: 1000}, PerBot: map[string]botlimit.BotLimits{"bot-o": {MaxOpen: 16}}}
 	lim := NewBotLimiter(db, table, cfg)
 	store := New(db, table)
 	ctx := context.Background()
@@ -85,10 +86,10 @@ func TestBotLimiterOpenCapOnDynamoDB(t *testing.T) {
 	for i := 0; i < 200 && refusedOn == nil; i++ {
 		in := limitedIntent("bot-o", i, now)
 		release, err := lim.Admit(ctx, in, now)
-		var le *core.LimitError
+		var le *botlimit.LimitError
 		switch {
 		case errors.As(err, &le):
-			if le.Code != core.CodeTooManyOpenIntents || le.RetryAfter != core.OpenRetryAfter {
+			if le.Code != botlimit.CodeTooManyOpenIntents || le.RetryAfter != botlimit.OpenRetryAfter {
 				t.Fatalf("refusal %+v", le)
 			}
 			refusedOn = in
@@ -111,7 +112,7 @@ func TestBotLimiterOpenCapOnDynamoDB(t *testing.T) {
 	// back and the refused intent is admitted.
 	var holder *core.Intent
 	for _, in := range open {
-		if core.PlanLimit(cfg.For("bot-o"), in.ID, now).Shard == core.PlanLimit(cfg.For("bot-o"), refusedOn.ID, now).Shard {
+		if botlimit.PlanLimit(cfg.For("bot-o"), in.ID, now).Shard == botlimit.PlanLimit(cfg.For("bot-o"), refusedOn.ID, now).Shard {
 			holder = in
 		}
 	}

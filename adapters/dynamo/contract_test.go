@@ -7,6 +7,7 @@ import (
 
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/storetest"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // The DynamoDB stores run the same contract suites as core's in-memory stores
@@ -45,7 +46,7 @@ func TestRegistryContract(t *testing.T) {
 
 func TestWebhookStoreContract(t *testing.T) {
 	t.Parallel()
-	storetest.RunWebhookStore(t, func(t *testing.T) (core.WebhookStore, core.IntentStore) {
+	storetest.RunWebhookStore(t, func(t *testing.T) (webhook.WebhookStore, core.IntentStore) {
 		db, table := testTable(t, "cw")
 		return NewWebhooks(db, table), New(db, table)
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 type sourceRefItem struct {
@@ -166,7 +167,7 @@ type intentItem struct {
 	Resolutions    []resolutionItem `dynamodbav:"resolutions,omitempty"`
 	History        *historyItem     `dynamodbav:"history,omitempty"`
 	// EndedAt and expiresAt (the table's TTL attribute, epoch seconds) are
-	// stamped by core.ApplyRetention on the write that ends the intent.
+	// stamped by retention.ApplyRetention on the write that ends the intent.
 	EndedAt   *time.Time `dynamodbav:"endedAt,omitempty"`
 	ExpiresAt int64      `dynamodbav:"expiresAt,omitempty"`
 }
@@ -501,14 +502,14 @@ type eventItem struct {
 	ClaimUntil *time.Time `dynamodbav:"claimUntil,omitempty"`
 }
 
-func eventToItem(r core.EventRecord) eventItem {
+func eventToItem(r webhook.EventRecord) eventItem {
 	return eventItem{Provider: r.Provider, Account: r.Account, EventID: r.EventID, Kind: string(r.Kind), Type: r.Type, State: r.State,
 		IntentID: r.IntentID, MessageID: r.MessageID, Reason: r.Reason, ReceivedAt: r.ReceivedAt, BodyHash: r.BodyHash, Raw: r.Raw,
 		ClaimUntil: r.ClaimUntil}
 }
 
-func eventFromItem(it *eventItem) *core.EventRecord {
-	return &core.EventRecord{Provider: it.Provider, Account: it.Account, EventID: it.EventID, Kind: core.EventKind(it.Kind), Type: it.Type,
+func eventFromItem(it *eventItem) *webhook.EventRecord {
+	return &webhook.EventRecord{Provider: it.Provider, Account: it.Account, EventID: it.EventID, Kind: webhook.EventKind(it.Kind), Type: it.Type,
 		State: it.State, IntentID: it.IntentID, MessageID: it.MessageID, Reason: it.Reason, ReceivedAt: it.ReceivedAt,
 		BodyHash: it.BodyHash, Raw: it.Raw, ClaimUntil: it.ClaimUntil}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // Operator event ledger items (one per event id):
@@ -67,7 +69,7 @@ type OperatorEventLedger struct {
 	table string
 }
 
-var _ core.OperatorEventLedger = (*OperatorEventLedger)(nil)
+var _ notify.OperatorEventLedger = (*OperatorEventLedger)(nil)
 
 // NewOperatorEventLedger returns the ledger over table.
 func NewOperatorEventLedger(db API, table string) *OperatorEventLedger {
@@ -128,7 +130,7 @@ func claimItem(ev core.OperatorEvent, owner string, until time.Time) (map[string
 
 // Claim writes a claimed record if none exists, or takes over a claim whose
 // lease ran out unpublished. One conditional write either way.
-func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, owner string, now, until time.Time) (core.ClaimResult, error) {
+func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, owner string, now, until time.Time) (notify.ClaimResult, error) {
 	item, err := claimItem(ev, owner, until)
 	if err != nil {
 		return 0, err
@@ -142,16 +144,16 @@ func (l *OperatorEventLedger) Claim(ctx context.Context, ev core.OperatorEvent, 
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return core.ClaimedToPublish, nil
+		return notify.ClaimedToPublish, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return 0, fmt.Errorf("claim operator event %s: %w", ev.ID, err)
 	}
 	if st, ok := ccf.Item["state"].(*types.AttributeValueMemberS); ok && st.Value == opStatePublished {
-		return core.AlreadyPublished, nil
+		return notify.AlreadyPublished, nil
 	}
-	return core.HeldByOther, nil
+	return notify.HeldByOther, nil
 }
 
 // MarkPublished completes owner's claim; it drops the record from the
@@ -247,9 +249,9 @@ func (l *OperatorEventLedger) Unpublished(ctx context.Context, now time.Time, li
 // limit in all (newest first per shard, so a capped read drops the oldest);
 // truncated reports that more exist. One keys-only Query per shard, eight at
 // a time, each paged at 1 MB.
-func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time, limit int) ([]core.EpisodeMark, bool, error) {
+func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time, limit int) ([]overview.EpisodeMark, bool, error) {
 	type result struct {
-		marks     []core.EpisodeMark
+		marks     []overview.EpisodeMark
 		truncated bool
 	}
 	per := max(limit/OpEventShards, 1)
@@ -291,7 +293,7 @@ func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time
 	if err != nil {
 		return nil, false, err
 	}
-	var out []core.EpisodeMark
+	var out []overview.EpisodeMark
 	truncated := false
 	for _, r := range res {
 		out = append(out, r.marks...)
@@ -300,18 +302,18 @@ func (l *OperatorEventLedger) EpisodesSince(ctx context.Context, since time.Time
 	return out, truncated, nil
 }
 
-func parseTimelineSK(sk string) (core.EpisodeMark, bool) {
+func parseTimelineSK(sk string) (overview.EpisodeMark, bool) {
 	at, rest, ok := strings.Cut(sk, "#")
 	if !ok {
-		return core.EpisodeMark{}, false
+		return overview.EpisodeMark{}, false
 	}
 	typ, id, ok := strings.Cut(rest, "#")
 	if !ok {
-		return core.EpisodeMark{}, false
+		return overview.EpisodeMark{}, false
 	}
 	t, err := time.Parse(timeKey, at)
 	if err != nil {
-		return core.EpisodeMark{}, false
+		return overview.EpisodeMark{}, false
 	}
-	return core.EpisodeMark{At: t, Type: typ, ID: id}, true
+	return overview.EpisodeMark{At: t, Type: typ, ID: id}, true
 }

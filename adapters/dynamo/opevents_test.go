@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
 )
 
 type countingSubscriber struct{ ids []string }
@@ -29,7 +30,7 @@ func TestBreakerEventIsStoredOnceAsItsLedgerRecord(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	g, k := NewGates(db, table), core.GateKey("sandbox", "acct-once")
 	sub := &countingSubscriber{}
-	n := &core.OperatorNotifier{Ledger: NewOperatorEventLedger(db, table), Subscriber: sub, Owner: "w",
+	n := &notify.OperatorNotifier{Ledger: NewOperatorEventLedger(db, table), Subscriber: sub, Owner: "w",
 		Clock: core.ClockFunc(func() time.Time { return now.Add(time.Second) })}
 	opened := core.BreakerEvent(core.EventBreakerOpened, "sandbox", "acct-once", now, "3 failures")
 	closed := core.BreakerEvent(core.EventBreakerClosed, "sandbox", "acct-once", now.Add(time.Millisecond), "ok")

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // The sweeper's oldest-wait gauge reads the HUMAN# entries' sort keys: the
@@ -45,14 +47,14 @@ func TestLedgerTimelineListsEpisodesSince(t *testing.T) {
 		{ID: "i2.failed", Type: core.OperatorEventFailed, At: now.Add(-2 * time.Hour), IntentID: "i2"},
 		{ID: "i3.needs-human.1", Type: core.OperatorEventNeedsHuman, At: now.Add(-9 * 24 * time.Hour), IntentID: "i3"},
 	} {
-		if res, err := l.Claim(ctx, ev, "me", now, now.Add(time.Minute)); err != nil || res != core.ClaimedToPublish {
+		if res, err := l.Claim(ctx, ev, "me", now, now.Add(time.Minute)); err != nil || res != notify.ClaimedToPublish {
 			t.Fatalf("claim %s: %v %v", ev.ID, res, err)
 		}
 	}
 	if err := l.MarkPublished(ctx, core.OperatorEvent{ID: "i1.needs-human.1", Type: core.OperatorEventNeedsHuman}, "me", now); err != nil {
 		t.Fatal(err)
 	}
-	marks, truncated, err := l.EpisodesSince(ctx, now.Add(-core.OverviewWindow), 1000)
+	marks, truncated, err := l.EpisodesSince(ctx, now.Add(-overview.OverviewWindow), 1000)
 	if err != nil || truncated {
 		t.Fatalf("since: %v truncated=%v", err, truncated)
 	}

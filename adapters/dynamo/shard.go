@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // Sharding: how many partition-key values each low-cardinality key is spread
@@ -49,7 +49,7 @@ const (
 
 // shardOf maps an id to one of n shards: core.ShardOf (FNV-1a, stable
 // across releases: stored keys depend on it).
-var shardOf = core.ShardOf
+var shardOf = botlimit.ShardOf
 
 func shardKey(prefix string, s int) string { return prefix + strconv.Itoa(s) }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/retention"
 )
 
 // API is the part of the DynamoDB client the stores use.
@@ -52,7 +53,7 @@ type Store struct {
 	RepairDelay time.Duration
 	// RepairGrace: a retry's repair entry is due its grace after the retry.
 	RepairGrace time.Duration
-	// Retention is the intent retention window (core.ApplyRetention): the
+	// Retention is the intent retention window (retention.ApplyRetention): the
 	// write that ends an intent sets its TTL to its end plus this; 0 never
 	// expires anything.
 	Retention time.Duration
@@ -292,7 +293,7 @@ func (s *Store) write(ctx context.Context, id string, mutate func(*core.Intent) 
 			return nil, err
 		}
 		// The write that ends the intent carries its TTL (no extra write).
-		core.ApplyRetention(cur, s.Retention)
+		retention.ApplyRetention(cur, s.Retention)
 		pages := cur.TakeSpill()
 		readVersion := cur.Version
 		cur.Version = readVersion + 1

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // Tokens stores bearer-token records. The token itself is never stored:
@@ -27,7 +28,7 @@ type Tokens struct {
 	table string
 }
 
-var _ core.TokenRegistry = (*Tokens)(nil)
+var _ auth.TokenRegistry = (*Tokens)(nil)
 
 // NewTokens returns a token store over table.
 func NewTokens(db API, table string) *Tokens { return &Tokens{db: db, table: table} }
@@ -47,7 +48,7 @@ func tokenIDKey(id string) map[string]types.AttributeValue {
 }
 
 // IssueToken stores a new token record; it never overwrites one.
-func (t *Tokens) IssueToken(ctx context.Context, hash string, tok core.Token) error {
+func (t *Tokens) IssueToken(ctx context.Context, hash string, tok auth.Token) error {
 	item := tokenKey(hash)
 	item["id"] = avS(tok.ID)
 	item["kind"] = avS(tok.Kind)
@@ -69,7 +70,7 @@ func (t *Tokens) IssueToken(ctx context.Context, hash string, tok core.Token) er
 	if errors.As(err, &tce) {
 		for _, r := range tce.CancellationReasons {
 			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return core.ErrTokenExists
+				return auth.ErrTokenExists
 			}
 		}
 	}
@@ -79,7 +80,7 @@ func (t *Tokens) IssueToken(ctx context.Context, hash string, tok core.Token) er
 	return nil
 }
 
-func tokenFromItem(item map[string]types.AttributeValue) core.Token {
+func tokenFromItem(item map[string]types.AttributeValue) auth.Token {
 	str := func(k string) string {
 		if v, ok := item[k].(*types.AttributeValueMemberS); ok {
 			return v.Value
@@ -94,7 +95,7 @@ func tokenFromItem(item map[string]types.AttributeValue) core.Token {
 		}
 		return nil
 	}
-	tok := core.Token{ID: str("id"), Kind: str("kind"), Owner: str("name"), ExpiresAt: tm("expiresAt"), RevokedAt: tm("revokedAt"),
+	tok := auth.Token{ID: str("id"), Kind: str("kind"), Owner: str("name"), ExpiresAt: tm("expiresAt"), RevokedAt: tm("revokedAt"),
 		RevokeReason: str("revokeReason"), RotatedTo: str("rotatedTo")}
 	if c := tm("createdAt"); c != nil {
 		tok.CreatedAt = *c
@@ -103,13 +104,13 @@ func tokenFromItem(item map[string]types.AttributeValue) core.Token {
 }
 
 // LookupToken returns the record for a token hash, or core.ErrNotFound.
-func (t *Tokens) LookupToken(ctx context.Context, hash string) (core.Token, error) {
+func (t *Tokens) LookupToken(ctx context.Context, hash string) (auth.Token, error) {
 	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(t.table), Key: tokenKey(hash)})
 	if err != nil {
-		return core.Token{}, fmt.Errorf("get token: %w", err)
+		return auth.Token{}, fmt.Errorf("get token: %w", err)
 	}
 	if len(out.Item) == 0 {
-		return core.Token{}, core.ErrNotFound
+		return auth.Token{}, core.ErrNotFound
 	}
 	return tokenFromItem(out.Item), nil
 }
@@ -130,26 +131,26 @@ func (t *Tokens) hashOf(ctx context.Context, id string) (string, error) {
 }
 
 // GetTokenByID reads a token record by its id (strongly consistent).
-func (t *Tokens) GetTokenByID(ctx context.Context, id string) (core.Token, error) {
+func (t *Tokens) GetTokenByID(ctx context.Context, id string) (auth.Token, error) {
 	hash, err := t.hashOf(ctx, id)
 	if err != nil {
-		return core.Token{}, err
+		return auth.Token{}, err
 	}
 	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(t.table), Key: tokenKey(hash), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return core.Token{}, fmt.Errorf("get token %s: %w", id, err)
+		return auth.Token{}, fmt.Errorf("get token %s: %w", id, err)
 	}
 	if len(out.Item) == 0 {
-		return core.Token{}, fmt.Errorf("token %s: %w", id, core.ErrNotFound)
+		return auth.Token{}, fmt.Errorf("token %s: %w", id, core.ErrNotFound)
 	}
 	return tokenFromItem(out.Item), nil
 }
 
 // RevokeToken sets revokedAt once; revoking again keeps the first revocation.
-func (t *Tokens) RevokeToken(ctx context.Context, id string, at time.Time, reason string) (core.Token, error) {
+func (t *Tokens) RevokeToken(ctx context.Context, id string, at time.Time, reason string) (auth.Token, error) {
 	hash, err := t.hashOf(ctx, id)
 	if err != nil {
-		return core.Token{}, err
+		return auth.Token{}, err
 	}
 	out, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(t.table), Key: tokenKey(hash),
@@ -160,10 +161,10 @@ func (t *Tokens) RevokeToken(ctx context.Context, id string, at time.Time, reaso
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return core.Token{}, fmt.Errorf("token %s: %w", id, core.ErrNotFound)
+		return auth.Token{}, fmt.Errorf("token %s: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
-		return core.Token{}, fmt.Errorf("revoke token %s: %w", id, err)
+		return auth.Token{}, fmt.Errorf("revoke token %s: %w", id, err)
 	}
 	return tokenFromItem(out.Attributes), nil
 }
@@ -171,14 +172,14 @@ func (t *Tokens) RevokeToken(ctx context.Context, id string, at time.Time, reaso
 // ExpireToken brings expiresAt forward to at (a sooner expiry stays) and
 // records the successor; conditional on the expiry it read, so a
 // concurrent change is never overwritten (core.ErrConflict).
-func (t *Tokens) ExpireToken(ctx context.Context, id string, at time.Time, rotatedTo string) (core.Token, error) {
+func (t *Tokens) ExpireToken(ctx context.Context, id string, at time.Time, rotatedTo string) (auth.Token, error) {
 	hash, err := t.hashOf(ctx, id)
 	if err != nil {
-		return core.Token{}, err
+		return auth.Token{}, err
 	}
 	cur, err := t.GetTokenByID(ctx, id)
 	if err != nil {
-		return core.Token{}, err
+		return auth.Token{}, err
 	}
 	vals := map[string]types.AttributeValue{":at": avS(at.UTC().Format(time.RFC3339Nano)), ":to": avS(rotatedTo), ":id": avS(id)}
 	cond := "id = :id AND attribute_not_exists(expiresAt)"
@@ -198,21 +199,21 @@ func (t *Tokens) ExpireToken(ctx context.Context, id string, at time.Time, rotat
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return core.Token{}, fmt.Errorf("%w: token %s changed while its expiry was set", core.ErrConflict, id)
+		return auth.Token{}, fmt.Errorf("%w: token %s changed while its expiry was set", core.ErrConflict, id)
 	}
 	if err != nil {
-		return core.Token{}, fmt.Errorf("expire token %s: %w", id, err)
+		return auth.Token{}, fmt.Errorf("expire token %s: %w", id, err)
 	}
 	return tokenFromItem(out.Attributes), nil
 }
 
 // ListTokens lists token records, oldest first, with an opaque cursor.
-func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]core.Token, string, error) {
+func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]auth.Token, string, error) {
 	items, next, err := hydratedPage(ctx, t.db, t.table, "tokens", cursorShape{partitionAttr: "gsi1pk", partition: tokensGSI, pkPrefix: tokenPfx, sk: "TOKEN"}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]core.Token, 0, len(items))
+	out := make([]auth.Token, 0, len(items))
 	for _, item := range items {
 		out = append(out, tokenFromItem(item))
 	}
@@ -223,14 +224,14 @@ func (t *Tokens) ListTokens(ctx context.Context, cursor string, limit int) ([]co
 // only) an id, a creation time if it has none, and its listing entry, so it
 // can be listed, revoked and rotated. A record that has an id is returned
 // as it is.
-func (t *Tokens) AdoptToken(ctx context.Context, hash string, now time.Time) (core.Token, error) {
+func (t *Tokens) AdoptToken(ctx context.Context, hash string, now time.Time) (auth.Token, error) {
 	cur, err := t.LookupToken(ctx, hash)
 	if err != nil || cur.ID != "" {
 		return cur, err
 	}
-	id, err := core.NewTokenID()
+	id, err := auth.NewTokenID()
 	if err != nil {
-		return core.Token{}, err
+		return auth.Token{}, err
 	}
 	created := cur.CreatedAt
 	if created.IsZero() {
@@ -252,7 +253,7 @@ func (t *Tokens) AdoptToken(ctx context.Context, hash string, now time.Time) (co
 		return t.LookupToken(ctx, hash)
 	}
 	if err != nil {
-		return core.Token{}, fmt.Errorf("adopt token: %w", err)
+		return auth.Token{}, fmt.Errorf("adopt token: %w", err)
 	}
 	return t.LookupToken(ctx, hash)
 }

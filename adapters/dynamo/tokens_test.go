@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // Issue 24 finding 4: issuing a token whose secret is already issued
@@ -21,20 +22,20 @@ func TestIssuingNeverOverwritesAToken(t *testing.T) {
 	ctx := context.Background()
 	tokens := NewTokens(db, table)
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	secret, bot, err := core.IssueToken(ctx, tokens, core.TokenIssue{Kind: core.PrincipalBot, Owner: "bot-a", Secret: "shared-secret"}, now)
+	secret, bot, err := auth.IssueToken(ctx, tokens, auth.TokenIssue{Kind: core.PrincipalBot, Owner: "bot-a", Secret: "shared-secret"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = core.IssueToken(ctx, tokens, core.TokenIssue{Kind: core.PrincipalOperator, Owner: "mallory", Secret: secret}, now)
-	if !errors.Is(err, core.ErrTokenExists) {
+	_, _, err = auth.IssueToken(ctx, tokens, auth.TokenIssue{Kind: core.PrincipalOperator, Owner: "mallory", Secret: secret}, now)
+	if !errors.Is(err, auth.ErrTokenExists) {
 		t.Fatalf("issuing over an existing token: %v, want ErrTokenExists", err)
 	}
-	got, err := tokens.LookupToken(ctx, core.TokenHash(secret))
+	got, err := tokens.LookupToken(ctx, auth.TokenHash(secret))
 	if err != nil || got.Kind != core.PrincipalBot || got.Owner != "bot-a" || got.ID != bot.ID {
 		t.Fatalf("the token changed: %+v %v", got, err)
 	}
 	// The stored record is keyed by the hash and holds no secret.
-	raw, err := New(db, table).GetRaw(ctx, tokenKey(core.TokenHash(secret)))
+	raw, err := New(db, table).GetRaw(ctx, tokenKey(auth.TokenHash(secret)))
 	if err != nil || len(raw) == 0 {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestTokenRevokeExpireAndList(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var ids []string
 	for i, kind := range []string{core.PrincipalBot, core.PrincipalOperator, core.PrincipalOrchestrator} {
-		_, tok, err := core.IssueToken(ctx, tokens, core.TokenIssue{Kind: kind, Owner: "o-" + kind}, now.Add(time.Duration(i)*time.Millisecond))
+		_, tok, err := auth.IssueToken(ctx, tokens, auth.TokenIssue{Kind: kind, Owner: "o-" + kind}, now.Add(time.Duration(i)*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func TestTokenRevokeExpireAndList(t *testing.T) {
 	if e2, err := tokens.ExpireToken(ctx, ids[1], now.Add(48*time.Hour), "tok_later"); err != nil || !e2.ExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Fatalf("expiry was extended: %+v %v", e2, err)
 	}
-	var listed []core.Token
+	var listed []auth.Token
 	cursor := ""
 	for {
 		page, next, err := tokens.ListTokens(ctx, cursor, 2)
@@ -102,7 +103,7 @@ func TestLegacyTokensAreAdopted(t *testing.T) {
 	tokens := NewTokens(db, table)
 	now := time.Now().UTC()
 	legacy := func(secret, kind, name string) {
-		item := tokenKey(core.TokenHash(secret))
+		item := tokenKey(auth.TokenHash(secret))
 		item["kind"], item["name"], item["createdAt"] = avS(kind), avS(name), avS(now.Format(time.RFC3339))
 		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
 			t.Fatal(err)
@@ -110,22 +111,22 @@ func TestLegacyTokensAreAdopted(t *testing.T) {
 	}
 	legacy("old-bot", core.PrincipalBot, "bot-a")
 	legacy("old-op", core.PrincipalOperator, "ann")
-	if p, err := core.AuthenticateAt(ctx, tokens, "Bearer old-bot", now); err != nil || p.Name != "bot-a" {
+	if p, err := auth.AuthenticateAt(ctx, tokens, "Bearer old-bot", now); err != nil || p.Name != "bot-a" {
 		t.Fatalf("legacy token: %+v %v", p, err)
 	}
 	hashes, err := LegacyTokenHashes(ctx, db, table)
 	if err != nil || len(hashes) != 2 {
 		t.Fatalf("legacy hashes %v %v", hashes, err)
 	}
-	adopted, err := tokens.AdoptToken(ctx, core.TokenHash("old-bot"), now)
+	adopted, err := tokens.AdoptToken(ctx, auth.TokenHash("old-bot"), now)
 	if err != nil || adopted.ID == "" || adopted.Kind != core.PrincipalBot {
 		t.Fatalf("adopt: %+v %v", adopted, err)
 	}
-	if again, err := tokens.AdoptToken(ctx, core.TokenHash("old-bot"), now); err != nil || again.ID != adopted.ID {
+	if again, err := tokens.AdoptToken(ctx, auth.TokenHash("old-bot"), now); err != nil || again.ID != adopted.ID {
 		t.Fatalf("adopting twice: %+v %v", again, err)
 	}
 	// A seed of the same principal adopts the record too.
-	if err := core.SeedToken(ctx, tokens, "old-op", core.Principal{Kind: core.PrincipalOperator, Name: "ann"}, now); err != nil {
+	if err := auth.SeedToken(ctx, tokens, "old-op", core.Principal{Kind: core.PrincipalOperator, Name: "ann"}, now); err != nil {
 		t.Fatal(err)
 	}
 	if hashes, _ := LegacyTokenHashes(ctx, db, table); len(hashes) != 0 {
@@ -138,7 +139,7 @@ func TestLegacyTokensAreAdopted(t *testing.T) {
 	if _, err := tokens.RevokeToken(ctx, adopted.ID, now, "old"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := core.AuthenticateAt(ctx, tokens, "Bearer old-bot", now.Add(time.Second)); !errors.Is(err, core.ErrTokenRevoked) {
+	if _, err := auth.AuthenticateAt(ctx, tokens, "Bearer old-bot", now.Add(time.Second)); !errors.Is(err, auth.ErrTokenRevoked) {
 		t.Fatalf("revoked legacy token: %v", err)
 	}
 }

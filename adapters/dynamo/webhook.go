@@ -27,6 +27,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/retention"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 const (
@@ -54,7 +56,7 @@ type Webhooks struct {
 	Retention time.Duration
 }
 
-var _ core.WebhookStore = (*Webhooks)(nil)
+var _ webhook.WebhookStore = (*Webhooks)(nil)
 
 // NewWebhooks returns the webhook store over table.
 func NewWebhooks(db API, table string) *Webhooks {
@@ -80,7 +82,7 @@ func key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": avS(pk), "sk": avS(sk)}
 }
 
-func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeValue, error) {
+func (w *Webhooks) eventItem(rec webhook.EventRecord) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(eventToItem(rec))
 	if err != nil {
 		return nil, fmt.Errorf("marshal event %s: %w", rec.EventID, err)
@@ -88,7 +90,7 @@ func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeVa
 	pk := EventPK(rec.Provider, rec.Account, rec.EventID)
 	item["pk"] = avS(pk)
 	item["sk"] = avS(eventSK)
-	if rec.State == core.EventUnresolved {
+	if rec.State == webhook.EventUnresolved {
 		item["gsi1pk"] = avS(shardKey(unresolvedGSIPK+"#", shardOf(pk, WebhookShards)))
 		item["gsi1sk"] = avS(rec.ReceivedAt.UTC().Format(timeKey) + "#" + pk)
 	} else {
@@ -97,14 +99,14 @@ func (w *Webhooks) eventItem(rec core.EventRecord) (map[string]types.AttributeVa
 	return item, nil
 }
 
-func unmarshalEvent(item map[string]types.AttributeValue) (*core.EventRecord, error) {
+func unmarshalEvent(item map[string]types.AttributeValue) (*webhook.EventRecord, error) {
 	return unmarshalAs(item, "event", eventFromItem)
 }
 
 func notExists() *string { return aws.String("attribute_not_exists(pk)") }
 
 // SeenEvent reads an event's uniqueness item (strongly consistent).
-func (w *Webhooks) SeenEvent(ctx context.Context, provider, account, eventID string) (*core.EventRecord, error) {
+func (w *Webhooks) SeenEvent(ctx context.Context, provider, account, eventID string) (*webhook.EventRecord, error) {
 	out, err := w.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(w.table), Key: key(EventPK(provider, account, eventID), eventSK), ConsistentRead: aws.Bool(true),
 	})
@@ -118,7 +120,7 @@ func (w *Webhooks) SeenEvent(ctx context.Context, provider, account, eventID str
 }
 
 // RecordEvent is one conditional put.
-func (w *Webhooks) RecordEvent(ctx context.Context, rec core.EventRecord) error {
+func (w *Webhooks) RecordEvent(ctx context.Context, rec webhook.EventRecord) error {
 	item, err := w.eventItem(rec)
 	if err != nil {
 		return err
@@ -126,7 +128,7 @@ func (w *Webhooks) RecordEvent(ctx context.Context, rec core.EventRecord) error 
 	_, err = w.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(w.table), Item: item, ConditionExpression: notExists()})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return fmt.Errorf("event %s: %w", rec.EventID, core.ErrDuplicateEvent)
+		return fmt.Errorf("event %s: %w", rec.EventID, webhook.ErrDuplicateEvent)
 	}
 	if err != nil {
 		return fmt.Errorf("put event %s: %w", rec.EventID, err)
@@ -136,7 +138,7 @@ func (w *Webhooks) RecordEvent(ctx context.Context, rec core.EventRecord) error 
 
 // BindEvent writes the uniqueness item, the intent and the mapping in one
 // transaction (a single PutItem when only the uniqueness item is due).
-func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate func(*core.Intent) (core.BindPlan, error)) (*core.Intent, error) {
+func (w *Webhooks) BindEvent(ctx context.Context, rec webhook.EventRecord, mutate func(*core.Intent) (webhook.BindPlan, error)) (*core.Intent, error) {
 	tries := max(w.Tries, 1)
 	store := New(w.db, w.table)
 	store.Shards = w.Shards
@@ -182,7 +184,7 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 			readVersion := cur.Version
 			cur.Version++
 			// An acknowledgement that ends the intent carries its TTL.
-			core.ApplyRetention(cur, w.Retention)
+			retention.ApplyRetention(cur, w.Retention)
 			item, err := store.MarshalIntent(cur)
 			if err != nil {
 				return nil, err
@@ -239,9 +241,9 @@ func (w *Webhooks) BindEvent(ctx context.Context, rec core.EventRecord, mutate f
 		}
 		switch {
 		case code(0) == "ConditionalCheckFailed":
-			return nil, fmt.Errorf("event %s: %w", rec.EventID, core.ErrDuplicateEvent)
+			return nil, fmt.Errorf("event %s: %w", rec.EventID, webhook.ErrDuplicateEvent)
 		case code(mapIdx) == "ConditionalCheckFailed":
-			return nil, fmt.Errorf("message %s: %w", rec.MessageID, core.ErrMappingTaken)
+			return nil, fmt.Errorf("message %s: %w", rec.MessageID, webhook.ErrMappingTaken)
 		case code(intentIdx) == "ConditionalCheckFailed":
 			continue // the intent moved on: re-read and decide again
 		case len(tc.CancellationReasons) == 0 || strings.Contains(aws.ToString(tc.Message), "TransactionConflict"):
@@ -278,8 +280,8 @@ func (w *Webhooks) IntentForMessage(ctx context.Context, provider, account, mess
 
 // ClaimInbound puts the event in state forwarding, or takes over a claim
 // that expired (its handler died between claim and mark).
-func (w *Webhooks) ClaimInbound(ctx context.Context, rec core.EventRecord, now, until time.Time) (core.InboundClaim, error) {
-	rec.State, rec.ClaimUntil = core.EventForwarding, &until
+func (w *Webhooks) ClaimInbound(ctx context.Context, rec webhook.EventRecord, now, until time.Time) (webhook.InboundClaim, error) {
+	rec.State, rec.ClaimUntil = webhook.EventForwarding, &until
 	item, err := w.eventItem(rec)
 	if err != nil {
 		return 0, err
@@ -289,13 +291,13 @@ func (w *Webhooks) ClaimInbound(ctx context.Context, rec core.EventRecord, now, 
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return core.ClaimNew, nil
+		return webhook.ClaimNew, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return 0, fmt.Errorf("claim event %s: %w", rec.EventID, err)
 	}
-	var old *core.EventRecord
+	var old *webhook.EventRecord
 	if len(ccf.Item) > 0 {
 		old, err = unmarshalEvent(ccf.Item)
 	} else {
@@ -304,15 +306,15 @@ func (w *Webhooks) ClaimInbound(ctx context.Context, rec core.EventRecord, now, 
 	if err != nil {
 		return 0, err
 	}
-	if old == nil || old.State != core.EventForwarding {
-		return core.ClaimDone, nil
+	if old == nil || old.State != webhook.EventForwarding {
+		return webhook.ClaimDone, nil
 	}
 	if old.ClaimUntil != nil && now.Before(*old.ClaimUntil) {
-		return core.ClaimBusy, nil
+		return webhook.ClaimBusy, nil
 	}
 	cond := "#s = :f AND attribute_not_exists(claimUntil)"
 	vals := map[string]types.AttributeValue{
-		":f": avS(core.EventForwarding),
+		":f": avS(webhook.EventForwarding),
 		":u": avS(until.UTC().Format(time.RFC3339Nano)),
 	}
 	if old.ClaimUntil != nil {
@@ -327,12 +329,12 @@ func (w *Webhooks) ClaimInbound(ctx context.Context, rec core.EventRecord, now, 
 		ExpressionAttributeValues: withOne(vals),
 	})
 	if errors.As(err, &ccf) {
-		return core.ClaimBusy, nil // someone else took it over first
+		return webhook.ClaimBusy, nil // someone else took it over first
 	}
 	if err != nil {
 		return 0, fmt.Errorf("take over event %s: %w", rec.EventID, err)
 	}
-	return core.ClaimTakenOver, nil
+	return webhook.ClaimTakenOver, nil
 }
 
 func withOne(m map[string]types.AttributeValue) map[string]types.AttributeValue {
@@ -341,15 +343,15 @@ func withOne(m map[string]types.AttributeValue) map[string]types.AttributeValue 
 }
 
 // MarkForwarded records that the inbound event is in the inbox queue.
-func (w *Webhooks) MarkForwarded(ctx context.Context, rec core.EventRecord, now time.Time) error {
+func (w *Webhooks) MarkForwarded(ctx context.Context, rec webhook.EventRecord, now time.Time) error {
 	_, err := w.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(w.table), Key: key(EventPK(rec.Provider, rec.Account, rec.EventID), eventSK),
 		UpdateExpression:         aws.String("SET #s = :done, forwardedAt = :now REMOVE claimUntil"),
 		ConditionExpression:      aws.String("#s = :f"),
 		ExpressionAttributeNames: map[string]string{"#s": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":done": avS(core.EventForwarded),
-			":f":    avS(core.EventForwarding),
+			":done": avS(webhook.EventForwarded),
+			":f":    avS(webhook.EventForwarding),
 			":now":  avS(now.UTC().Format(time.RFC3339Nano)),
 		},
 	})
@@ -361,7 +363,7 @@ func (w *Webhooks) MarkForwarded(ctx context.Context, rec core.EventRecord, now 
 
 // ListUnresolved pages through unresolved events, oldest first, with an
 // opaque cursor ("" when there is no next page).
-func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int) ([]core.EventRecord, string, error) {
+func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int) ([]webhook.EventRecord, string, error) {
 	entries, next, err := mergedPage(ctx, w.db, w.table, mergedShape{listing: "unresolved-webhooks", shards: WebhookShards, pkPrefix: "WHEVT#", sk: eventSK}, unresolvedGSIPK+"#", cursor, limit)
 	if err != nil {
 		return nil, "", fmt.Errorf("list unresolved webhook events: %w", err)
@@ -370,7 +372,7 @@ func (w *Webhooks) ListUnresolved(ctx context.Context, cursor string, limit int)
 	if err != nil {
 		return nil, "", err
 	}
-	recs := make([]core.EventRecord, 0, len(items))
+	recs := make([]webhook.EventRecord, 0, len(items))
 	for _, item := range items {
 		rec, err := unmarshalEvent(item)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 func webhooksForTest(t *testing.T) (*Webhooks, *Store) {
@@ -26,10 +27,10 @@ func testIntent(t *testing.T, s *Store, id string) {
 	}
 }
 
-func appendEntry(eventID string, mapMsg bool) func(*core.Intent) (core.BindPlan, error) {
-	return func(in *core.Intent) (core.BindPlan, error) {
+func appendEntry(eventID string, mapMsg bool) func(*core.Intent) (webhook.BindPlan, error) {
+	return func(in *core.Intent) (webhook.BindPlan, error) {
 		in.Attempts = append(in.Attempts, core.Attempt{Trigger: core.TriggerWebhook, Result: core.ResultAck, Evidence: core.Evidence{Extra: map[string]string{"eventId": eventID}}})
-		return core.BindPlan{Changed: true, MapMessage: mapMsg}, nil
+		return webhook.BindPlan{Changed: true, MapMessage: mapMsg}, nil
 	}
 }
 
@@ -39,7 +40,7 @@ func TestWebhookBindIsAtomicAndUnique(t *testing.T) {
 	ctx := context.Background()
 	testIntent(t, s, "it_1")
 	testIntent(t, s, "it_2")
-	rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_1", Kind: core.EventAck, State: core.EventBound, IntentID: "it_1", MessageID: "sbx_1", ReceivedAt: whNow}
+	rec := webhook.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_1", Kind: webhook.EventAck, State: webhook.EventBound, IntentID: "it_1", MessageID: "sbx_1", ReceivedAt: whNow}
 	got, err := w.BindEvent(ctx, rec, appendEntry("evt_1", true))
 	if err != nil || got.Version != 1 || len(got.Attempts) != 1 {
 		t.Fatalf("bind: %v %+v", err, got)
@@ -50,17 +51,17 @@ func TestWebhookBindIsAtomicAndUnique(t *testing.T) {
 	if _, err := w.IntentForMessage(ctx, "sandbox", "a2", "sbx_1"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("mapping is per account: %v", err)
 	}
-	if seen, err := w.SeenEvent(ctx, "sandbox", "a1", "evt_1"); err != nil || seen == nil || seen.State != core.EventBound || seen.IntentID != "it_1" {
+	if seen, err := w.SeenEvent(ctx, "sandbox", "a1", "evt_1"); err != nil || seen == nil || seen.State != webhook.EventBound || seen.IntentID != "it_1" {
 		t.Fatalf("seen %+v %v", seen, err)
 	}
 	// The same event again: refused, intent untouched.
-	if _, err := w.BindEvent(ctx, rec, appendEntry("evt_1", true)); !errors.Is(err, core.ErrDuplicateEvent) {
+	if _, err := w.BindEvent(ctx, rec, appendEntry("evt_1", true)); !errors.Is(err, webhook.ErrDuplicateEvent) {
 		t.Fatalf("replay: %v", err)
 	}
 	// Another intent claiming the same provider message id: nothing written at all.
 	rec2 := rec
 	rec2.EventID, rec2.IntentID = "evt_2", "it_2"
-	if _, err := w.BindEvent(ctx, rec2, appendEntry("evt_2", true)); !errors.Is(err, core.ErrMappingTaken) {
+	if _, err := w.BindEvent(ctx, rec2, appendEntry("evt_2", true)); !errors.Is(err, webhook.ErrMappingTaken) {
 		t.Fatalf("mapping conflict: %v", err)
 	}
 	if seen, _ := w.SeenEvent(ctx, "sandbox", "a1", "evt_2"); seen != nil {
@@ -73,7 +74,7 @@ func TestWebhookBindIsAtomicAndUnique(t *testing.T) {
 	calls := 0
 	rec3 := rec
 	rec3.EventID = "evt_3"
-	got, err = w.BindEvent(ctx, rec3, func(in *core.Intent) (core.BindPlan, error) {
+	got, err = w.BindEvent(ctx, rec3, func(in *core.Intent) (webhook.BindPlan, error) {
 		calls++
 		if calls == 1 {
 			if _, err := s.Update(ctx, "it_1", func(in *core.Intent) error { in.StatusReason = "someone else"; return nil }); err != nil {
@@ -88,7 +89,7 @@ func TestWebhookBindIsAtomicAndUnique(t *testing.T) {
 	// Nothing to change: only the uniqueness item is written.
 	rec4 := rec
 	rec4.EventID = "evt_4"
-	if _, err := w.BindEvent(ctx, rec4, func(*core.Intent) (core.BindPlan, error) { return core.BindPlan{}, nil }); err != nil {
+	if _, err := w.BindEvent(ctx, rec4, func(*core.Intent) (webhook.BindPlan, error) { return webhook.BindPlan{}, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if in, _ := s.Get(ctx, "it_1"); in.Version != 3 {
@@ -100,8 +101,8 @@ func TestWebhookInboundClaim(t *testing.T) {
 	t.Parallel()
 	w, _ := webhooksForTest(t)
 	ctx := context.Background()
-	rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_in", Kind: core.EventInbound, ReceivedAt: whNow}
-	claim := func(now time.Time) core.InboundClaim {
+	rec := webhook.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_in", Kind: webhook.EventInbound, ReceivedAt: whNow}
+	claim := func(now time.Time) webhook.InboundClaim {
 		t.Helper()
 		c, err := w.ClaimInbound(ctx, rec, now, now.Add(30*time.Second))
 		if err != nil {
@@ -109,22 +110,22 @@ func TestWebhookInboundClaim(t *testing.T) {
 		}
 		return c
 	}
-	if c := claim(whNow); c != core.ClaimNew {
+	if c := claim(whNow); c != webhook.ClaimNew {
 		t.Fatalf("first claim %v", c)
 	}
-	if c := claim(whNow.Add(10 * time.Second)); c != core.ClaimBusy {
+	if c := claim(whNow.Add(10 * time.Second)); c != webhook.ClaimBusy {
 		t.Fatalf("inside the claim %v", c)
 	}
-	if c := claim(whNow.Add(31 * time.Second)); c != core.ClaimTakenOver {
+	if c := claim(whNow.Add(31 * time.Second)); c != webhook.ClaimTakenOver {
 		t.Fatalf("after the claim %v", c)
 	}
-	if c := claim(whNow.Add(40 * time.Second)); c != core.ClaimBusy {
+	if c := claim(whNow.Add(40 * time.Second)); c != webhook.ClaimBusy {
 		t.Fatalf("inside the new claim %v", c)
 	}
 	if err := w.MarkForwarded(ctx, rec, whNow.Add(41*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if c := claim(whNow.Add(time.Hour)); c != core.ClaimDone {
+	if c := claim(whNow.Add(time.Hour)); c != webhook.ClaimDone {
 		t.Fatalf("after forwarding %v", c)
 	}
 	if err := w.MarkForwarded(ctx, rec, whNow); err == nil {
@@ -137,16 +138,16 @@ func TestWebhookUnresolvedListAndKeys(t *testing.T) {
 	w, _ := webhooksForTest(t)
 	ctx := context.Background()
 	for i, id := range []string{"evt_a", "evt_b", "evt_c"} {
-		rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: id, Kind: core.EventEcho, State: core.EventUnresolved,
+		rec := webhook.EventRecord{Provider: "sandbox", Account: "a1", EventID: id, Kind: webhook.EventEcho, State: webhook.EventUnresolved,
 			MessageID: "sbx_x", Reason: "no match", Raw: `{"n":` + string(rune('0'+i)) + `}`, ReceivedAt: whNow.Add(time.Duration(i) * time.Second)}
 		if err := w.RecordEvent(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.RecordEvent(ctx, core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_a", State: core.EventUnresolved, ReceivedAt: whNow}); !errors.Is(err, core.ErrDuplicateEvent) {
+	if err := w.RecordEvent(ctx, webhook.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_a", State: webhook.EventUnresolved, ReceivedAt: whNow}); !errors.Is(err, webhook.ErrDuplicateEvent) {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if err := w.RecordEvent(ctx, core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_ign", State: core.EventIgnored, ReceivedAt: whNow}); err != nil {
+	if err := w.RecordEvent(ctx, webhook.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_ign", State: webhook.EventIgnored, ReceivedAt: whNow}); err != nil {
 		t.Fatal(err)
 	}
 	page, next, err := w.ListUnresolved(ctx, "", 2)
@@ -190,7 +191,7 @@ func TestWebhookBindKeepsTheStoresRepairSharding(t *testing.T) {
 		if _, created, err := s.Create(ctx, in); err != nil || !created {
 			t.Fatalf("create: %v", err)
 		}
-		rec := core.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_" + id, Kind: core.EventStatus, State: core.EventBound, IntentID: id, MessageID: "sbx_" + id, ReceivedAt: whNow}
+		rec := webhook.EventRecord{Provider: "sandbox", Account: "a1", EventID: "evt_" + id, Kind: webhook.EventStatus, State: webhook.EventBound, IntentID: id, MessageID: "sbx_" + id, ReceivedAt: whNow}
 		if _, err := w.BindEvent(ctx, rec, appendEntry("evt_"+id, true)); err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 // Package operatorevents delivers core.OperatorEvent to people: an SNS topic
 // in AWS (email, Slack, a pager subscribe to it) or, locally, a Standard
 // Webhooks-signed POST to OUTBOX_OPERATOR_WEBHOOK_URL. Both implement
-// core.OperatorEvents as the subscriber of core.OperatorNotifier, which puts
+// core.OperatorEvents as the subscriber of notify.OperatorNotifier, which puts
 // the once-per-id ledger, the log line and the metric in front of them. Both
 // carry the event id (webhook-id header, SNS message attribute "eventId") so
 // a subscriber can drop the rare repeat a crash between publishing and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // Cache is a small TTL map. Entries are only added on success, so failures
@@ -68,24 +69,24 @@ func (c *Cache[K, V]) Get(k K, load func() (V, error)) (V, error) {
 }
 
 // Tokens caches token records by token hash. The record carries its
-// expiry, which core.AuthenticateAt checks on every request, so a cached
+// expiry, which auth.AuthenticateAt checks on every request, so a cached
 // token expires on time; a revocation is seen once the entry is read again,
 // at most TTL after it was cached.
 type Tokens struct {
-	core.TokenStore
-	cache *Cache[string, core.Token]
+	auth.TokenStore
+	cache *Cache[string, auth.Token]
 }
 
-var _ core.TokenStore = (*Tokens)(nil)
+var _ auth.TokenStore = (*Tokens)(nil)
 
 // NewTokens wraps a token store.
-func NewTokens(inner core.TokenStore, ttl time.Duration) *Tokens {
-	return &Tokens{TokenStore: inner, cache: New[string, core.Token](ttl, 10000, nil)}
+func NewTokens(inner auth.TokenStore, ttl time.Duration) *Tokens {
+	return &Tokens{TokenStore: inner, cache: New[string, auth.Token](ttl, 10000, nil)}
 }
 
 // LookupToken answers from the cache when it can.
-func (t *Tokens) LookupToken(ctx context.Context, hash string) (core.Token, error) {
-	return t.cache.Get(hash, func() (core.Token, error) { return t.TokenStore.LookupToken(ctx, hash) })
+func (t *Tokens) LookupToken(ctx context.Context, hash string) (auth.Token, error) {
+	return t.cache.Get(hash, func() (auth.Token, error) { return t.TokenStore.LookupToken(ctx, hash) })
 }
 
 // Grants caches grant reads for intake.

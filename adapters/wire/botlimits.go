@@ -10,7 +10,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/admin"
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // Per-bot limits (issue 24): OUTBOX_BOT_RATE ("50/1s") and
@@ -26,9 +26,9 @@ type botLimitOverride struct {
 }
 
 // ParseBotLimits reads the three settings.
-func ParseBotLimits(rate, maxOpen, perBot string) (core.BotLimitConfig, error) {
-	var c core.BotLimitConfig
-	r, err := core.ParseBotRate(rate)
+func ParseBotLimits(rate, maxOpen, perBot string) (botlimit.BotLimitConfig, error) {
+	var c botlimit.BotLimitConfig
+	r, err := botlimit.ParseBotRate(rate)
 	if err != nil {
 		return c, fmt.Errorf("OUTBOX_BOT_RATE: %w", err)
 	}
@@ -49,7 +49,7 @@ func ParseBotLimits(rate, maxOpen, perBot string) (core.BotLimitConfig, error) {
 	if err := dec.Decode(&m); err != nil {
 		return c, fmt.Errorf("OUTBOX_BOT_LIMITS: %w", err)
 	}
-	c.PerBot = map[string]core.BotLimits{}
+	c.PerBot = map[string]botlimit.BotLimits{}
 	bots := make([]string, 0, len(m))
 	for b := range m {
 		bots = append(bots, b)
@@ -58,7 +58,7 @@ func ParseBotLimits(rate, maxOpen, perBot string) (core.BotLimitConfig, error) {
 	for _, b := range bots {
 		o, l := m[b], c.Default
 		if o.Rate != nil {
-			if l.Rate, err = core.ParseBotRate(*o.Rate); err != nil {
+			if l.Rate, err = botlimit.ParseBotRate(*o.Rate); err != nil {
 				return c, fmt.Errorf("OUTBOX_BOT_LIMITS %s: %w", b, err)
 			}
 		}
@@ -75,7 +75,7 @@ func ParseBotLimits(rate, maxOpen, perBot string) (core.BotLimitConfig, error) {
 
 // botLimitsFromEnv reads OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN and
 // OUTBOX_BOT_LIMITS.
-func botLimitsFromEnv() (core.BotLimitConfig, error) {
+func botLimitsFromEnv() (botlimit.BotLimitConfig, error) {
 	return ParseBotLimits(os.Getenv("OUTBOX_BOT_RATE"), os.Getenv("OUTBOX_BOT_MAX_OPEN"), os.Getenv("OUTBOX_BOT_LIMITS"))
 }
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 func TestParseBotLimits(t *testing.T) {
@@ -12,11 +12,11 @@ func TestParseBotLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for bot, want := range map[string]core.BotLimits{
-		"any-bot":   {Rate: core.BotRate{N: 50, Per: time.Second}, MaxOpen: 1000},
-		"slow-bot":  {Rate: core.BotRate{N: 5, Per: time.Minute}, MaxOpen: 1000},
+	for bot, want := range map[string]botlimit.BotLimits{
+		"any-bot":   {Rate: botlimit.BotRate{N: 50, Per: time.Second}, MaxOpen: 1000},
+		"slow-bot":  {Rate: botlimit.BotRate{N: 5, Per: time.Minute}, MaxOpen: 1000},
 		"free-bot":  {},
-		"small-bot": {Rate: core.BotRate{N: 50, Per: time.Second}, MaxOpen: 10},
+		"small-bot": {Rate: botlimit.BotRate{N: 50, Per: time.Second}, MaxOpen: 10},
 	} {
 		if got := c.For(bot); got != want {
 			t.Errorf("%s: %+v, want %+v", bot, got, want)

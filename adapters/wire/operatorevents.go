@@ -9,6 +9,8 @@ import (
 	"github.com/botharness/outbox/adapters/operatorevents"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // wireOperatorEvents builds the once-per-id operator event notifier (it logs
@@ -32,7 +34,7 @@ func wireOperatorEvents(a *App) error {
 		sub = &operatorevents.Webhook{URL: c.OperatorWebhookURL, Secret: c.OperatorWebhookSecret, ConsoleBase: c.ConsoleURL,
 			Client: &http.Client{Timeout: 10 * time.Second}}
 	}
-	a.OperatorEvents = &core.OperatorNotifier{
+	a.OperatorEvents = &notify.OperatorNotifier{
 		Ledger:     dynamo.NewOperatorEventLedger(a.Clients.DynamoDB, c.Table),
 		Subscriber: sub,
 		Metrics:    a.Metrics,
@@ -58,12 +60,12 @@ func wireOperatorEvents(a *App) error {
 // ledger's timeline (only recorded while operator events have a
 // subscriber) and the account gates (when pacing is on).
 func wireOverview(a *App, recorded bool) {
-	o := &core.Overviewer{Intents: a.Store, Clock: a.Config.Clock, Gate: a.Gate}
-	if tl, ok := a.OperatorEvents.Ledger.(core.EpisodeTimeline); ok && recorded {
+	o := &overview.Overviewer{Intents: a.Store, Clock: a.Config.Clock, Gate: a.Gate}
+	if tl, ok := a.OperatorEvents.Ledger.(overview.EpisodeTimeline); ok && recorded {
 		o.Timeline = tl
 	}
 	if a.Gate != nil {
-		if l, ok := a.Gate.Store.(core.GateLister); ok {
+		if l, ok := a.Gate.Store.(overview.GateLister); ok {
 			o.Gates = l
 		}
 		o.Declared = a.pacedAccounts

@@ -9,6 +9,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/registry"
 )
 
 // wireRevalidation installs source/grant/capability revalidation (issue 4):
@@ -31,9 +32,9 @@ func wireRevalidation(a *App) error {
 	a.Intake.Inline.Preflight = reg // facts, barrier and gate replica in one BatchGetItem
 	a.Intake.Grants = rv
 	a.Resolver.Gate = rv
-	a.Sources = &intake.Sources{Sources: &core.Sources{Store: reg, Clock: a.Config.Clock}}
+	a.Sources = &intake.Sources{Sources: &registry.Sources{Store: reg, Clock: a.Config.Clock}}
 	routes := (&admin.Grants{
-		Authority: &core.Authority{Grants: reg, Capabilities: reg, Providers: a.Providers, Clock: a.Config.Clock},
+		Authority: &registry.Authority{Grants: reg, Capabilities: reg, Providers: a.Providers, Clock: a.Config.Clock},
 		Pacing:    a.pacing, // nil with the gate off
 		Log:       a.Log,
 	}).Routes()
@@ -50,7 +51,7 @@ func wireRevalidation(a *App) error {
 func (a *App) SeedGrants(ctx context.Context, grants []core.Grant) error {
 	reg := dynamo.NewRegistry(a.Clients.DynamoDB, a.Config.Table)
 	for _, g := range grants {
-		if err := core.ValidateGrantID(g.ID); err != nil {
+		if err := registry.ValidateGrantID(g.ID); err != nil {
 			return fmt.Errorf("seed grant %q: %w", g.ID, err)
 		}
 		if _, err := reg.SeedGrant(ctx, g); err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/webhook"
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/webhooksig"
-	"github.com/botharness/outbox/core"
+	corewebhook "github.com/botharness/outbox/core/webhook"
 )
 
 // EnvWebhookSecrets holds the providers' webhook signing secrets locally, as
@@ -59,7 +59,7 @@ func wireWebhooks(a *App) error {
 	store := dynamo.NewWebhooks(a.Clients.DynamoDB, a.Config.Table)
 	store.Retention = a.Config.IntentRetention
 	store.Shards = a.Config.Sharding
-	wh := &core.Webhooks{
+	wh := &corewebhook.Webhooks{
 		Store:   store,
 		Intents: a.Store,
 		Inbox:   &webhook.SQSInbox{Client: a.Clients.SQS, URL: a.Config.InboxQueueURL},

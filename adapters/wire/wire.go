@@ -27,6 +27,11 @@ import (
 	"github.com/botharness/outbox/adapters/tracing"
 	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
+	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/notify"
+	"github.com/botharness/outbox/core/resolve"
+	"github.com/botharness/outbox/core/retention"
 )
 
 // Config is everything the functions read from the environment.
@@ -64,7 +69,7 @@ type Config struct {
 	ConsoleURL            string
 	// BotLimits are the per-bot rate and open-intent limits (issue 24;
 	// OUTBOX_BOT_RATE, OUTBOX_BOT_MAX_OPEN, OUTBOX_BOT_LIMITS). Zero: none.
-	BotLimits core.BotLimitConfig
+	BotLimits botlimit.BotLimitConfig
 	// BackupKey signs and verifies backup manifests (HMAC-SHA256; locally
 	// OUTBOX_BACKUP_KEY). Empty: read the Secrets Manager secret named by
 	// BackupKeySecret (OUTBOX_BACKUP_KEY_SECRET), if any (wireBackups).
@@ -79,7 +84,7 @@ type Config struct {
 	// Retention (issue 27): an ended intent is kept whole IntentRetention
 	// after it ends (its key is honoured at least that long), then its
 	// tombstone keeps the key TombstoneRetention. Zero here means the
-	// defaults (core.DefaultRetention); OUTBOX_INTENT_RETENTION and
+	// defaults (retention.DefaultRetention); OUTBOX_INTENT_RETENTION and
 	// OUTBOX_TOMBSTONE_RETENTION set them as Go durations.
 	IntentRetention    time.Duration
 	TombstoneRetention time.Duration
@@ -129,8 +134,8 @@ func FromEnv(required ...string) (Config, error) {
 		WebhookSecrets:        os.Getenv(EnvWebhookSecrets),
 		ProviderSecrets:       os.Getenv(EnvProviderSecrets),
 
-		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", core.DefaultIntentRetention),
-		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", core.DefaultTombstoneRetention),
+		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", retention.DefaultIntentRetention),
+		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", retention.DefaultTombstoneRetention),
 		ArchiveBucket:      os.Getenv("OUTBOX_ARCHIVE_BUCKET"),
 	}
 	limits, err := botLimitsFromEnv()
@@ -178,13 +183,13 @@ type App struct {
 	Store  *dynamo.Store
 	Tokens *dynamo.Tokens
 	// Authn resolves bearer tokens for the authorizer (cached per RequestCacheTTL).
-	Authn      core.TokenStore
+	Authn      auth.TokenStore
 	Queue      *sqsqueue.Queue
 	Providers  core.ProviderMap
 	Intake     *core.Intake
 	Dispatcher *core.Dispatcher
 	Sweeper    *core.Sweeper
-	Resolver   *core.Resolver
+	Resolver   *resolve.Resolver
 	// AdminExtra holds admin routes beyond intents (grants, capabilities, backups), by route key.
 	AdminExtra map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse
 	// Sources serves PUT /v1/sources/{sourceId} on the bot API.
@@ -201,7 +206,7 @@ type App struct {
 	// OperatorEvents publishes operator events (the notifier stream's and
 	// the gate's breaker moves) once per id: ledger, log, metric, then SNS
 	// or the webhook; never nil after New. See adapters/operatorevents.
-	OperatorEvents *core.OperatorNotifier
+	OperatorEvents *notify.OperatorNotifier
 	// Payloads is the claim-check store (nil without a payload bucket).
 	Payloads *payloads.Store
 	// BotLimiter counts new intents against their bot's limits (intake uses
@@ -244,10 +249,10 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		cfg.MetricsOut = os.Stdout
 	}
 	if cfg.IntentRetention <= 0 {
-		cfg.IntentRetention = core.DefaultIntentRetention
+		cfg.IntentRetention = retention.DefaultIntentRetention
 	}
 	if cfg.TombstoneRetention <= 0 {
-		cfg.TombstoneRetention = core.DefaultTombstoneRetention
+		cfg.TombstoneRetention = retention.DefaultTombstoneRetention
 	}
 	uses, err := ParseSecretUses(cfg.SecretUses)
 	if err != nil {
@@ -312,7 +317,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
 		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: batch, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
-		Resolver:   &core.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
+		Resolver:   &resolve.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
 		Metrics:    metrics,
 		Log:        cfg.Log,
 		Clients:    clients,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/dynamo"
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // The token commands read and write the table directly: the first operator
@@ -37,12 +37,12 @@ type tokenIssueCmd struct {
 func (c *tokenIssueCmd) Run(root *cli) error {
 	return withTokens(root, func(ctx context.Context, reg *dynamo.Tokens) error {
 		now := time.Now().UTC()
-		req := core.TokenIssue{Kind: c.Kind, Owner: c.Name, Secret: c.Token}
+		req := auth.TokenIssue{Kind: c.Kind, Owner: c.Name, Secret: c.Token}
 		if c.ExpiresIn > 0 {
 			at := now.Add(c.ExpiresIn)
 			req.ExpiresAt = &at
 		}
-		secret, t, err := core.IssueToken(ctx, reg, req, now)
+		secret, t, err := auth.IssueToken(ctx, reg, req, now)
 		if err != nil {
 			return err
 		}
@@ -62,7 +62,7 @@ type tokenListCmd struct {
 
 func (c *tokenListCmd) Run(root *cli) error {
 	return withTokens(root, func(ctx context.Context, reg *dynamo.Tokens) error {
-		var all []core.Token
+		var all []auth.Token
 		cursor := ""
 		for {
 			page, next, err := reg.ListTokens(ctx, cursor, 100)
@@ -118,7 +118,7 @@ type tokenRotateCmd struct {
 
 func (c *tokenRotateCmd) Run(root *cli) error {
 	return withTokens(root, func(ctx context.Context, reg *dynamo.Tokens) error {
-		secret, nt, old, err := core.RotateToken(ctx, reg, c.ID, c.Overlap, time.Now().UTC())
+		secret, nt, old, err := auth.RotateToken(ctx, reg, c.ID, c.Overlap, time.Now().UTC())
 		if err != nil {
 			return err
 		}

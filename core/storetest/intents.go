@@ -92,7 +92,7 @@ func SameIntent(t *testing.T, what string, got, want *core.Intent) {
 	// core.NextRepairCheck; the repair cases below check it.
 	g.RepairAt, w.RepairAt = time.Time{}, time.Time{}
 	// EndedAt and ExpiresAt are stamped by the store's write with
-	// core.ApplyRetention (its own rule and table test; the dynamo store's
+	// retention.ApplyRetention (its own rule and table test; the dynamo store's
 	// TestTerminalWriteCarriesTheTTL checks the stored attribute).
 	g.EndedAt, w.EndedAt = nil, nil
 	g.ExpiresAt, w.ExpiresAt = time.Time{}, time.Time{}

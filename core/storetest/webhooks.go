@@ -8,27 +8,28 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // WebhookFixture builds a fresh webhook store and the intent store it binds
 // evidence to.
-type WebhookFixture func(t *testing.T) (core.WebhookStore, core.IntentStore)
+type WebhookFixture func(t *testing.T) (webhook.WebhookStore, core.IntentStore)
 
-func event(id string) core.EventRecord {
-	return core.EventRecord{Provider: "sandbox", Account: "acct-1", EventID: id, Kind: core.EventAck, Type: "message.sent",
-		State: core.EventBound, IntentID: "it_w", MessageID: "msg-1", Reason: "r", ReceivedAt: T0, BodyHash: "bh"}
+func event(id string) webhook.EventRecord {
+	return webhook.EventRecord{Provider: "sandbox", Account: "acct-1", EventID: id, Kind: webhook.EventAck, Type: "message.sent",
+		State: webhook.EventBound, IntentID: "it_w", MessageID: "msg-1", Reason: "r", ReceivedAt: T0, BodyHash: "bh"}
 }
 
 // RunWebhookStore runs the WebhookStore contract.
 func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 	ctx := context.Background()
-	appendNote := func(plan core.BindPlan) func(*core.Intent) (core.BindPlan, error) {
-		return func(in *core.Intent) (core.BindPlan, error) {
+	appendNote := func(plan webhook.BindPlan) func(*core.Intent) (webhook.BindPlan, error) {
+		return func(in *core.Intent) (webhook.BindPlan, error) {
 			in.Attempts = append(in.Attempts, core.Attempt{N: 0, Trigger: "webhook", StartedAt: T0, EndedAt: T0, Result: "acknowledged"})
 			return plan, nil
 		}
 	}
-	setup := func(t *testing.T) (core.WebhookStore, core.IntentStore) {
+	setup := func(t *testing.T) (webhook.WebhookStore, core.IntentStore) {
 		w, s := newStores(t)
 		for _, id := range []string{"it_w", "it_other"} {
 			if _, _, err := s.Create(ctx, PendingIntent(id, "bot-a")); err != nil {
@@ -52,13 +53,13 @@ func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 			t.Fatalf("unseen event: %+v (%v), want nil", got, err)
 		}
 		rec := event("e1")
-		rec.State, rec.Raw, rec.ClaimUntil = core.EventUnresolved, `{"raw":true}`, tp(time.Minute)
+		rec.State, rec.Raw, rec.ClaimUntil = webhook.EventUnresolved, `{"raw":true}`, tp(time.Minute)
 		if err := w.RecordEvent(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		second := event("e1")
 		second.Reason = "second"
-		if err := w.RecordEvent(ctx, second); !errors.Is(err, core.ErrDuplicateEvent) {
+		if err := w.RecordEvent(ctx, second); !errors.Is(err, webhook.ErrDuplicateEvent) {
 			t.Fatalf("second record: %v, want ErrDuplicateEvent", err)
 		}
 		got, err := w.SeenEvent(ctx, "sandbox", "acct-1", "e1")
@@ -75,7 +76,7 @@ func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 		if _, err := w.IntentForMessage(ctx, "sandbox", "acct-1", "msg-1"); !errors.Is(err, core.ErrNotFound) {
 			t.Fatalf("unmapped message: %v, want ErrNotFound", err)
 		}
-		stored, err := w.BindEvent(ctx, event("e1"), appendNote(core.BindPlan{Changed: true, MapMessage: true}))
+		stored, err := w.BindEvent(ctx, event("e1"), appendNote(webhook.BindPlan{Changed: true, MapMessage: true}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,18 +89,18 @@ func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 		if id, err := w.IntentForMessage(ctx, "sandbox", "acct-1", "msg-1"); err != nil || id != "it_w" {
 			t.Fatalf("mapping: %q (%v), want it_w", id, err)
 		}
-		if seen, err := w.SeenEvent(ctx, "sandbox", "acct-1", "e1"); err != nil || seen == nil || seen.State != core.EventBound {
+		if seen, err := w.SeenEvent(ctx, "sandbox", "acct-1", "e1"); err != nil || seen == nil || seen.State != webhook.EventBound {
 			t.Fatalf("event after bind: %+v (%v)", seen, err)
 		}
 		// The same event again: refused, nothing written.
-		if _, err := w.BindEvent(ctx, event("e1"), appendNote(core.BindPlan{Changed: true})); !errors.Is(err, core.ErrDuplicateEvent) {
+		if _, err := w.BindEvent(ctx, event("e1"), appendNote(webhook.BindPlan{Changed: true})); !errors.Is(err, webhook.ErrDuplicateEvent) {
 			t.Fatalf("duplicate bind: %v, want ErrDuplicateEvent", err)
 		}
 		if v, n := version(t, s, "it_w"); v != 2 || n != 1 {
 			t.Fatalf("after a duplicate: version %d with %d entries, want 2 and 1", v, n)
 		}
 		// A bind that changes nothing on the intent still records the event.
-		if _, err := w.BindEvent(ctx, event("e2"), func(*core.Intent) (core.BindPlan, error) { return core.BindPlan{}, nil }); err != nil {
+		if _, err := w.BindEvent(ctx, event("e2"), func(*core.Intent) (webhook.BindPlan, error) { return webhook.BindPlan{}, nil }); err != nil {
 			t.Fatal(err)
 		}
 		if v, _ := version(t, s, "it_w"); v != 2 {
@@ -112,20 +113,20 @@ func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 
 	t.Run("bind: a message mapped to another intent, or a mutate error, writes nothing", func(t *testing.T) {
 		w, s := setup(t)
-		if _, err := w.BindEvent(ctx, event("e1"), appendNote(core.BindPlan{Changed: true, MapMessage: true})); err != nil {
+		if _, err := w.BindEvent(ctx, event("e1"), appendNote(webhook.BindPlan{Changed: true, MapMessage: true})); err != nil {
 			t.Fatal(err)
 		}
 		other := event("e2")
 		other.IntentID = "it_other"
-		if _, err := w.BindEvent(ctx, other, appendNote(core.BindPlan{Changed: true, MapMessage: true})); !errors.Is(err, core.ErrMappingTaken) {
+		if _, err := w.BindEvent(ctx, other, appendNote(webhook.BindPlan{Changed: true, MapMessage: true})); !errors.Is(err, webhook.ErrMappingTaken) {
 			t.Fatalf("bind to a message mapped elsewhere: %v, want ErrMappingTaken", err)
 		}
 		errStop := errors.New("stop")
 		third := event("e3")
 		third.IntentID = "it_other"
-		if _, err := w.BindEvent(ctx, third, func(in *core.Intent) (core.BindPlan, error) {
+		if _, err := w.BindEvent(ctx, third, func(in *core.Intent) (webhook.BindPlan, error) {
 			in.Status = core.StatusSucceeded
-			return core.BindPlan{Changed: true}, errStop
+			return webhook.BindPlan{Changed: true}, errStop
 		}); !errors.Is(err, errStop) {
 			t.Fatalf("mutate error: %v, want it returned", err)
 		}
@@ -144,15 +145,15 @@ func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 
 	t.Run("inbound: claim, busy, take over after expiry, done once forwarded", func(t *testing.T) {
 		w, _ := setup(t)
-		rec := core.EventRecord{Provider: "sandbox", Account: "acct-1", EventID: "in-1", Kind: core.EventInbound, State: core.EventForwarding, ReceivedAt: T0}
+		rec := webhook.EventRecord{Provider: "sandbox", Account: "acct-1", EventID: "in-1", Kind: webhook.EventInbound, State: webhook.EventForwarding, ReceivedAt: T0}
 		steps := []struct {
 			now, until time.Duration
-			want       core.InboundClaim
+			want       webhook.InboundClaim
 		}{
-			{0, time.Minute, core.ClaimNew},
-			{30 * time.Second, 2 * time.Minute, core.ClaimBusy},
-			{90 * time.Second, 3 * time.Minute, core.ClaimTakenOver},
-			{100 * time.Second, 4 * time.Minute, core.ClaimBusy},
+			{0, time.Minute, webhook.ClaimNew},
+			{30 * time.Second, 2 * time.Minute, webhook.ClaimBusy},
+			{90 * time.Second, 3 * time.Minute, webhook.ClaimTakenOver},
+			{100 * time.Second, 4 * time.Minute, webhook.ClaimBusy},
 		}
 		for i, s := range steps {
 			got, err := w.ClaimInbound(ctx, rec, T0.Add(s.now), T0.Add(s.until))
@@ -163,10 +164,10 @@ func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 		if err := w.MarkForwarded(ctx, rec, T0.Add(2*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := w.ClaimInbound(ctx, rec, T0.Add(time.Hour), T0.Add(2*time.Hour)); err != nil || got != core.ClaimDone {
+		if got, err := w.ClaimInbound(ctx, rec, T0.Add(time.Hour), T0.Add(2*time.Hour)); err != nil || got != webhook.ClaimDone {
 			t.Fatalf("after forwarding: %v (%v), want ClaimDone", got, err)
 		}
-		if seen, err := w.SeenEvent(ctx, "sandbox", "acct-1", "in-1"); err != nil || seen == nil || seen.State != core.EventForwarded {
+		if seen, err := w.SeenEvent(ctx, "sandbox", "acct-1", "in-1"); err != nil || seen == nil || seen.State != webhook.EventForwarded {
 			t.Fatalf("forwarded event: %+v (%v)", seen, err)
 		}
 	})

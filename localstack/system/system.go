@@ -37,6 +37,7 @@ import (
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 	"github.com/botharness/outbox/localstack/lambdahost"
 )
 
@@ -265,7 +266,7 @@ func Start(ctx context.Context, clients awsconfig.Clients, o Options) (*Stack, e
 	}
 	app := s.App
 	for tok, p := range o.Tokens {
-		if err := core.SeedToken(ctx, app.Tokens, tok, p, time.Now()); err != nil {
+		if err := auth.SeedToken(ctx, app.Tokens, tok, p, time.Now()); err != nil {
 			return nil, fmt.Errorf("seed %s token: %w", p.Kind, err)
 		}
 	}

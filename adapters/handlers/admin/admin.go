@@ -14,6 +14,8 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/adapters/handlers/intake"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/overview"
+	"github.com/botharness/outbox/core/resolve"
 )
 
 // Lister pages through intents by status.
@@ -25,7 +27,7 @@ type Lister interface {
 type Handler struct {
 	Store    core.IntentStore
 	List     Lister
-	Resolver *core.Resolver
+	Resolver *resolve.Resolver
 	// History reads moved history pages (GET /v1/admin/intents/{id}/history).
 	History core.HistoryPages
 	// Extra routes (grants, backups, ...) keyed by route key.
@@ -53,7 +55,7 @@ type Summary struct {
 func summarize(in *core.Intent) Summary {
 	s := Summary{ID: in.ID, Bot: in.Bot, Provider: in.Provider, Account: in.Account, Action: in.Action, Target: in.Target,
 		Status: in.Status, StatusReason: in.StatusReason, AttemptCount: in.AttemptCount, UpdatedAt: in.UpdatedAt,
-		WaitingSince: core.WaitingSince(in)}
+		WaitingSince: overview.WaitingSince(in)}
 	if n := len(in.Attempts); n > 0 {
 		a := in.Attempts[n-1]
 		s.LastAttempt = &a

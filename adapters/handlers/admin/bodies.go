@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/registry"
 )
 
 // Request bodies of the admin API. They are the HTTP shapes; core receives
@@ -22,8 +23,8 @@ type GrantBody struct {
 	ExpectedVersion *int64 `json:"expectedVersion,omitempty"`
 }
 
-func (b GrantBody) spec() core.GrantSpec {
-	return core.GrantSpec{Bot: b.Bot, Provider: b.Provider, Account: b.Account, Actions: b.Actions, Targets: b.Targets,
+func (b GrantBody) spec() registry.GrantSpec {
+	return registry.GrantSpec{Bot: b.Bot, Provider: b.Provider, Account: b.Account, Actions: b.Actions, Targets: b.Targets,
 		ExpiresAt: b.ExpiresAt, ExpectedVersion: b.ExpectedVersion}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 )
 
 // BotLimitsRoute is GET /v1/admin/bots/{bot}/limits: a bot's configured
@@ -18,8 +19,8 @@ const BotLimitsRoute = "GET /v1/admin/bots/{bot}/limits"
 
 // BotCounters reads a bot's limit counters.
 type BotCounters interface {
-	Limits() core.BotLimitConfig
-	Counters(ctx context.Context, bot string) ([]core.LimitCounter, error)
+	Limits() botlimit.BotLimitConfig
+	Counters(ctx context.Context, bot string) ([]botlimit.LimitCounter, error)
 }
 
 // BotLimits serves BotLimitsRoute.
@@ -56,7 +57,7 @@ func (b *BotLimits) Route() func(ctx context.Context, p core.Principal, req even
 		l := b.Counters.Limits().For(bot)
 		body := BotLimitsBody{Bot: bot, Rate: l.Rate.String(), MaxOpen: l.MaxOpen}
 		if l.Enabled() {
-			plan := core.PlanLimit(l, "", b.Clock.Now())
+			plan := botlimit.PlanLimit(l, "", b.Clock.Now())
 			body.Shards, body.RateQuotaPerShard, body.OpenQuotaPerShard = plan.Shards, plan.RateQuota, plan.OpenQuota
 			cs, err := b.Counters.Counters(ctx, bot)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/resolve"
 )
 
 // ConsoleRoutes are the small admin routes the web console needs besides the
@@ -15,7 +16,7 @@ import (
 //
 //	GET /v1/admin/whoami                     {kind, name}: which controls to show
 //	GET /v1/admin/intents/{id}/retry-risk    {duplicateRisk, why, capabilities}
-func ConsoleRoutes(r *core.Resolver) map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func ConsoleRoutes(r *resolve.Resolver) map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	return map[string]func(ctx context.Context, p core.Principal, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse{
 		"GET /v1/admin/whoami": func(_ context.Context, p core.Principal, _ events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 			return httpjson.JSON(http.StatusOK, map[string]any{"kind": p.Kind, "name": p.Name, "canDecide": p.Kind == core.PrincipalOperator}, nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/registry"
 )
 
 // Grants serves the operators' grant and capability routes:
@@ -24,7 +25,7 @@ import (
 //
 // Operators only: orchestrators and bots get 403.
 type Grants struct {
-	Authority *core.Authority
+	Authority *registry.Authority
 	// Pacing, when the gate is on, adds the account's "pacing" (pace,
 	// pause, breaker) to the capability GET.
 	Pacing *core.Pacing
@@ -94,7 +95,7 @@ func (g *Grants) revoke(ctx context.Context, p core.Principal, req events.APIGat
 	if resp, ok := operatorBody(ctx, g.Log, p, req, errOperatorsOnly, &body); !ok {
 		return resp
 	}
-	gr, err := g.Authority.RevokeGrant(ctx, p, req.PathParameters["grantId"], core.Revocation{Reason: body.Reason, ExpectedVersion: body.ExpectedVersion})
+	gr, err := g.Authority.RevokeGrant(ctx, p, req.PathParameters["grantId"], registry.Revocation{Reason: body.Reason, ExpectedVersion: body.ExpectedVersion})
 	if err != nil {
 		return g.fail(ctx, err)
 	}
@@ -107,7 +108,7 @@ func (g *Grants) putCapability(ctx context.Context, p core.Principal, req events
 	if resp, ok := operatorBody(ctx, g.Log, p, req, errOperatorsOnly, &body); !ok {
 		return resp
 	}
-	c, err := g.Authority.SetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"], core.CapabilityChange{Withdrawn: body.Withdrawn, Actions: body.Actions, Reason: body.Reason})
+	c, err := g.Authority.SetCapability(ctx, p, req.PathParameters["provider"], req.PathParameters["account"], registry.CapabilityChange{Withdrawn: body.Withdrawn, Actions: body.Actions, Reason: body.Reason})
 	if err != nil {
 		return g.fail(ctx, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // maxScanPages bounds the underlying pages one filtered list request reads;
@@ -18,9 +19,9 @@ const maxScanPages = 10
 
 // queueFilter reads the list's filters: provider, account, bot, and
 // minAgeSeconds (waited at least that long).
-func queueFilter(req events.APIGatewayV2HTTPRequest) (core.IntentFilter, events.APIGatewayV2HTTPResponse, bool) {
+func queueFilter(req events.APIGatewayV2HTTPRequest) (overview.IntentFilter, events.APIGatewayV2HTTPResponse, bool) {
 	q := req.QueryStringParameters
-	f := core.IntentFilter{Provider: q["provider"], Account: q["account"], Bot: q["bot"]}
+	f := overview.IntentFilter{Provider: q["provider"], Account: q["account"], Bot: q["bot"]}
 	for name, v := range map[string]string{"provider": f.Provider, "account": f.Account, "bot": f.Bot} {
 		if len(v) > 255 {
 			return f, httpjson.Error(http.StatusBadRequest, core.CodeInvalidField, name+" is at most 255 characters", name), false
@@ -41,8 +42,8 @@ func queueFilter(req events.APIGatewayV2HTTPRequest) (core.IntentFilter, events.
 // intent read, so no match is skipped between pages. When a page holds more
 // matches than still fit, that page is read again with a smaller limit that
 // ends at the last match returned.
-func listMatching(ctx context.Context, l Lister, status core.Status, cursor string, limit int, f core.IntentFilter, now time.Time) ([]*core.Intent, string, error) {
-	if f == (core.IntentFilter{}) {
+func listMatching(ctx context.Context, l Lister, status core.Status, cursor string, limit int, f overview.IntentFilter, now time.Time) ([]*core.Intent, string, error) {
+	if f == (overview.IntentFilter{}) {
 		return l.ListPage(ctx, status, cursor, limit)
 	}
 	var out []*core.Intent

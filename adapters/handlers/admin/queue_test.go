@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/overview"
 )
 
 // pagedList plays the store's ListPage: ordered items, cursor = next index.
@@ -52,7 +53,7 @@ func TestListMatchingPagesWithoutSkipping(t *testing.T) {
 			if pages > 100 {
 				t.Fatal("no end")
 			}
-			items, next, err := listMatching(context.Background(), l, core.StatusNeedsHuman, cursor, limit, core.IntentFilter{Account: "a1"}, time.Now())
+			items, next, err := listMatching(context.Background(), l, core.StatusNeedsHuman, cursor, limit, overview.IntentFilter{Account: "a1"}, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // Tokens serves the operators' token routes (operators only):
@@ -21,7 +22,7 @@ import (
 // Issuing and rotating are outboxctl's (they print a secret, which no API
 // answer carries; docs/decisions.md "Tokens").
 type Tokens struct {
-	Registry core.TokenRegistry
+	Registry auth.TokenRegistry
 	Clock    core.Clock
 	Log      *slog.Logger
 }
@@ -39,7 +40,7 @@ type TokenView struct {
 	RotatedTo    string     `json:"rotatedTo,omitempty"`
 }
 
-func tokenView(t core.Token, now time.Time) TokenView {
+func tokenView(t auth.Token, now time.Time) TokenView {
 	return TokenView{ID: t.ID, Kind: t.Kind, Owner: t.Owner, Status: t.TokenStatus(now), CreatedAt: t.CreatedAt,
 		ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt, RevokeReason: t.RevokeReason, RotatedTo: t.RotatedTo}
 }

@@ -9,13 +9,14 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // UnresolvedLister pages through webhook events that matched no intent, and
 // reads one event with its raw body.
 type UnresolvedLister interface {
-	ListUnresolved(ctx context.Context, cursor string, limit int) ([]core.EventRecord, string, error)
-	SeenEvent(ctx context.Context, provider, account, eventID string) (*core.EventRecord, error)
+	ListUnresolved(ctx context.Context, cursor string, limit int) ([]webhook.EventRecord, string, error)
+	SeenEvent(ctx context.Context, provider, account, eventID string) (*webhook.EventRecord, error)
 }
 
 // Unresolved serves GET /v1/admin/webhooks/unresolved (rows without raw
@@ -31,11 +32,11 @@ type Unresolved struct {
 // UnresolvedRow is one row of the unresolved list: the event without its body
 // (Raw and ClaimUntil are left empty, so they are omitted), and the body's size.
 type UnresolvedRow struct {
-	core.EventRecord
+	webhook.EventRecord
 	RawBytes int `json:"rawBytes"`
 }
 
-func unresolvedRow(r core.EventRecord) UnresolvedRow {
+func unresolvedRow(r webhook.EventRecord) UnresolvedRow {
 	n := len(r.Raw)
 	r.Raw, r.ClaimUntil = "", nil
 	return UnresolvedRow{EventRecord: r, RawBytes: n}
@@ -81,7 +82,7 @@ func (u *Unresolved) event(ctx context.Context, p core.Principal, req events.API
 	if err != nil {
 		return Fail(ctx, u.Log, err)
 	}
-	if rec == nil || rec.State != core.EventUnresolved {
+	if rec == nil || rec.State != webhook.EventUnresolved {
 		return httpjson.Error(http.StatusNotFound, "not_found", "no unresolved event with this provider, account and id", "")
 	}
 	return httpjson.JSON(http.StatusOK, rec, nil)

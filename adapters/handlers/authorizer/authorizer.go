@@ -9,12 +9,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 )
 
 // Handler authorizes requests.
 type Handler struct {
-	Tokens core.TokenStore
+	Tokens auth.TokenStore
 	Log    *slog.Logger
 }
 
@@ -24,8 +24,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2CustomAutho
 	if header == "" && len(req.IdentitySource) > 0 {
 		header = req.IdentitySource[0]
 	}
-	p, err := core.Authenticate(ctx, h.Tokens, header)
-	if errors.Is(err, core.ErrUnauthenticated) {
+	p, err := auth.Authenticate(ctx, h.Tokens, header)
+	if errors.Is(err, auth.ErrUnauthenticated) {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
 	}
 	if err != nil {

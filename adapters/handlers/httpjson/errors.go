@@ -12,6 +12,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/resolve"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // The one table mapping domain errors to HTTP answers; every handler answers
@@ -27,9 +30,9 @@ var errorTable = []struct {
 		"this Idempotency-Key already holds another effect (kind, provider, account, action, target, payload or source differ). If this is a retry of the same operation, send it again with its original body under the same key; only a new operation takes a new key", "Idempotency-Key"},
 	{core.ErrGrantDoesNotCover, http.StatusForbidden, "grant_does_not_cover", "", "grant"},
 	{core.ErrGrantRevoked, http.StatusConflict, "grant_revoked", "", ""},
-	{core.ErrEventInProgress, http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", ""},
+	{webhook.ErrEventInProgress, http.StatusConflict, "event_in_progress", "another delivery of this event is being processed; deliver it again later", ""},
 	{core.ErrDuplicateRiskNotAccepted, http.StatusConflict, "duplicate_risk_not_accepted", "", "acceptDuplicateRisk"},
-	{core.ErrNotNeedsHuman, http.StatusConflict, "not_needs_human", "", ""},
+	{resolve.ErrNotNeedsHuman, http.StatusConflict, "not_needs_human", "", ""},
 	{core.ErrConflict, http.StatusConflict, "version_conflict", "the item changed concurrently; read it again and retry", ""},
 	{core.ErrPruned, http.StatusGone, "pruned",
 		"this intent ended and its retention window has passed: only its outcome is kept (pruned.archive locates the archived record)", ""},
@@ -58,8 +61,8 @@ var retryAfter = map[string]string{"event_in_progress": "5"}
 // table does not know (a failure of ours: Fail answers it 500).
 func Answer(err error) (resp events.APIGatewayV2HTTPResponse, ok bool) {
 	var ve *core.ValidationError
-	var re *core.RefusedError
-	var le *core.LimitError
+	var re *resolve.RefusedError
+	var le *botlimit.LimitError
 	switch {
 	case err == nil:
 		return events.APIGatewayV2HTTPResponse{}, false

@@ -14,6 +14,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/resolve"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // TestErrorTable: every domain error gets the same status and code from
@@ -32,18 +35,18 @@ func TestErrorTable(t *testing.T) {
 		{&core.ValidationError{Code: core.CodeUnknownAction, Field: "action", Message: "m"}, 422, core.CodeUnknownAction, "action"},
 		{&core.ValidationError{Code: core.CodeDeadlinePassed, Field: "deadline", Message: "m"}, 422, core.CodeDeadlinePassed, "deadline"},
 		{&core.ValidationError{Code: core.CodeInvalidIdempotencyKey, Field: "Idempotency-Key", Message: "m"}, 400, core.CodeInvalidIdempotencyKey, "Idempotency-Key"},
-		{&core.RefusedError{Status: core.StatusGrantRevoked, Reason: "r"}, 409, "refused_by_revalidation", ""},
+		{&resolve.RefusedError{Status: core.StatusGrantRevoked, Reason: "r"}, 409, "refused_by_revalidation", ""},
 		{core.ErrIdempotencyKeyReused, 422, "idempotency_key_reused", "Idempotency-Key"},
 		{core.ErrGrantDoesNotCover, 403, "grant_does_not_cover", "grant"},
 		{core.ErrGrantRevoked, 409, "grant_revoked", ""},
-		{core.ErrEventInProgress, 409, "event_in_progress", ""},
+		{webhook.ErrEventInProgress, 409, "event_in_progress", ""},
 		{core.ErrDuplicateRiskNotAccepted, 409, "duplicate_risk_not_accepted", "acceptDuplicateRisk"},
-		{core.ErrNotNeedsHuman, 409, "not_needs_human", ""},
+		{resolve.ErrNotNeedsHuman, 409, "not_needs_human", ""},
 		{core.ErrConflict, 409, "version_conflict", ""},
 		{core.ErrNotFound, 404, "not_found", ""},
 		{core.ErrForbidden, 403, "forbidden", ""},
-		{&core.LimitError{Code: core.CodeRateLimited, RetryAfter: 1500 * time.Millisecond, Message: "m"}, 429, core.CodeRateLimited, ""},
-		{&core.LimitError{Code: core.CodeTooManyOpenIntents, Message: "m"}, 429, core.CodeTooManyOpenIntents, ""},
+		{&botlimit.LimitError{Code: botlimit.CodeRateLimited, RetryAfter: 1500 * time.Millisecond, Message: "m"}, 429, botlimit.CodeRateLimited, ""},
+		{&botlimit.LimitError{Code: botlimit.CodeTooManyOpenIntents, Message: "m"}, 429, botlimit.CodeTooManyOpenIntents, ""},
 		{errors.New("dynamodb: connection reset"), 500, "internal", ""},
 	} {
 		for _, err := range []error{c.err, fmt.Errorf("context: %w", c.err)} {
@@ -55,7 +58,7 @@ func TestErrorTable(t *testing.T) {
 			if r.StatusCode != c.status || body.Error.Code != c.code || body.Error.Field != c.field || body.Error.Message == "" {
 				t.Errorf("%v: %d %+v, want %d %s field %q", err, r.StatusCode, body.Error, c.status, c.code, c.field)
 			}
-			if want := map[string]string{core.CodeRateLimited: "2", core.CodeTooManyOpenIntents: "1"}[c.code]; want != "" && r.Headers["Retry-After"] != want {
+			if want := map[string]string{botlimit.CodeRateLimited: "2", botlimit.CodeTooManyOpenIntents: "1"}[c.code]; want != "" && r.Headers["Retry-After"] != want {
 				t.Errorf("%v: Retry-After %q, want %s (whole seconds, rounded up, at least 1)", err, r.Headers["Retry-After"], want)
 			}
 			if c.code == "event_in_progress" && r.Headers["Retry-After"] != "5" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/registry"
 )
 
 // Sources serves PUT /v1/sources/{sourceId}: a bot reports the current
@@ -13,7 +14,7 @@ import (
 // source is scoped to the calling bot. Revisions only move forward; an older
 // revision answers 200 with the current state and "applied": false.
 type Sources struct {
-	Sources *core.Sources
+	Sources *registry.Sources
 }
 
 var _ SourceUpdater = (*Sources)(nil)
@@ -27,7 +28,7 @@ func (s *Sources) PutSourceRevision(ctx context.Context, p core.Principal, sourc
 	if err := httpjson.DecodeStrict(body, &u); err != nil {
 		return nil, err
 	}
-	res, err := s.Sources.Put(ctx, p, sourceID, core.SourceUpdate{Revision: u.Revision, Deleted: u.Deleted})
+	res, err := s.Sources.Put(ctx, p, sourceID, registry.SourceUpdate{Revision: u.Revision, Deleted: u.Deleted})
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,7 @@
 // operator events: one per needs-human episode, and one when an intent ends
 // failed or expired after attempts. The stream delivers records at least
 // once and may repeat or reorder them; the event id depends only on the
-// episode and core.OperatorNotifier publishes each id once (ledger claim,
+// episode and notify.OperatorNotifier publishes each id once (ledger claim,
 // publish, mark), so repeats are harmless.
 package notifier
 
@@ -15,11 +15,12 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/notify"
 )
 
 // Handler handles the notifier's stream batches.
 type Handler struct {
-	N   *core.OperatorNotifier
+	N   *notify.OperatorNotifier
 	Log *slog.Logger
 }
 
@@ -41,7 +42,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}
 		if err := h.N.Publish(ctx, oe); err != nil {
 			level := slog.LevelError
-			if errors.Is(err, core.ErrOperatorEventHeld) {
+			if errors.Is(err, notify.ErrOperatorEventHeld) {
 				level = slog.LevelInfo
 			}
 			h.log().Log(ctx, level, "operator event not published yet; record will be retried", "intent", oe.IntentID, "bot", oe.Bot, "attempt", oe.Attempts, "event", oe.ID, "err", err.Error())
@@ -72,7 +73,7 @@ func EventOf(rec events.DynamoDBEventRecord) (core.OperatorEvent, bool, error) {
 			return core.OperatorEvent{}, false, err
 		}
 	}
-	oe, ok := core.OperatorEventFor(old, cur)
+	oe, ok := notify.OperatorEventFor(old, cur)
 	return oe, ok, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/botharness/outbox/adapters/archive"
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/retention"
 )
 
 // StreamFilterPattern selects TTL deletes of terminal intent items: AWS
@@ -112,7 +113,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			locations[i] = archive.Location(key, i+1)
 		}
 	}
-	tombExpiry := core.ExpiryAt(now, h.TombstoneRetention)
+	tombExpiry := retention.ExpiryAt(now, h.TombstoneRetention)
 	written := 0
 	for i, in := range work {
 		item, err := dynamo.MarshalTombstone(in, locations[i], tombExpiry)

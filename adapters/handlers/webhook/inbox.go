@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // SQSAPI is the part of the SQS client the inbox uses.
@@ -30,10 +30,10 @@ type SQSInbox struct {
 	URL    string
 }
 
-var _ core.Inbox = (*SQSInbox)(nil)
+var _ webhook.Inbox = (*SQSInbox)(nil)
 
 // Forward sends one inbox message.
-func (q *SQSInbox) Forward(ctx context.Context, msg core.InboxMessage) error {
+func (q *SQSInbox) Forward(ctx context.Context, msg webhook.InboxMessage) error {
 	if q.URL == "" {
 		return fmt.Errorf("no inbox queue configured (OUTBOX_INBOX_QUEUE_URL)")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // urlDialect signs the raw path and query (as Twilio does) and reads a
@@ -20,8 +21,8 @@ type urlDialect struct{ got plugin.Request }
 func (d *urlDialect) Verify(context.Context, string, map[string]string, []byte) error {
 	return plugin.ErrUnauthenticated
 }
-func (d *urlDialect) Decode(string, map[string]string, []byte) (core.ProviderEvent, error) {
-	return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField}
+func (d *urlDialect) Decode(string, map[string]string, []byte) (webhook.ProviderEvent, error) {
+	return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField}
 }
 func (d *urlDialect) VerifyRequest(_ context.Context, _ string, r plugin.Request) error {
 	d.got = r
@@ -30,10 +31,10 @@ func (d *urlDialect) VerifyRequest(_ context.Context, _ string, r plugin.Request
 	}
 	return nil
 }
-func (d *urlDialect) DecodeRequest(account string, r plugin.Request) (core.ProviderEvent, error) {
+func (d *urlDialect) DecodeRequest(account string, r plugin.Request) (webhook.ProviderEvent, error) {
 	f, _ := url.ParseQuery(string(r.Body))
 	q, _ := url.ParseQuery(r.RawQuery)
-	return core.ProviderEvent{Account: account, EventID: f.Get("Sid") + ":" + f.Get("Status"), Kind: core.EventOther, Type: "x", IntentID: q.Get("intent")}, nil
+	return webhook.ProviderEvent{Account: account, EventID: f.Get("Sid") + ":" + f.Get("Status"), Kind: webhook.EventOther, Type: "x", IntentID: q.Get("intent")}, nil
 }
 
 // handshake answers GETs.
@@ -48,7 +49,7 @@ func TestRequestDialectGetsTheRawRequestAndGETsAreHandshakes(t *testing.T) {
 	st := &stubStore{}
 	d, hs := &urlDialect{}, &handshake{}
 	h := &Handler{
-		Webhooks:  &core.Webhooks{Store: st, Inbox: &stubInbox{}, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
+		Webhooks:  &webhook.Webhooks{Store: st, Inbox: &stubInbox{}, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
 		Providers: map[string]Provider{"u": d, "w": hs},
 		Log:       slog.New(slog.DiscardHandler),
 	}
@@ -84,17 +85,17 @@ type snsDialect struct {
 	prefix string
 }
 
-func (d *snsDialect) DecodeNotification(msg []byte) (string, []core.ProviderEvent, bool, error) {
+func (d *snsDialect) DecodeNotification(msg []byte) (string, []webhook.ProviderEvent, bool, error) {
 	if len(msg) < len(d.prefix) || string(msg[:len(d.prefix)]) != d.prefix {
 		return "", nil, false, nil
 	}
-	return "acct", []core.ProviderEvent{{EventID: string(msg), Kind: core.EventOther, Type: "x"}}, true, nil
+	return "acct", []webhook.ProviderEvent{{EventID: string(msg), Kind: webhook.EventOther, Type: "x"}}, true, nil
 }
 
 func TestHandleSNSOffersEachMessageToTheDialectThatClaimsIt(t *testing.T) {
 	st := &stubStore{}
 	h := &Handler{
-		Webhooks:  &core.Webhooks{Store: st, Inbox: &stubInbox{}, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
+		Webhooks:  &webhook.Webhooks{Store: st, Inbox: &stubInbox{}, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
 		Providers: map[string]Provider{"a": &snsDialect{prefix: "A:"}, "b": &snsDialect{prefix: "B:"}, "plain": &urlDialect{}},
 		Log:       slog.New(slog.DiscardHandler),
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/slack"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 const slackSecret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -27,7 +28,7 @@ func slackProvider() *slack.Webhook {
 
 func slackHandler(st *stubStore, inbox *stubInbox) *Handler {
 	return &Handler{
-		Webhooks:  &core.Webhooks{Store: st, Inbox: inbox, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
+		Webhooks:  &webhook.Webhooks{Store: st, Inbox: inbox, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
 		Providers: map[string]Provider{"slack": slackProvider()},
 		Log:       slog.New(slog.DiscardHandler),
 	}
@@ -105,15 +106,15 @@ func TestSlackHandler(t *testing.T) {
 func TestSlackDecode(t *testing.T) {
 	s := slackProvider()
 	ev, err := s.Decode("T1", nil, []byte(slackOwnEcho))
-	if err != nil || ev.Kind != core.EventEcho || ev.IntentID != "it_42" || ev.MessageID != "1772442001.000200" || ev.EventID != "Ev2" {
+	if err != nil || ev.Kind != webhook.EventEcho || ev.IntentID != "it_42" || ev.MessageID != "1772442001.000200" || ev.EventID != "Ev2" {
 		t.Fatalf("own echo: %+v %v", ev, err)
 	}
 	ev, err = s.Decode("T1", nil, []byte(slackBareEcho))
-	if err != nil || ev.Kind != core.EventEcho || ev.IntentID != "" || ev.MessageID != "1772442002.000300" {
+	if err != nil || ev.Kind != webhook.EventEcho || ev.IntentID != "" || ev.MessageID != "1772442002.000300" {
 		t.Fatalf("echo without metadata: %+v %v", ev, err)
 	}
 	ev, err = s.Decode("T1", nil, []byte(slackUserMsg))
-	if err != nil || ev.Kind != core.EventInbound || ev.EventID != "Ev1" || ev.IntentID != "" || !ev.OccurredAt.Equal(time.Unix(1772442000, 0)) {
+	if err != nil || ev.Kind != webhook.EventInbound || ev.EventID != "Ev1" || ev.IntentID != "" || !ev.OccurredAt.Equal(time.Unix(1772442000, 0)) {
 		t.Fatalf("user message: %+v %v", ev, err)
 	}
 	var inner map[string]any
@@ -121,22 +122,22 @@ func TestSlackDecode(t *testing.T) {
 		t.Fatalf("inbound payload is not the inner event: %s", ev.Inbound)
 	}
 	ev, err = s.Decode("T1", nil, []byte(slackOtherBot))
-	if err != nil || ev.Kind != core.EventOther || ev.EventID != "Ev4" {
+	if err != nil || ev.Kind != webhook.EventOther || ev.EventID != "Ev4" {
 		t.Fatalf("other bot: %+v %v", ev, err)
 	}
 	// Metadata naming an intent on a user's message is not an echo.
 	spoof := strings.Replace(slackUserMsg, `"text":"hi"`, `"text":"hi","metadata":{"event_type":"outbox_intent","event_payload":{"intent_id":"it_42"}}`, 1)
 	ev, err = s.Decode("T1", nil, []byte(spoof))
-	if err != nil || ev.Kind != core.EventInbound || ev.IntentID != "" {
+	if err != nil || ev.Kind != webhook.EventInbound || ev.IntentID != "" {
 		t.Fatalf("user message with metadata: %+v %v", ev, err)
 	}
 	// Edits are recorded and ignored.
 	ev, err = s.Decode("T1", nil, []byte(`{"type":"event_callback","team_id":"T1","event_id":"Ev5","event":{"type":"message","subtype":"message_changed","channel":"C1","ts":"1.2"}}`))
-	if err != nil || ev.Kind != core.EventOther || ev.Type != "message.message_changed" {
+	if err != nil || ev.Kind != webhook.EventOther || ev.Type != "message.message_changed" {
 		t.Fatalf("edit: %+v %v", ev, err)
 	}
 	ev, err = s.Decode("T1", nil, []byte(`{"token":"x","type":"app_rate_limited","team_id":"T1","minute_rate_limited":1518467820,"api_app_id":"A1"}`))
-	if err != nil || ev.Kind != core.EventOther || ev.EventID != "app_rate_limited:1518467820" {
+	if err != nil || ev.Kind != webhook.EventOther || ev.EventID != "app_rate_limited:1518467820" {
 		t.Fatalf("app_rate_limited: %+v %v", ev, err)
 	}
 	// Challenge only answers url_verification.

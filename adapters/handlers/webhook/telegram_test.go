@@ -12,6 +12,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/telegram"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 const tgSecret = "tg-secret_token-0123456789"
@@ -39,7 +40,7 @@ func TestTelegramHandler(t *testing.T) {
 	ctx := context.Background()
 	st, inbox := &stubStore{}, &stubInbox{}
 	h := &Handler{
-		Webhooks:  &core.Webhooks{Store: st, Inbox: inbox, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
+		Webhooks:  &webhook.Webhooks{Store: st, Inbox: inbox, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
 		Providers: map[string]Provider{"telegram": telegramProvider()},
 		Log:       slog.New(slog.DiscardHandler),
 	}
@@ -77,7 +78,7 @@ func TestTelegramHandler(t *testing.T) {
 func TestTelegramDecode(t *testing.T) {
 	tg := telegramProvider()
 	ev, err := tg.Decode("bot1", nil, []byte(tgUserMsg))
-	if err != nil || ev.Kind != core.EventInbound || ev.EventID != "update:10001" || ev.Type != "message" || !ev.OccurredAt.Equal(time.Unix(1772442000, 0)) {
+	if err != nil || ev.Kind != webhook.EventInbound || ev.EventID != "update:10001" || ev.Type != "message" || !ev.OccurredAt.Equal(time.Unix(1772442000, 0)) {
 		t.Fatalf("user message: %+v %v", ev, err)
 	}
 	var m map[string]any
@@ -85,11 +86,11 @@ func TestTelegramDecode(t *testing.T) {
 		t.Fatalf("inbound payload is not the message: %s", ev.Inbound)
 	}
 	ev, err = tg.Decode("bot1", nil, []byte(tgBotMsg))
-	if err != nil || ev.Kind != core.EventOther || ev.EventID != "update:10002" {
+	if err != nil || ev.Kind != webhook.EventOther || ev.EventID != "update:10002" {
 		t.Fatalf("bot message: %+v %v", ev, err)
 	}
 	ev, err = tg.Decode("bot1", nil, []byte(tgEdited))
-	if err != nil || ev.Kind != core.EventOther || ev.Type != "edited_message" || ev.EventID != "update:10003" {
+	if err != nil || ev.Kind != webhook.EventOther || ev.Type != "edited_message" || ev.EventID != "update:10003" {
 		t.Fatalf("edited message: %+v %v", ev, err)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // MaxBodyBytes is the largest webhook body accepted (256 KiB).
@@ -50,7 +51,7 @@ var ErrUnauthenticated = plugin.ErrUnauthenticated
 
 // Handler serves the webhook route.
 type Handler struct {
-	Webhooks  *core.Webhooks
+	Webhooks  *webhook.Webhooks
 	Providers map[string]Provider
 	// MaxBodyBytes defaults to MaxBodyBytes.
 	MaxBodyBytes int
@@ -102,12 +103,12 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	rw, whole := p.(plugin.RequestWebhook)
 	verify := func() error { return p.Verify(ctx, account, req.Headers, body) }
-	decode := func() (core.ProviderEvent, error) { return p.Decode(account, req.Headers, body) }
+	decode := func() (webhook.ProviderEvent, error) { return p.Decode(account, req.Headers, body) }
 	if whole {
 		// The dialect's signature covers the request itself (path, raw
 		// query, form parameters): it gets them as received.
 		verify = func() error { return rw.VerifyRequest(ctx, account, raw) }
-		decode = func() (core.ProviderEvent, error) { return rw.DecodeRequest(account, raw) }
+		decode = func() (webhook.ProviderEvent, error) { return rw.DecodeRequest(account, raw) }
 	}
 	if err := verify(); err != nil {
 		if errors.Is(err, ErrUnauthenticated) {
@@ -129,7 +130,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.fail(ctx, log, err), nil
 	}
 	sum := sha256.Sum256(body)
-	var first core.WebhookResult
+	var first webhook.WebhookResult
 	for i, ev := range evs {
 		ev.Provider, ev.Account = provider, account
 		ev.BodyHash = "sha256:" + hex.EncodeToString(sum[:])
@@ -149,7 +150,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 
 // decodeAll returns the delivery's events: several from a dialect that
 // batches (plugin.BatchDecoder), else the one decode returns.
-func decodeAll(p Provider, whole bool, decode func() (core.ProviderEvent, error), account string, headers map[string]string, body []byte) ([]core.ProviderEvent, error) {
+func decodeAll(p Provider, whole bool, decode func() (webhook.ProviderEvent, error), account string, headers map[string]string, body []byte) ([]webhook.ProviderEvent, error) {
 	if b, ok := p.(plugin.BatchDecoder); ok && !whole {
 		evs, err := b.DecodeAll(account, headers, body)
 		if err == nil && len(evs) == 0 {
@@ -161,7 +162,7 @@ func decodeAll(p Provider, whole bool, decode func() (core.ProviderEvent, error)
 	if err != nil {
 		return nil, err
 	}
-	return []core.ProviderEvent{ev}, nil
+	return []webhook.ProviderEvent{ev}, nil
 }
 
 // HandleSNS serves the webhook function's SNS subscriptions: each record's

@@ -16,6 +16,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 const secret = "whsec_aGFuZGxlci10ZXN0LXNlY3JldC0wMTIzNDU2Nzg5"
@@ -26,15 +27,15 @@ var now = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 type stubStore struct {
 	calls   int
 	seenErr error
-	claim   core.InboundClaim
+	claim   webhook.InboundClaim
 }
 
-func (s *stubStore) SeenEvent(context.Context, string, string, string) (*core.EventRecord, error) {
+func (s *stubStore) SeenEvent(context.Context, string, string, string) (*webhook.EventRecord, error) {
 	s.calls++
 	return nil, s.seenErr
 }
-func (s *stubStore) RecordEvent(context.Context, core.EventRecord) error { s.calls++; return nil }
-func (s *stubStore) BindEvent(context.Context, core.EventRecord, func(*core.Intent) (core.BindPlan, error)) (*core.Intent, error) {
+func (s *stubStore) RecordEvent(context.Context, webhook.EventRecord) error { s.calls++; return nil }
+func (s *stubStore) BindEvent(context.Context, webhook.EventRecord, func(*core.Intent) (webhook.BindPlan, error)) (*core.Intent, error) {
 	s.calls++
 	return nil, core.ErrNotFound
 }
@@ -42,23 +43,23 @@ func (s *stubStore) IntentForMessage(context.Context, string, string, string) (s
 	s.calls++
 	return "", core.ErrNotFound
 }
-func (s *stubStore) ClaimInbound(context.Context, core.EventRecord, time.Time, time.Time) (core.InboundClaim, error) {
+func (s *stubStore) ClaimInbound(context.Context, webhook.EventRecord, time.Time, time.Time) (webhook.InboundClaim, error) {
 	s.calls++
 	return s.claim, nil
 }
-func (s *stubStore) MarkForwarded(context.Context, core.EventRecord, time.Time) error {
+func (s *stubStore) MarkForwarded(context.Context, webhook.EventRecord, time.Time) error {
 	s.calls++
 	return nil
 }
 
 type stubInbox struct{ n int }
 
-func (q *stubInbox) Forward(context.Context, core.InboxMessage) error { q.n++; return nil }
+func (q *stubInbox) Forward(context.Context, webhook.InboxMessage) error { q.n++; return nil }
 
 func handler(st *stubStore, inbox *stubInbox) *Handler {
 	v := &webhooksig.Verifier{Secrets: webhooksig.StaticSecrets{"sandbox/a1": {secret}}, Now: func() time.Time { return now }}
 	return &Handler{
-		Webhooks:  &core.Webhooks{Store: st, Inbox: inbox, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
+		Webhooks:  &webhook.Webhooks{Store: st, Inbox: inbox, Clock: core.ClockFunc(func() time.Time { return now }), Log: slog.New(slog.DiscardHandler)},
 		Providers: map[string]Provider{"sandbox": &sandboxprovider.Webhook{Verifier: v}},
 		Log:       slog.New(slog.DiscardHandler),
 	}
@@ -122,7 +123,7 @@ func TestWebhookHandler(t *testing.T) {
 		t.Fatalf("base64 body: %d %s", r.StatusCode, r.Body)
 	}
 
-	st.claim = core.ClaimBusy
+	st.claim = webhook.ClaimBusy
 	r, _ = h.Handle(ctx, request(t, "sandbox", "evt_1", inbound, false))
 	if r.StatusCode != 409 || code(t, r) != "event_in_progress" || r.Headers["Retry-After"] == "" {
 		t.Fatalf("busy: %d %s %v", r.StatusCode, r.Body, r.Headers)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Registration is everything the system needs to know about one provider.
@@ -243,7 +244,7 @@ type Webhook interface {
 	// failure.
 	Verify(ctx context.Context, account string, headers map[string]string, body []byte) error
 	// Decode turns a verified body into an event; errors are *core.ValidationError.
-	Decode(account string, headers map[string]string, body []byte) (core.ProviderEvent, error)
+	Decode(account string, headers map[string]string, body []byte) (webhook.ProviderEvent, error)
 }
 
 // Challenger is implemented by dialects whose endpoint must answer a
@@ -273,7 +274,7 @@ type Request struct {
 // DecodeRequest instead of Verify and Decode.
 type RequestWebhook interface {
 	VerifyRequest(ctx context.Context, account string, r Request) error
-	DecodeRequest(account string, r Request) (core.ProviderEvent, error)
+	DecodeRequest(account string, r Request) (webhook.ProviderEvent, error)
 }
 
 // BatchDecoder is implemented by dialects whose provider batches several
@@ -281,7 +282,7 @@ type RequestWebhook interface {
 // (in order; a failure fails the delivery, which the provider repeats and
 // the event ids deduplicate) and answers with the first one's result.
 type BatchDecoder interface {
-	DecodeAll(account string, headers map[string]string, body []byte) ([]core.ProviderEvent, error)
+	DecodeAll(account string, headers map[string]string, body []byte) ([]webhook.ProviderEvent, error)
 }
 
 // NotificationDecoder is implemented by dialects whose provider publishes
@@ -291,7 +292,7 @@ type BatchDecoder interface {
 // The endpoint offers each SNS message to every such dialect; the one that
 // recognises it (ok) returns the account and the events.
 type NotificationDecoder interface {
-	DecodeNotification(message []byte) (account string, evs []core.ProviderEvent, ok bool, err error)
+	DecodeNotification(message []byte) (account string, evs []webhook.ProviderEvent, ok bool, err error)
 }
 
 // Handshaker is implemented by dialects whose provider verifies the endpoint

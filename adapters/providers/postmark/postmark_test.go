@@ -12,6 +12,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/httpx"
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Every documented answer the adapter maps, by status and ErrorCode.
@@ -112,18 +113,18 @@ func TestWebhook(t *testing.T) {
 		}
 	}
 	ev, err := w.Decode("mail", nil, []byte(deliveryExample))
-	if err != nil || ev.Kind != core.EventStatus || ev.Status != core.DeliveryDelivered || ev.IntentID != "it_7" ||
+	if err != nil || ev.Kind != webhook.EventStatus || ev.Status != core.DeliveryDelivered || ev.IntentID != "it_7" ||
 		ev.MessageID != "00000000-0000-0000-0000-000000000000" || ev.EventID != "Delivery:00000000-0000-0000-0000-000000000000:john@example.com" || ev.OccurredAt.IsZero() {
 		t.Fatalf("delivery: %+v %v", ev, err)
 	}
 	ev, err = w.Decode("mail", nil, []byte(bounceExample))
-	if err != nil || ev.Kind != core.EventFailure || ev.Status != "bounce: HardBounce" || ev.IntentID != "" || ev.EventID != "Bounce:4323372036854775807" {
+	if err != nil || ev.Kind != webhook.EventFailure || ev.Status != "bounce: HardBounce" || ev.IntentID != "" || ev.EventID != "Bounce:4323372036854775807" {
 		t.Fatalf("bounce: %+v %v", ev, err)
 	}
 	if _, err := w.Decode("mail", nil, []byte(`{"RecordType":"Delivery"}`)); err == nil {
 		t.Fatal("a record without MessageID decoded")
 	}
-	if ev, err := w.Decode("mail", nil, []byte(`{"RecordType":"SubscriptionChange","MessageID":"m"}`)); err != nil || ev.Kind != core.EventOther {
+	if ev, err := w.Decode("mail", nil, []byte(`{"RecordType":"SubscriptionChange","MessageID":"m"}`)); err != nil || ev.Kind != webhook.EventOther {
 		t.Fatalf("subscription change: %+v %v", ev, err)
 	}
 }

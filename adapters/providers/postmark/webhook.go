@@ -14,6 +14,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // ErrBadCredentials: the webhook's basic-auth credentials are missing or wrong.
@@ -77,17 +78,17 @@ type Record struct {
 }
 
 // Decode parses a verified webhook.
-func (w *Webhook) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
+func (w *Webhook) Decode(account string, _ map[string]string, body []byte) (webhook.ProviderEvent, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var r Record
 	if err := dec.Decode(&r); err != nil || dec.More() {
-		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the body is not one JSON object"}
+		return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the body is not one JSON object"}
 	}
 	if r.RecordType == "" || r.MessageID == "" {
-		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: "RecordType", Message: "a Postmark webhook carries RecordType and MessageID"}
+		return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: "RecordType", Message: "a Postmark webhook carries RecordType and MessageID"}
 	}
-	ev := core.ProviderEvent{Account: account, Type: r.RecordType, Kind: core.EventOther, MessageID: r.MessageID, IntentID: r.Metadata[MetadataIntentKey]}
+	ev := webhook.ProviderEvent{Account: account, Type: r.RecordType, Kind: webhook.EventOther, MessageID: r.MessageID, IntentID: r.Metadata[MetadataIntentKey]}
 	who := r.Recipient
 	if who == "" {
 		who = r.Email
@@ -101,11 +102,11 @@ func (w *Webhook) Decode(account string, _ map[string]string, body []byte) (core
 	at := r.DeliveredAt
 	switch r.RecordType {
 	case "Delivery", "SpamComplaint":
-		ev.Kind, ev.Status = core.EventStatus, core.DeliveryDelivered
+		ev.Kind, ev.Status = webhook.EventStatus, core.DeliveryDelivered
 	case "Open", "Click":
-		ev.Kind, ev.Status, at = core.EventStatus, core.DeliveryRead, r.ReceivedAt
+		ev.Kind, ev.Status, at = webhook.EventStatus, core.DeliveryRead, r.ReceivedAt
 	case "Bounce":
-		ev.Kind, ev.Status, at = core.EventFailure, "bounce", r.BouncedAt
+		ev.Kind, ev.Status, at = webhook.EventFailure, "bounce", r.BouncedAt
 		if r.Type != "" {
 			ev.Status = "bounce: " + r.Type
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Webhook is the sandbox provider's webhook dialect (sandbox/webhooks.go):
@@ -77,9 +78,9 @@ const (
 )
 
 // Decode parses a verified sandbox event.
-func (s *Webhook) Decode(account string, headers map[string]string, body []byte) (core.ProviderEvent, error) {
-	var ev core.ProviderEvent
-	bad := func(field, msg string) (core.ProviderEvent, error) {
+func (s *Webhook) Decode(account string, headers map[string]string, body []byte) (webhook.ProviderEvent, error) {
+	var ev webhook.ProviderEvent
+	bad := func(field, msg string) (webhook.ProviderEvent, error) {
 		return ev, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -106,7 +107,7 @@ func (s *Webhook) Decode(account string, headers map[string]string, body []byte)
 	if d.Account != account {
 		return bad("data.account", "data.account must equal the account in the URL")
 	}
-	ev = core.ProviderEvent{Account: account, EventID: d.EventID, Type: se.Type, MessageID: d.MessageID, Status: d.Status, IntentID: d.IntentID}
+	ev = webhook.ProviderEvent{Account: account, EventID: d.EventID, Type: se.Type, MessageID: d.MessageID, Status: d.Status, IntentID: d.IntentID}
 	if ev.IntentID == "" {
 		ev.IntentID = d.IdempotencyKey // our Idempotency-Key is the intent id
 	}
@@ -119,24 +120,24 @@ func (s *Webhook) Decode(account string, headers map[string]string, body []byte)
 	}
 	switch se.Type {
 	case SandboxAck:
-		ev.Kind = core.EventAck
+		ev.Kind = webhook.EventAck
 	case SandboxStatus:
-		ev.Kind = core.EventStatus
+		ev.Kind = webhook.EventStatus
 		switch d.Status {
 		case "":
 			return bad("data.status", "data.status is required")
 		case "failed", "undelivered":
 			// Evidence for the person deciding, never proof of no effect.
-			ev.Kind = core.EventFailure
+			ev.Kind = webhook.EventFailure
 		}
 	case SandboxEcho:
-		ev.Kind, ev.Status = core.EventEcho, ""
+		ev.Kind, ev.Status = webhook.EventEcho, ""
 	case SandboxReceived:
-		ev.Kind, ev.Inbound, ev.IntentID, ev.Status = core.EventInbound, se.Data, "", ""
+		ev.Kind, ev.Inbound, ev.IntentID, ev.Status = webhook.EventInbound, se.Data, "", ""
 	default:
-		ev.Kind = core.EventOther
+		ev.Kind = webhook.EventOther
 	}
-	if (ev.Kind == core.EventAck || ev.Kind == core.EventStatus || ev.Kind == core.EventEcho || ev.Kind == core.EventFailure) && ev.MessageID == "" {
+	if (ev.Kind == webhook.EventAck || ev.Kind == webhook.EventStatus || ev.Kind == webhook.EventEcho || ev.Kind == webhook.EventFailure) && ev.MessageID == "" {
 		return bad("data.messageId", "data.messageId is required for "+se.Type)
 	}
 	return ev, nil // core validates the rest

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // ErrNotHTTP: SES events reach the outbox through SNS, never over HTTP.
@@ -44,8 +45,8 @@ func (w *Webhook) Verify(context.Context, string, map[string]string, []byte) err
 }
 
 // Decode refuses (see Verify).
-func (w *Webhook) Decode(string, map[string]string, []byte) (core.ProviderEvent, error) {
-	return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Message: ErrNotHTTP.Error()}
+func (w *Webhook) Decode(string, map[string]string, []byte) (webhook.ProviderEvent, error) {
+	return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Message: ErrNotHTTP.Error()}
 }
 
 // Event is the part of an SES event the dialect reads.
@@ -92,7 +93,7 @@ func tag(tags map[string][]string, name string) string {
 
 // DecodeNotification claims an SNS message that is an SES event for one of
 // the configured accounts (ok false: not ours, another dialect may claim it).
-func (w *Webhook) DecodeNotification(message []byte) (string, []core.ProviderEvent, bool, error) {
+func (w *Webhook) DecodeNotification(message []byte) (string, []webhook.ProviderEvent, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(message))
 	var e Event
 	if err := dec.Decode(&e); err != nil || dec.More() {
@@ -113,25 +114,25 @@ func (w *Webhook) DecodeNotification(message []byte) (string, []core.ProviderEve
 	if cs := tag(e.Mail.Tags, "ses:configuration-set"); a.ConfigurationSet != "" && cs != "" && cs != a.ConfigurationSet {
 		return "", nil, true, &core.ValidationError{Code: core.CodeInvalidField, Field: "mail.tags", Message: "the event's configuration set is not the account's"}
 	}
-	ev := core.ProviderEvent{Account: account, Type: typ, Kind: core.EventOther, MessageID: e.Mail.MessageID,
+	ev := webhook.ProviderEvent{Account: account, Type: typ, Kind: webhook.EventOther, MessageID: e.Mail.MessageID,
 		IntentID: tag(e.Mail.Tags, TagIntent), EventID: typ + ":" + e.Mail.MessageID}
 	at := e.Mail.Timestamp
 	switch typ {
 	case "Send":
-		ev.Kind, ev.Status = core.EventStatus, core.DeliverySent
+		ev.Kind, ev.Status = webhook.EventStatus, core.DeliverySent
 	case "Delivery":
-		ev.Kind, ev.Status = core.EventStatus, core.DeliveryDelivered
+		ev.Kind, ev.Status = webhook.EventStatus, core.DeliveryDelivered
 		if e.Delivery != nil {
 			at = e.Delivery.Timestamp
 			ev.EventID += ":" + strings.Join(e.Delivery.Recipients, ",")
 		}
 	case "Complaint":
-		ev.Kind, ev.Status = core.EventStatus, core.DeliveryDelivered
+		ev.Kind, ev.Status = webhook.EventStatus, core.DeliveryDelivered
 		if e.Complaint != nil {
 			at, ev.EventID = e.Complaint.Timestamp, typ+":"+e.Complaint.FeedbackID
 		}
 	case "Open", "Click":
-		ev.Kind, ev.Status = core.EventStatus, core.DeliveryRead
+		ev.Kind, ev.Status = webhook.EventStatus, core.DeliveryRead
 		if e.Open != nil {
 			at = e.Open.Timestamp
 		} else if e.Click != nil {
@@ -139,18 +140,18 @@ func (w *Webhook) DecodeNotification(message []byte) (string, []core.ProviderEve
 		}
 		ev.EventID += ":" + at
 	case "Bounce":
-		ev.Kind, ev.Status = core.EventFailure, "bounce"
+		ev.Kind, ev.Status = webhook.EventFailure, "bounce"
 		if e.Bounce != nil {
 			at, ev.EventID = e.Bounce.Timestamp, typ+":"+e.Bounce.FeedbackID
 			ev.Status = "bounce: " + e.Bounce.BounceType + "/" + e.Bounce.BounceSubType
 		}
 	case "Reject":
-		ev.Kind, ev.Status = core.EventFailure, "reject"
+		ev.Kind, ev.Status = webhook.EventFailure, "reject"
 		if e.Reject != nil && e.Reject.Reason != "" {
 			ev.Status = "reject: " + e.Reject.Reason
 		}
 	case "Rendering Failure", "DeliveryDelay":
-		ev.Kind, ev.Status = core.EventFailure, strings.ToLower(typ)
+		ev.Kind, ev.Status = webhook.EventFailure, strings.ToLower(typ)
 	}
 	if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
 		ev.OccurredAt = t.UTC()
@@ -158,5 +159,5 @@ func (w *Webhook) DecodeNotification(message []byte) (string, []core.ProviderEve
 	if len(ev.EventID) > 255 {
 		ev.EventID = ev.EventID[:255]
 	}
-	return account, []core.ProviderEvent{ev}, true, nil
+	return account, []webhook.ProviderEvent{ev}, true, nil
 }

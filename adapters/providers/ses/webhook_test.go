@@ -6,6 +6,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/ses"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // AWSDeliverySample is AWS's documented example of a Delivery event
@@ -62,14 +63,14 @@ func TestDecodeAWSSampleEvents(t *testing.T) {
 		t.Fatalf("%s %+v %v %v", account, evs, ok, err)
 	}
 	ev := evs[0]
-	if ev.Kind != core.EventStatus || ev.Status != core.DeliveryDelivered || ev.IntentID != "it_sample" ||
+	if ev.Kind != webhook.EventStatus || ev.Status != core.DeliveryDelivered || ev.IntentID != "it_sample" ||
 		ev.MessageID != "EXAMPLE7c191be45-e9aedb9a-02f9-4d12-a87d-dd0099a07f8a-000000" || ev.OccurredAt.Format("15:04:05") != "23:21:04" {
 		t.Fatalf("%+v", ev)
 	}
 	// AWS's bounce example (shortened to what the dialect reads).
 	bounce := `{"eventType":"Bounce","bounce":{"bounceType":"Permanent","bounceSubType":"General","bouncedRecipients":[{"emailAddress":"recipient@example.com","action":"failed","status":"5.1.1","diagnosticCode":"smtp; 550 5.1.1 user unknown"}],"timestamp":"2017-08-05T00:41:02.669Z","feedbackId":"01000157c44f053b-61b59c11-9236-11e6-8f96-7be8aexample-000000","reportingMTA":"dsn; mta.example.com"},"mail":{"timestamp":"2017-08-05T00:40:02.012Z","source":"Sender Name <sender@example.com>","messageId":"EXAMPLE7c191be45-e9aedb9a-02f9-4d12-a87d-dd0099a07f8a-000000","destination":["recipient@example.com"],"tags":{"ses:configuration-set":["ConfigSet"],"outbox_intent_id":["it_sample"],"outbox_account":["mail"]}}}`
 	_, evs, ok, err = w.DecodeNotification([]byte(bounce))
-	if !ok || err != nil || evs[0].Kind != core.EventFailure || evs[0].Status != "bounce: Permanent/General" || !strings.HasPrefix(evs[0].EventID, "Bounce:01000157") {
+	if !ok || err != nil || evs[0].Kind != webhook.EventFailure || evs[0].Status != "bounce: Permanent/General" || !strings.HasPrefix(evs[0].EventID, "Bounce:01000157") {
 		t.Fatalf("bounce: %+v %v", evs, err)
 	}
 	// Not ours: no outbox_account tag, an unknown account, not JSON.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Webhook is Slack's Events API dialect (events.go):
@@ -86,10 +87,10 @@ type slackRaw struct {
 }
 
 // Decode parses a verified Events API body.
-func (s *Webhook) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
-	var ev core.ProviderEvent
-	bad := func(field, msg string) (core.ProviderEvent, error) {
-		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
+func (s *Webhook) Decode(account string, _ map[string]string, body []byte) (webhook.ProviderEvent, error) {
+	var ev webhook.ProviderEvent
+	bad := func(field, msg string) (webhook.ProviderEvent, error) {
+		return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var raw slackRaw
@@ -103,7 +104,7 @@ func (s *Webhook) Decode(account string, _ map[string]string, body []byte) (core
 	if e.TeamID != "" && e.TeamID != account {
 		return bad("team_id", "team_id must equal the account in the URL")
 	}
-	ev = core.ProviderEvent{Account: account, EventID: e.EventID, Type: e.Type, OccurredAt: e.EventTime, Kind: core.EventOther}
+	ev = webhook.ProviderEvent{Account: account, EventID: e.EventID, Type: e.Type, OccurredAt: e.EventTime, Kind: webhook.EventOther}
 	switch e.Type {
 	case TypeEventCallback:
 	case TypeAppRateLimited:
@@ -129,9 +130,9 @@ func (s *Webhook) Decode(account string, _ map[string]string, body []byte) (core
 		if e.ExternalID() == "" {
 			return bad("event.ts", "event.ts is required for our own message")
 		}
-		ev.Kind, ev.MessageID, ev.IntentID = core.EventEcho, e.ExternalID(), e.IntentID()
+		ev.Kind, ev.MessageID, ev.IntentID = webhook.EventEcho, e.ExternalID(), e.IntentID()
 	case e.IsMessage() && e.Inner.Type == "message" && e.Inner.BotID == "" && e.Inner.User != "":
-		ev.Kind, ev.MessageID, ev.Inbound = core.EventInbound, e.ExternalID(), raw.Event
+		ev.Kind, ev.MessageID, ev.Inbound = webhook.EventInbound, e.ExternalID(), raw.Event
 	}
 	return ev, nil // core validates the rest
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/providertest"
 	"github.com/botharness/outbox/adapters/providers/stripe"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 var ctx = context.Background()
@@ -210,19 +211,19 @@ func TestWebhookDecode(t *testing.T) {
 	}
 	refund := `{"id":"re_7","object":"refund","status":"succeeded","metadata":{"outbox_intent_id":"it_42"}}`
 	got, err := w.Decode("shop", nil, ev("refund.updated", refund))
-	if err != nil || got.Kind != core.EventAck || got.IntentID != "it_42" || got.MessageID != "re_7" || got.EventID != "evt_9" {
+	if err != nil || got.Kind != webhook.EventAck || got.IntentID != "it_42" || got.MessageID != "re_7" || got.EventID != "evt_9" {
 		t.Fatalf("refund.updated: %+v %v", got, err)
 	}
 	got, err = w.Decode("shop", nil, ev("refund.created", `{"id":"re_8","object":"refund","status":"pending","metadata":{}}`))
-	if err != nil || got.Kind != core.EventAck || got.IntentID != "" || got.MessageID != "re_8" {
+	if err != nil || got.Kind != webhook.EventAck || got.IntentID != "" || got.MessageID != "re_8" {
 		t.Fatalf("refund without metadata binds by refund id: %+v %v", got, err)
 	}
 	got, err = w.Decode("shop", nil, ev("refund.updated", `{"id":"re_9","object":"refund","status":"failed","metadata":{"outbox_intent_id":"it_42"}}`))
-	if err != nil || got.Kind != core.EventOther {
+	if err != nil || got.Kind != webhook.EventOther {
 		t.Fatalf("failed refund: %+v %v", got, err)
 	}
 	got, err = w.Decode("shop", nil, ev("charge.refunded", `{"id":"ch_1","object":"charge"}`))
-	if err != nil || got.Kind != core.EventOther {
+	if err != nil || got.Kind != webhook.EventOther {
 		t.Fatalf("other event: %+v %v", got, err)
 	}
 	for name, body := range map[string]string{

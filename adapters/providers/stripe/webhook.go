@@ -15,6 +15,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // SignatureHeader is the header Stripe signs webhook events with
@@ -146,14 +147,14 @@ type Event struct {
 }
 
 // Decode parses a verified event.
-func (w *Webhook) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
-	bad := func(field, msg string) (core.ProviderEvent, error) {
-		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
+func (w *Webhook) Decode(account string, _ map[string]string, body []byte) (webhook.ProviderEvent, error) {
+	bad := func(field, msg string) (webhook.ProviderEvent, error) {
+		return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var e Event
 	if err := dec.Decode(&e); err != nil || dec.More() {
-		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the body is not one JSON object"}
+		return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeMalformedJSON, Message: "the body is not one JSON object"}
 	}
 	if e.ID == "" || e.Object != "event" {
 		return bad("id", "a Stripe event has an id and object \"event\"")
@@ -161,7 +162,7 @@ func (w *Webhook) Decode(account string, _ map[string]string, body []byte) (core
 	if e.Type == "" {
 		return bad("type", "type is required")
 	}
-	ev := core.ProviderEvent{Account: account, EventID: e.ID, Type: e.Type, Kind: core.EventOther}
+	ev := webhook.ProviderEvent{Account: account, EventID: e.ID, Type: e.Type, Kind: webhook.EventOther}
 	if e.Created > 0 {
 		ev.OccurredAt = time.Unix(e.Created, 0).UTC()
 	}
@@ -175,6 +176,6 @@ func (w *Webhook) Decode(account string, _ map[string]string, body []byte) (core
 	if rf.Status == "failed" || rf.Status == "canceled" {
 		return ev, nil
 	}
-	ev.Kind, ev.MessageID, ev.IntentID = core.EventAck, rf.ID, rf.Metadata[MetadataIntentKey]
+	ev.Kind, ev.MessageID, ev.IntentID = webhook.EventAck, rf.ID, rf.Metadata[MetadataIntentKey]
 	return ev, nil // core validates the rest
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Webhook is the Bot API's webhook dialect
@@ -65,10 +66,10 @@ var telegramKinds = []string{
 }
 
 // Decode parses a verified Update.
-func (t *Webhook) Decode(account string, _ map[string]string, body []byte) (core.ProviderEvent, error) {
-	var ev core.ProviderEvent
-	bad := func(field, msg string) (core.ProviderEvent, error) {
-		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
+func (t *Webhook) Decode(account string, _ map[string]string, body []byte) (webhook.ProviderEvent, error) {
+	var ev webhook.ProviderEvent
+	bad := func(field, msg string) (webhook.ProviderEvent, error) {
+		return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var u map[string]json.RawMessage
@@ -79,7 +80,7 @@ func (t *Webhook) Decode(account string, _ map[string]string, body []byte) (core
 	if raw, ok := u["update_id"]; !ok || json.Unmarshal(raw, &id) != nil {
 		return bad("update_id", "update_id is required and must be an integer")
 	}
-	ev = core.ProviderEvent{Account: account, EventID: "update:" + strconv.FormatInt(id, 10), Kind: core.EventOther, Type: "update"}
+	ev = webhook.ProviderEvent{Account: account, EventID: "update:" + strconv.FormatInt(id, 10), Kind: webhook.EventOther, Type: "update"}
 	for _, k := range telegramKinds {
 		if _, ok := u[k]; ok {
 			ev.Type = k
@@ -98,7 +99,7 @@ func (t *Webhook) Decode(account string, _ map[string]string, body []byte) (core
 		ev.OccurredAt = time.Unix(m.Date, 0).UTC()
 	}
 	if m.From != nil && !m.From.IsBot {
-		ev.Kind, ev.Inbound = core.EventInbound, raw
+		ev.Kind, ev.Inbound = webhook.EventInbound, raw
 	}
 	return ev, nil // core validates the rest
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/httpx"
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Every documented error code the adapter maps, by code (the HTTP status is
@@ -155,22 +156,22 @@ func TestDecodeRequest(t *testing.T) {
 	w := hook()
 	for _, c := range []struct {
 		params url.Values
-		kind   core.EventKind
+		kind   webhook.EventKind
 		status string
 	}{
-		{smsStatus("sent"), core.EventStatus, "sent"},
-		{smsStatus("delivered"), core.EventStatus, "delivered"},
-		{smsStatus("read"), core.EventStatus, "read"},
-		{smsStatus("queued"), core.EventOther, ""},
-		{smsStatus("failed"), core.EventFailure, "failed"},
-		{smsStatus("undelivered"), core.EventFailure, "undelivered"},
-		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"in-progress"}}, core.EventStatus, core.DeliveryDelivered},
-		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"completed"}}, core.EventStatus, core.DeliveryDelivered},
-		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"ringing"}}, core.EventOther, ""},
-		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"busy"}}, core.EventFailure, "busy"},
-		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"no-answer"}}, core.EventFailure, "no-answer"},
-		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"canceled"}}, core.EventFailure, "canceled"},
-		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"failed"}}, core.EventFailure, "failed"},
+		{smsStatus("sent"), webhook.EventStatus, "sent"},
+		{smsStatus("delivered"), webhook.EventStatus, "delivered"},
+		{smsStatus("read"), webhook.EventStatus, "read"},
+		{smsStatus("queued"), webhook.EventOther, ""},
+		{smsStatus("failed"), webhook.EventFailure, "failed"},
+		{smsStatus("undelivered"), webhook.EventFailure, "undelivered"},
+		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"in-progress"}}, webhook.EventStatus, core.DeliveryDelivered},
+		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"completed"}}, webhook.EventStatus, core.DeliveryDelivered},
+		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"ringing"}}, webhook.EventOther, ""},
+		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"busy"}}, webhook.EventFailure, "busy"},
+		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"no-answer"}}, webhook.EventFailure, "no-answer"},
+		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"canceled"}}, webhook.EventFailure, "canceled"},
+		{url.Values{"AccountSid": {acct}, "CallSid": {"CA1"}, "CallStatus": {"failed"}}, webhook.EventFailure, "failed"},
 	} {
 		ev, err := w.DecodeRequest("alerts", callback("alerts", "it_7", c.params, token))
 		if err != nil || ev.Kind != c.kind || ev.Status != c.status || ev.IntentID != "it_7" || ev.MessageID == "" || !strings.HasSuffix(ev.EventID, ":"+c.params.Get("MessageStatus")+c.params.Get("CallStatus")) {

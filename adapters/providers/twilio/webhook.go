@@ -13,6 +13,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // SignatureHeader is the header Twilio signs its requests with
@@ -87,8 +88,8 @@ func (w *Webhook) Verify(context.Context, string, map[string]string, []byte) err
 }
 
 // Decode refuses for the same reason (the intent is in the query).
-func (w *Webhook) Decode(string, map[string]string, []byte) (core.ProviderEvent, error) {
-	return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Message: "a Twilio callback is decoded with its URL"}
+func (w *Webhook) Decode(string, map[string]string, []byte) (webhook.ProviderEvent, error) {
+	return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Message: "a Twilio callback is decoded with its URL"}
 }
 
 // CallbackURL is the URL Twilio called, as it was given to Twilio: the
@@ -132,9 +133,9 @@ func (w *Webhook) VerifyRequest(_ context.Context, account string, r plugin.Requ
 }
 
 // DecodeRequest turns a verified callback into an event.
-func (w *Webhook) DecodeRequest(account string, r plugin.Request) (core.ProviderEvent, error) {
-	bad := func(field, msg string) (core.ProviderEvent, error) {
-		return core.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
+func (w *Webhook) DecodeRequest(account string, r plugin.Request) (webhook.ProviderEvent, error) {
+	bad := func(field, msg string) (webhook.ProviderEvent, error) {
+		return webhook.ProviderEvent{}, &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: msg}
 	}
 	params, err := url.ParseQuery(string(r.Body))
 	if err != nil {
@@ -155,15 +156,15 @@ func (w *Webhook) DecodeRequest(account string, r plugin.Request) (core.Provider
 	if sid == "" || status == "" {
 		return bad("MessageSid", "a status callback carries MessageSid and MessageStatus, or CallSid and CallStatus")
 	}
-	ev := core.ProviderEvent{Account: account, EventID: sid + ":" + status, Type: kind + "." + status,
-		Kind: core.EventOther, MessageID: sid, IntentID: query.Get(IntentParam)}
+	ev := webhook.ProviderEvent{Account: account, EventID: sid + ":" + status, Type: kind + "." + status,
+		Kind: webhook.EventOther, MessageID: sid, IntentID: query.Get(IntentParam)}
 	switch kind + "." + status {
 	case "message.sent", "message.delivered", "message.read":
-		ev.Kind, ev.Status = core.EventStatus, status
+		ev.Kind, ev.Status = webhook.EventStatus, status
 	case "call.in-progress", "call.completed":
-		ev.Kind, ev.Status = core.EventStatus, core.DeliveryDelivered
+		ev.Kind, ev.Status = webhook.EventStatus, core.DeliveryDelivered
 	case "message.failed", "message.undelivered", "call.busy", "call.no-answer", "call.failed", "call.canceled":
-		ev.Kind, ev.Status = core.EventFailure, status
+		ev.Kind, ev.Status = webhook.EventFailure, status
 		if code := params.Get("ErrorCode"); code != "" {
 			ev.Status = status + " (error " + code + ")"
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // SignatureHeader is the header Meta signs webhook payloads with
@@ -130,17 +131,17 @@ type Status struct {
 
 // Decode returns the first event of the payload (DecodeAll is what the
 // endpoint uses).
-func (w *Webhook) Decode(account string, headers map[string]string, body []byte) (core.ProviderEvent, error) {
+func (w *Webhook) Decode(account string, headers map[string]string, body []byte) (webhook.ProviderEvent, error) {
 	evs, err := w.DecodeAll(account, headers, body)
 	if err != nil {
-		return core.ProviderEvent{}, err
+		return webhook.ProviderEvent{}, err
 	}
 	return evs[0], nil
 }
 
 // DecodeAll turns a verified payload into its events, one per status (at
 // least one: a payload without statuses is one ignored event).
-func (w *Webhook) DecodeAll(account string, _ map[string]string, body []byte) ([]core.ProviderEvent, error) {
+func (w *Webhook) DecodeAll(account string, _ map[string]string, body []byte) ([]webhook.ProviderEvent, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var p Payload
 	if err := dec.Decode(&p); err != nil || dec.More() {
@@ -150,7 +151,7 @@ func (w *Webhook) DecodeAll(account string, _ map[string]string, body []byte) ([
 		return nil, &core.ValidationError{Code: core.CodeInvalidField, Field: "object", Message: "object must be whatsapp_business_account"}
 	}
 	a := w.account(account)
-	var out []core.ProviderEvent
+	var out []webhook.ProviderEvent
 	for _, e := range p.Entry {
 		for _, c := range e.Changes {
 			if c.Field != "messages" {
@@ -166,16 +167,16 @@ func (w *Webhook) DecodeAll(account string, _ map[string]string, body []byte) ([
 				if s.ID == "" || s.Status == "" {
 					return nil, &core.ValidationError{Code: core.CodeInvalidField, Field: "statuses", Message: "a status has an id and a status"}
 				}
-				ev := core.ProviderEvent{Account: account, EventID: s.ID + ":" + s.Status, Type: "status." + s.Status, Kind: core.EventOther,
+				ev := webhook.ProviderEvent{Account: account, EventID: s.ID + ":" + s.Status, Type: "status." + s.Status, Kind: webhook.EventOther,
 					MessageID: s.ID, IntentID: s.BizOpaqueCallbackData}
 				if sec, err := strconv.ParseInt(s.Timestamp, 10, 64); err == nil {
 					ev.OccurredAt = time.Unix(sec, 0).UTC()
 				}
 				switch s.Status {
 				case core.DeliverySent, core.DeliveryDelivered, core.DeliveryRead:
-					ev.Kind, ev.Status = core.EventStatus, s.Status
+					ev.Kind, ev.Status = webhook.EventStatus, s.Status
 				case "failed":
-					ev.Kind, ev.Status = core.EventFailure, "failed"
+					ev.Kind, ev.Status = webhook.EventFailure, "failed"
 					if len(s.Errors) > 0 {
 						ev.Status = "failed (error " + strconv.Itoa(s.Errors[0].Code) + ")"
 					}
@@ -186,7 +187,7 @@ func (w *Webhook) DecodeAll(account string, _ map[string]string, body []byte) ([
 	}
 	if len(out) == 0 {
 		sum := sha256.Sum256(body)
-		out = append(out, core.ProviderEvent{Account: account, EventID: "payload:" + hex.EncodeToString(sum[:12]), Type: "other", Kind: core.EventOther})
+		out = append(out, webhook.ProviderEvent{Account: account, EventID: "payload:" + hex.EncodeToString(sum[:12]), Type: "other", Kind: webhook.EventOther})
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/httpx"
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/webhook"
 )
 
 // Every documented error code the adapter maps, by code; the rate-limit
@@ -115,17 +116,17 @@ func TestWebhook(t *testing.T) {
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("%+v %v", evs, err)
 	}
-	if e := evs[0]; e.Kind != core.EventStatus || e.Status != "delivered" || e.IntentID != "it_7" || e.EventID != "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJDQjZCMzlEQUE4OTJBMTE4RTUA:delivered" || e.OccurredAt.Unix() != 1750263773 {
+	if e := evs[0]; e.Kind != webhook.EventStatus || e.Status != "delivered" || e.IntentID != "it_7" || e.EventID != "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJDQjZCMzlEQUE4OTJBMTE4RTUA:delivered" || e.OccurredAt.Unix() != 1750263773 {
 		t.Errorf("delivered: %+v", e)
 	}
-	if e := evs[1]; e.Kind != core.EventFailure || e.Status != "failed (error 131026)" || e.IntentID != "" {
+	if e := evs[1]; e.Kind != webhook.EventFailure || e.Status != "failed (error 131026)" || e.IntentID != "" {
 		t.Errorf("failed: %+v", e)
 	}
 	// Another phone number's statuses are not this account's: ignored.
-	if evs, err := w.DecodeAll("bare", nil, body); err != nil || len(evs) != 1 || evs[0].Kind != core.EventOther || evs[0].IntentID != "" {
+	if evs, err := w.DecodeAll("bare", nil, body); err != nil || len(evs) != 1 || evs[0].Kind != webhook.EventOther || evs[0].IntentID != "" {
 		t.Errorf("a payload for another phone number: %+v %v", evs, err)
 	}
-	if evs, err := w.DecodeAll("support", nil, []byte(`{"object":"whatsapp_business_account","entry":[]}`)); err != nil || len(evs) != 1 || evs[0].Kind != core.EventOther {
+	if evs, err := w.DecodeAll("support", nil, []byte(`{"object":"whatsapp_business_account","entry":[]}`)); err != nil || len(evs) != 1 || evs[0].Kind != webhook.EventOther {
 		t.Errorf("empty payload: %+v %v", evs, err)
 	}
 	// The handshake.

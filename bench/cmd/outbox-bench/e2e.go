@@ -17,6 +17,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/botlimit"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -243,12 +244,12 @@ func (r *runner) deliveryWithBotLimits() error {
 	n := min(r.f.e2eN, 40)
 	for _, v := range []struct {
 		key    string
-		limits core.BotLimits
+		limits botlimit.BotLimits
 	}{
-		{"writes_per_delivered_intent_with_bot_rate", core.BotLimits{Rate: core.BotRate{N: 100000, Per: time.Hour}}},
-		{"writes_per_delivered_intent_with_bot_limits", core.BotLimits{Rate: core.BotRate{N: 100000, Per: time.Hour}, MaxOpen: 1000}},
+		{"writes_per_delivered_intent_with_bot_rate", botlimit.BotLimits{Rate: botlimit.BotRate{N: 100000, Per: time.Hour}}},
+		{"writes_per_delivered_intent_with_bot_limits", botlimit.BotLimits{Rate: botlimit.BotRate{N: 100000, Per: time.Hour}, MaxOpen: 1000}},
 	} {
-		run, err := r.e2eOpts(system.Options{Config: wire.Config{BotLimits: core.BotLimitConfig{Default: v.limits}}, PollInterval: r.f.e2ePoll}, n,
+		run, err := r.e2eOpts(system.Options{Config: wire.Config{BotLimits: botlimit.BotLimitConfig{Default: v.limits}}, PollInterval: r.f.e2ePoll}, n,
 			func(acct, target string, _ int) string { return intakeBody(acct, target) })
 		if err != nil {
 			return fmt.Errorf("e2e with bot limits (%s): %w", v.key, err)

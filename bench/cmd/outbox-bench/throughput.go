@@ -21,6 +21,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/auth"
 	"github.com/botharness/outbox/localstack/system"
 )
 
@@ -123,7 +124,7 @@ func (r *runner) throughput() error {
 		return err
 	}
 	tokenKey := map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "TOKEN#" + core.TokenHash(benchToken)},
+		"pk": &types.AttributeValueMemberS{Value: "TOKEN#" + auth.TokenHash(benchToken)},
 		"sk": &types.AttributeValueMemberS{Value: "TOKEN"},
 	}
 	grantKey := map[string]types.AttributeValue{

@@ -1,10 +1,12 @@
-package core
+package auth
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core"
 )
 
 func TestTokenUsable(t *testing.T) {
@@ -15,13 +17,13 @@ func TestTokenUsable(t *testing.T) {
 		tok  Token
 		want error
 	}{
-		{"bot, no expiry", Token{Kind: PrincipalBot}, nil},
-		{"operator, expires later", Token{Kind: PrincipalOperator, ExpiresAt: at(time.Second)}, nil},
-		{"expires now", Token{Kind: PrincipalBot, ExpiresAt: at(0)}, ErrTokenExpired},
-		{"expired", Token{Kind: PrincipalBot, ExpiresAt: at(-time.Hour)}, ErrTokenExpired},
-		{"revoked now", Token{Kind: PrincipalBot, RevokedAt: at(0)}, ErrTokenRevoked},
-		{"revoked and expired", Token{Kind: PrincipalBot, RevokedAt: at(-time.Hour), ExpiresAt: at(-time.Hour)}, ErrTokenRevoked},
-		{"revocation in the future (clock skew)", Token{Kind: PrincipalOrchestrator, RevokedAt: at(time.Minute)}, nil},
+		{"bot, no expiry", Token{Kind: core.PrincipalBot}, nil},
+		{"operator, expires later", Token{Kind: core.PrincipalOperator, ExpiresAt: at(time.Second)}, nil},
+		{"expires now", Token{Kind: core.PrincipalBot, ExpiresAt: at(0)}, ErrTokenExpired},
+		{"expired", Token{Kind: core.PrincipalBot, ExpiresAt: at(-time.Hour)}, ErrTokenExpired},
+		{"revoked now", Token{Kind: core.PrincipalBot, RevokedAt: at(0)}, ErrTokenRevoked},
+		{"revoked and expired", Token{Kind: core.PrincipalBot, RevokedAt: at(-time.Hour), ExpiresAt: at(-time.Hour)}, ErrTokenRevoked},
+		{"revocation in the future (clock skew)", Token{Kind: core.PrincipalOrchestrator, RevokedAt: at(time.Minute)}, nil},
 		{"unknown kind", Token{Kind: "admin"}, ErrUnauthenticated},
 		{"no kind", Token{}, ErrUnauthenticated},
 	}
@@ -67,7 +69,7 @@ type memTokens struct {
 func (m *memTokens) LookupToken(_ context.Context, h string) (Token, error) {
 	t, ok := m.byHash[h]
 	if !ok {
-		return Token{}, ErrNotFound
+		return Token{}, core.ErrNotFound
 	}
 	return t, nil
 }
@@ -81,7 +83,7 @@ func (m *memTokens) IssueToken(_ context.Context, h string, t Token) error {
 func (m *memTokens) GetTokenByID(ctx context.Context, id string) (Token, error) {
 	h, ok := m.ids[id]
 	if !ok {
-		return Token{}, ErrNotFound
+		return Token{}, core.ErrNotFound
 	}
 	return m.LookupToken(ctx, h)
 }
@@ -110,30 +112,30 @@ func TestTokenLifecycle(t *testing.T) {
 	ctx := context.Background()
 	reg := &memTokens{byHash: map[string]Token{}, ids: map[string]string{}}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	auth := func(secret string, at time.Time) (Principal, error) {
+	auth := func(secret string, at time.Time) (core.Principal, error) {
 		return AuthenticateAt(ctx, reg, "Bearer "+secret, at)
 	}
-	secret, tok, err := IssueToken(ctx, reg, TokenIssue{Kind: PrincipalBot, Owner: "bot-a"}, now)
+	secret, tok, err := IssueToken(ctx, reg, TokenIssue{Kind: core.PrincipalBot, Owner: "bot-a"}, now)
 	if err != nil || tok.ID == "" || secret == "" {
 		t.Fatalf("issue: %v %+v", err, tok)
 	}
 	// Issuing the same secret again, as an operator, is refused: the bot's
 	// token is not turned into an operator's (issue 24 finding 4).
-	if _, _, err := IssueToken(ctx, reg, TokenIssue{Kind: PrincipalOperator, Owner: "root", Secret: secret}, now); !errors.Is(err, ErrTokenExists) {
+	if _, _, err := IssueToken(ctx, reg, TokenIssue{Kind: core.PrincipalOperator, Owner: "root", Secret: secret}, now); !errors.Is(err, ErrTokenExists) {
 		t.Fatalf("re-issue: %v", err)
 	}
-	if p, err := auth(secret, now); err != nil || p != (Principal{Kind: PrincipalBot, Name: "bot-a"}) {
+	if p, err := auth(secret, now); err != nil || p != (core.Principal{Kind: core.PrincipalBot, Name: "bot-a"}) {
 		t.Fatalf("after a refused re-issue: %+v %v", p, err)
 	}
-	if err := SeedToken(ctx, reg, secret, Principal{Kind: PrincipalBot, Name: "bot-a"}, now); err != nil {
+	if err := SeedToken(ctx, reg, secret, core.Principal{Kind: core.PrincipalBot, Name: "bot-a"}, now); err != nil {
 		t.Fatalf("a seed of the same principal is a no-op: %v", err)
 	}
-	if err := SeedToken(ctx, reg, secret, Principal{Kind: PrincipalOperator, Name: "bot-a"}, now); !errors.Is(err, ErrTokenExists) {
+	if err := SeedToken(ctx, reg, secret, core.Principal{Kind: core.PrincipalOperator, Name: "bot-a"}, now); !errors.Is(err, ErrTokenExists) {
 		t.Fatalf("a seed of another principal: %v", err)
 	}
 	// Rotation: the successor works, the old one until the overlap ends.
 	s2, t2, old, err := RotateToken(ctx, reg, tok.ID, time.Hour, now)
-	if err != nil || t2.Kind != PrincipalBot || t2.Owner != "bot-a" || old.RotatedTo != t2.ID || !old.ExpiresAt.Equal(now.Add(time.Hour)) {
+	if err != nil || t2.Kind != core.PrincipalBot || t2.Owner != "bot-a" || old.RotatedTo != t2.ID || !old.ExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Fatalf("rotate: %v %+v %+v", err, t2, old)
 	}
 	if _, err := auth(secret, now.Add(59*time.Minute)); err != nil {
@@ -151,14 +153,14 @@ func TestTokenLifecycle(t *testing.T) {
 	if _, err := auth(s2, now.Add(time.Second)); !errors.Is(err, ErrTokenRevoked) {
 		t.Fatalf("revoked successor: %v", err)
 	}
-	if _, _, _, err := RotateToken(ctx, reg, t2.ID, time.Hour, now.Add(time.Second)); !errors.Is(err, ErrConflict) {
+	if _, _, _, err := RotateToken(ctx, reg, t2.ID, time.Hour, now.Add(time.Second)); !errors.Is(err, core.ErrConflict) {
 		t.Fatalf("rotating a revoked token: %v", err)
 	}
 	if _, _, err := IssueToken(ctx, reg, TokenIssue{Kind: "root", Owner: "x"}, now); err == nil {
 		t.Fatal("an unknown kind was issued")
 	}
 	past := now.Add(-time.Second)
-	if _, _, err := IssueToken(ctx, reg, TokenIssue{Kind: PrincipalBot, Owner: "x", ExpiresAt: &past}, now); err == nil {
+	if _, _, err := IssueToken(ctx, reg, TokenIssue{Kind: core.PrincipalBot, Owner: "x", ExpiresAt: &past}, now); err == nil {
 		t.Fatal("a token expiring in the past was issued")
 	}
 }

@@ -1,16 +1,6 @@
-package core
-
-import (
-	"cmp"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"log/slog"
-	"time"
-)
-
-// Provider webhooks.
+// Package webhook decides what a provider's callback means (provider
+// webhooks). It consumes core; the adapters verify and decode callbacks
+// into a ProviderEvent and implement its ports (WebhookStore, Inbox).
 //
 // A provider calls back with facts about messages we sent (an acknowledgement
 // with its message id, later delivery and read statuses, an echo of the bot's
@@ -53,16 +43,18 @@ import (
 //     dedupe and send loses nothing; the crash between send and mark may
 //     forward a second copy, which carries the same event id for the
 //     consumer to drop (on a FIFO inbox SQS drops it itself).
+package webhook
 
-// Webhook history entries (Attempt.Trigger / Attempt.Result).
-const (
-	TriggerWebhook               = "webhook"
-	ResultAck      AttemptResult = "provider-ack"
-	ResultStatus   AttemptResult = "provider-status"
-	ResultEcho     AttemptResult = "provider-echo"
-	// ResultFailure records a provider's failure status (EventFailure):
-	// evidence for a person, no status change.
-	ResultFailure AttemptResult = "provider-failure"
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/botharness/outbox/core"
 )
 
 // Event uniqueness item states.
@@ -130,11 +122,11 @@ type InboxMessage struct {
 // WebhookResult is the answer to one delivery.
 type WebhookResult struct {
 	// Result is bound, duplicate, unresolved, forwarded or ignored.
-	Result   string `json:"result"`
-	EventID  string `json:"eventId"`
-	IntentID string `json:"intentId,omitempty"`
-	Status   Status `json:"status,omitempty"`
-	Reason   string `json:"reason,omitempty"`
+	Result   string      `json:"result"`
+	EventID  string      `json:"eventId"`
+	IntentID string      `json:"intentId,omitempty"`
+	Status   core.Status `json:"status,omitempty"`
+	Reason   string      `json:"reason,omitempty"`
 }
 
 // Webhook results.
@@ -149,21 +141,25 @@ const (
 // Webhooks applies verified provider events.
 type Webhooks struct {
 	Store   WebhookStore
-	Intents IntentStore
+	Intents core.IntentStore
 	Inbox   Inbox
-	Clock   Clock
+	Clock   core.Clock
 	// ClaimFor is how long an inbound claim protects a forward in progress;
 	// it must exceed the webhook function's timeout. Default 30s.
 	ClaimFor time.Duration
-	Metrics  Metrics
+	Metrics  core.Metrics
 	Log      *slog.Logger
 	// Tracer continues the bound intent's trace (nil: no spans).
-	Tracer Tracer
+	Tracer core.Tracer
 }
 
 func (w *Webhooks) log() *slog.Logger { return cmp.Or(w.Log, slog.Default()) }
 
-func (w *Webhooks) metrics() Metrics {
+type noMetrics struct{}
+
+func (noMetrics) Count(string, int) {}
+
+func (w *Webhooks) metrics() core.Metrics {
 	if w.Metrics == nil {
 		return noMetrics{}
 	}
@@ -172,7 +168,7 @@ func (w *Webhooks) metrics() Metrics {
 
 func (w *Webhooks) now() time.Time {
 	if w.Clock == nil {
-		return SystemClock.Now()
+		return core.SystemClock.Now()
 	}
 	return w.Clock.Now()
 }
@@ -251,7 +247,7 @@ func (w *Webhooks) bind(ctx context.Context, ev ProviderEvent, rec EventRecord, 
 			if err != nil || ok {
 				return out, err
 			}
-		case !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, core.ErrNotFound):
 			return res, err
 		}
 	}
@@ -267,7 +263,7 @@ func (w *Webhooks) bindTo(ctx context.Context, ev ProviderEvent, rec EventRecord
 	mapping := true
 	for {
 		var decided bindDecision
-		stored, err := w.Store.BindEvent(ctx, rec, func(in *Intent) (BindPlan, error) {
+		stored, err := w.Store.BindEvent(ctx, rec, func(in *core.Intent) (BindPlan, error) {
 			if in.Provider != ev.Provider || in.Account != ev.Account {
 				return BindPlan{}, errForeignIntent
 			}
@@ -287,7 +283,7 @@ func (w *Webhooks) bindTo(ctx context.Context, ev ProviderEvent, rec EventRecord
 			w.metrics().Count("WebhookMappingConflict", 1)
 			mapping = false
 			continue
-		case errors.Is(err, ErrNotFound), errors.Is(err, errForeignIntent):
+		case errors.Is(err, core.ErrNotFound), errors.Is(err, errForeignIntent):
 			return res, false, nil
 		case err != nil:
 			return res, false, err
@@ -308,9 +304,11 @@ func (w *Webhooks) bindTo(ctx context.Context, ev ProviderEvent, rec EventRecord
 		}
 		w.metrics().Count("WebhookBound", 1)
 		// The binding continues the intent's trace (known only now).
-		_, span := startSpan(ctx, w.Tracer, "outbox.webhook", stored.TraceParent, webhookAttrs(stored, ev))
-		span.SetOutcome(string(stored.Status))
-		span.End()
+		if w.Tracer != nil {
+			_, span := w.Tracer.Start(ctx, "outbox.webhook", stored.TraceParent, webhookAttrs(stored, ev))
+			span.SetOutcome(string(stored.Status))
+			span.End()
+		}
 		log.InfoContext(ctx, "webhook evidence bound", "intent", stored.ID, "status", string(stored.Status),
 			"matchedBy", matchedBy, "appended", decided.plan.Changed)
 		return res, true, nil
@@ -374,8 +372,37 @@ func (w *Webhooks) forward(ctx context.Context, ev ProviderEvent, rec EventRecor
 	return res, nil
 }
 
-func webhookAttrs(in *Intent, ev ProviderEvent) map[string]string {
-	a := IntentSpanAttrs(in)
+func webhookAttrs(in *core.Intent, ev ProviderEvent) map[string]string {
+	a := core.IntentSpanAttrs(in)
 	a["outbox.webhook_event"] = ev.EventID
 	return a
+}
+
+// WebhookStore persists event uniqueness items, the external-id mapping and
+// binds evidence to intents. Uniqueness is always a conditional write; reads
+// are only a fast path.
+type WebhookStore interface {
+	// SeenEvent returns the event's uniqueness item, or nil if there is none.
+	SeenEvent(ctx context.Context, provider, account, eventID string) (*EventRecord, error)
+	// RecordEvent puts rec if no item exists for its event id; else ErrDuplicateEvent.
+	RecordEvent(ctx context.Context, rec EventRecord) error
+	// BindEvent reads intent rec.IntentID, lets mutate decide, and writes in
+	// one transaction: rec (only if absent, else ErrDuplicateEvent), the intent
+	// if plan.Changed (only if its version is unchanged; a lost race re-reads
+	// and calls mutate again) and, if plan.MapMessage, the mapping
+	// rec.MessageID -> rec.IntentID (only if absent or the same intent, else
+	// ErrMappingTaken). It returns the intent as stored.
+	BindEvent(ctx context.Context, rec EventRecord, mutate func(*core.Intent) (BindPlan, error)) (*core.Intent, error)
+	// IntentForMessage resolves a provider message id through the mapping; ErrNotFound if none.
+	IntentForMessage(ctx context.Context, provider, account, messageID string) (string, error)
+	// ClaimInbound creates rec in state forwarding with a claim until until,
+	// or takes over an expired claim.
+	ClaimInbound(ctx context.Context, rec EventRecord, now, until time.Time) (InboundClaim, error)
+	// MarkForwarded moves a forwarding item to forwarded.
+	MarkForwarded(ctx context.Context, rec EventRecord, now time.Time) error
+}
+
+// Inbox wakes the bot: it carries inbound events to the bot's inbox queue.
+type Inbox interface {
+	Forward(ctx context.Context, msg InboxMessage) error
 }

@@ -1,4 +1,4 @@
-package core
+package auth
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/botharness/outbox/core"
 )
 
 // Token is a bearer token's record: who it speaks for and for how long. The
@@ -31,7 +33,7 @@ type Token struct {
 }
 
 // Principal is the caller a token speaks for.
-func (t Token) Principal() Principal { return Principal{Kind: t.Kind, Name: t.Owner} }
+func (t Token) Principal() core.Principal { return core.Principal{Kind: t.Kind, Name: t.Owner} }
 
 // TokenStatus names a token's state at a time: active, expired or revoked.
 func (t Token) TokenStatus(now time.Time) string {
@@ -80,7 +82,7 @@ var (
 	ErrTokenRevoked = fmt.Errorf("%w: token revoked", ErrUnauthenticated)
 	// ErrTokenExists: a token with this secret (or id) is already issued;
 	// issuing never replaces it. Matches ErrConflict.
-	ErrTokenExists = fmt.Errorf("%w: token already issued", ErrConflict)
+	ErrTokenExists = fmt.Errorf("%w: token already issued", core.ErrConflict)
 )
 
 // TokenUsable is the rule the authorizer applies to a token record at now:
@@ -94,14 +96,14 @@ func TokenUsable(t Token, now time.Time) error {
 		return ErrTokenExpired
 	}
 	switch t.Kind {
-	case PrincipalBot, PrincipalOperator, PrincipalOrchestrator:
+	case core.PrincipalBot, core.PrincipalOperator, core.PrincipalOrchestrator:
 		return nil
 	}
 	return ErrUnauthenticated
 }
 
 // Authenticate resolves an Authorization header ("Bearer <token>") now.
-func Authenticate(ctx context.Context, tokens TokenStore, header string) (Principal, error) {
+func Authenticate(ctx context.Context, tokens TokenStore, header string) (core.Principal, error) {
 	return AuthenticateAt(ctx, tokens, header, time.Now())
 }
 
@@ -109,20 +111,20 @@ func Authenticate(ctx context.Context, tokens TokenStore, header string) (Princi
 // cache (ttlcache.Tokens): expiry is decided here at every request, so a
 // cached record expires on time; a revocation is seen once the cached record
 // is read again (within the cache's TTL).
-func AuthenticateAt(ctx context.Context, tokens TokenStore, header string, now time.Time) (Principal, error) {
+func AuthenticateAt(ctx context.Context, tokens TokenStore, header string, now time.Time) (core.Principal, error) {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return Principal{}, ErrUnauthenticated
+		return core.Principal{}, ErrUnauthenticated
 	}
 	t, err := tokens.LookupToken(ctx, TokenHash(strings.TrimSpace(token)))
-	if errors.Is(err, ErrNotFound) {
-		return Principal{}, ErrUnauthenticated
+	if errors.Is(err, core.ErrNotFound) {
+		return core.Principal{}, ErrUnauthenticated
 	}
 	if err != nil {
-		return Principal{}, fmt.Errorf("authenticate: %w", err)
+		return core.Principal{}, fmt.Errorf("authenticate: %w", err)
 	}
 	if err := TokenUsable(t, now); err != nil {
-		return Principal{}, err
+		return core.Principal{}, err
 	}
 	return t.Principal(), nil
 }
@@ -173,15 +175,15 @@ func NewTokenID() (string, error) {
 // returns its secret, shown once to whoever asked, and its record.
 func IssueToken(ctx context.Context, reg TokenRegistry, req TokenIssue, now time.Time) (string, Token, error) {
 	switch req.Kind {
-	case PrincipalBot, PrincipalOperator, PrincipalOrchestrator:
+	case core.PrincipalBot, core.PrincipalOperator, core.PrincipalOrchestrator:
 	default:
-		return "", Token{}, &ValidationError{Code: CodeInvalidField, Field: "kind", Message: "kind is bot, operator or orchestrator"}
+		return "", Token{}, &core.ValidationError{Code: core.CodeInvalidField, Field: "kind", Message: "kind is bot, operator or orchestrator"}
 	}
-	if err := CheckID("owner", req.Owner); err != nil {
+	if err := core.CheckID("owner", req.Owner); err != nil {
 		return "", Token{}, err
 	}
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(now) {
-		return "", Token{}, &ValidationError{Code: CodeInvalidField, Field: "expiresAt", Message: "expiresAt must be in the future"}
+		return "", Token{}, &core.ValidationError{Code: core.CodeInvalidField, Field: "expiresAt", Message: "expiresAt must be in the future"}
 	}
 	secret := req.Secret
 	if secret == "" {
@@ -210,7 +212,7 @@ func RotateToken(ctx context.Context, reg TokenRegistry, id string, overlap time
 		return "", Token{}, Token{}, err
 	}
 	if st := old.TokenStatus(now); st != "active" {
-		return "", Token{}, Token{}, fmt.Errorf("%w: token %s is %s", ErrConflict, id, st)
+		return "", Token{}, Token{}, fmt.Errorf("%w: token %s is %s", core.ErrConflict, id, st)
 	}
 	secret, nt, err := IssueToken(ctx, reg, TokenIssue{Kind: old.Kind, Owner: old.Owner}, now)
 	if err != nil {
@@ -226,7 +228,7 @@ func RotateToken(ctx context.Context, reg TokenRegistry, id string, overlap time
 // SeedToken issues a token with a known secret (dev and test seeds) unless
 // it is already issued to the same principal. Issued to another principal,
 // it is refused (ErrTokenExists): a seed never changes what a token is.
-func SeedToken(ctx context.Context, reg TokenRegistry, secret string, p Principal, now time.Time) error {
+func SeedToken(ctx context.Context, reg TokenRegistry, secret string, p core.Principal, now time.Time) error {
 	_, _, err := IssueToken(ctx, reg, TokenIssue{Kind: p.Kind, Owner: p.Name, Secret: secret}, now)
 	if !errors.Is(err, ErrTokenExists) {
 		return err

@@ -1,12 +1,15 @@
 // The pure rules of provider webhooks: what an event is, whether it is valid,
 // and what it does to an intent (applyProviderEvent). Webhooks (webhook.go)
 // orchestrates them against the stores.
-package core
+
+package webhook
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/botharness/outbox/core"
 )
 
 // EventKind classifies a provider event.
@@ -25,26 +28,6 @@ const (
 	EventFailure EventKind = "failure-status"
 	EventOther   EventKind = "other" // anything else: recorded and ignored
 )
-
-// Delivery statuses, in the only order they may move.
-const (
-	DeliverySent      = "sent"
-	DeliveryDelivered = "delivered"
-	DeliveryRead      = "read"
-)
-
-// DeliveryRank orders delivery statuses; 0 for anything unknown.
-func DeliveryRank(s string) int {
-	switch s {
-	case DeliverySent:
-		return 1
-	case DeliveryDelivered:
-		return 2
-	case DeliveryRead:
-		return 3
-	}
-	return 0
-}
 
 // Limits on provider-supplied identifiers (they become key material).
 const maxIdentLen = 255
@@ -74,10 +57,10 @@ type ProviderEvent struct {
 func (ev *ProviderEvent) Validate() error {
 	check := func(field, v string, required bool) error {
 		if required && v == "" {
-			return &ValidationError{Code: CodeInvalidField, Field: field, Message: field + " is required"}
+			return &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: field + " is required"}
 		}
 		if len(v) > maxIdentLen {
-			return &ValidationError{Code: CodeInvalidField, Field: field, Message: fmt.Sprintf("%s must be at most %d bytes", field, maxIdentLen)}
+			return &core.ValidationError{Code: core.CodeInvalidField, Field: field, Message: fmt.Sprintf("%s must be at most %d bytes", field, maxIdentLen)}
 		}
 		return nil
 	}
@@ -96,20 +79,20 @@ func (ev *ProviderEvent) Validate() error {
 	switch ev.Kind {
 	case EventAck:
 		if ev.Status == "" {
-			ev.Status = DeliverySent
+			ev.Status = core.DeliverySent
 		}
 		fallthrough
 	case EventStatus:
-		if DeliveryRank(ev.Status) == 0 {
-			return &ValidationError{Code: CodeInvalidField, Field: "status", Message: "status must be sent, delivered or read"}
+		if core.DeliveryRank(ev.Status) == 0 {
+			return &core.ValidationError{Code: core.CodeInvalidField, Field: "status", Message: "status must be sent, delivered or read"}
 		}
 	case EventEcho, EventOther, EventFailure:
 	case EventInbound:
 		if len(ev.Inbound) == 0 || !json.Valid(ev.Inbound) {
-			return &ValidationError{Code: CodeInvalidField, Field: "data", Message: "an inbound event needs a JSON body to forward"}
+			return &core.ValidationError{Code: core.CodeInvalidField, Field: "data", Message: "an inbound event needs a JSON body to forward"}
 		}
 	default:
-		return &ValidationError{Code: CodeInvalidField, Field: "type", Message: "unknown event kind"}
+		return &core.ValidationError{Code: core.CodeInvalidField, Field: "type", Message: "unknown event kind"}
 	}
 	return nil
 }
@@ -123,42 +106,42 @@ type bindDecision struct {
 
 // applyProviderEvent decides, purely, what a matched event does to in and
 // mutates it accordingly. matchedBy is "identity" or "external-id".
-func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time.Time) bindDecision {
+func applyProviderEvent(in *core.Intent, ev ProviderEvent, matchedBy string, now time.Time) bindDecision {
 	var d bindDecision
 	for _, a := range in.Attempts {
-		if a.Trigger == TriggerWebhook && a.Evidence.Extra["eventId"] == ev.EventID {
+		if a.Trigger == core.TriggerWebhook && a.Evidence.Extra["eventId"] == ev.EventID {
 			return d // already applied (the uniqueness item makes this unreachable)
 		}
 	}
 	proves := ev.Kind == EventAck || ev.Kind == EventStatus
-	_, hadProof := ProviderAcknowledged(in)
+	_, hadProof := core.ProviderAcknowledged(in)
 	firstForMessage := ev.MessageID != ""
 	hadEcho := in.History != nil && in.History.Echo
 	for _, a := range in.Attempts {
-		if a.Trigger != TriggerWebhook {
+		if a.Trigger != core.TriggerWebhook {
 			continue
 		}
 		if a.ExternalID == ev.MessageID {
 			firstForMessage = false
 		}
-		if a.Result == ResultEcho {
+		if a.Result == core.ResultEcho {
 			hadEcho = true
 		}
 	}
 	d.mismatch = in.ExternalID != "" && ev.MessageID != "" && in.ExternalID != ev.MessageID
-	forward := proves && DeliveryRank(ev.Status) > DeliveryRank(DeliveryStatus(in))
+	forward := proves && core.DeliveryRank(ev.Status) > core.DeliveryRank(core.DeliveryStatus(in))
 
-	var to Status
+	var to core.Status
 	if proves {
 		switch in.Status {
-		case StatusUnknownOutcome, StatusNeedsHuman:
+		case core.StatusUnknownOutcome, core.StatusNeedsHuman:
 			// Provider evidence proves the effect, so a needs-human intent
 			// becomes succeeded without a human too (as from unknown-outcome).
 			// The episode stays in history: the attempts that led to
 			// needs-human, any resolutions or recommendations, and the webhook
 			// entry that resolved it.
-			to = StatusSucceeded
-		case StatusFailed, StatusAbandoned, StatusExpired, StatusSourceRevised, StatusGrantRevoked:
+			to = core.StatusSucceeded
+		case core.StatusFailed, core.StatusAbandoned, core.StatusExpired, core.StatusSourceRevised, core.StatusGrantRevoked:
 			d.contradicts = !hadProof
 		}
 	}
@@ -168,14 +151,14 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 	if !appendEntry {
 		return d
 	}
-	result := ResultEcho
+	result := core.ResultEcho
 	switch ev.Kind {
 	case EventAck:
-		result = ResultAck
+		result = core.ResultAck
 	case EventStatus:
-		result = ResultStatus
+		result = core.ResultStatus
 	case EventFailure:
-		result = ResultFailure
+		result = core.ResultFailure
 	}
 	started := now
 	if !ev.OccurredAt.IsZero() {
@@ -188,12 +171,12 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 	if d.mismatch {
 		extra["knownExternalId"] = in.ExternalID
 	}
-	entry := Attempt{
-		N: in.AttemptCount, Trigger: TriggerWebhook, StartedAt: started, EndedAt: now,
+	entry := core.Attempt{
+		N: in.AttemptCount, Trigger: core.TriggerWebhook, StartedAt: started, EndedAt: now,
 		Result: result, ExternalID: ev.MessageID,
-		Evidence: Evidence{ProviderCode: ev.Status, Detail: "provider webhook " + ev.Type, Extra: extra},
+		Evidence: core.Evidence{ProviderCode: ev.Status, Detail: "provider webhook " + ev.Type, Extra: extra},
 	}
-	in.appendAttempt(entry)
+	in.AppendAttempt(entry)
 	in.UpdatedAt = now
 	if proves && in.ExternalID == "" && ev.MessageID != "" {
 		in.ExternalID = ev.MessageID
@@ -201,43 +184,13 @@ func applyProviderEvent(in *Intent, ev ProviderEvent, matchedBy string, now time
 	if to != "" {
 		from := in.Status
 		reason := fmt.Sprintf("provider %s (webhook %s) proves the effect", ev.Kind, ev.EventID)
-		if from == StatusNeedsHuman {
+		if from == core.StatusNeedsHuman {
 			reason += "; resolved without a human decision, the episode stays in history"
 		}
-		if err := in.moveTo(to, reason, now); err == nil {
+		if err := in.MoveTo(to, reason, now); err == nil {
 			d.resolved = fmt.Sprintf("%s -> %s by provider evidence", from, to)
 		}
 	}
 	d.plan = BindPlan{Changed: true, MapMessage: proves && firstForMessage && !d.mismatch}
 	return d
-}
-
-// ProviderAcknowledged returns the first webhook entry that proves the
-// intent's effect (a matched acknowledgement or status), if any.
-func ProviderAcknowledged(in *Intent) (Attempt, bool) {
-	if in.History != nil && in.History.Ack != nil {
-		return *in.History.Ack, true
-	}
-	for _, a := range in.Attempts {
-		if provesEffect(a) {
-			return a, true
-		}
-	}
-	return Attempt{}, false
-}
-
-// DeliveryStatus is the furthest delivery status the provider reported for
-// the intent ("" if none). It only ever moves forward.
-func DeliveryStatus(in *Intent) string {
-	best := ""
-	if in.History != nil {
-		best = in.History.Delivery
-	}
-	for _, a := range in.Attempts {
-		if provesEffect(a) &&
-			DeliveryRank(a.Evidence.ProviderCode) > DeliveryRank(best) {
-			best = a.Evidence.ProviderCode
-		}
-	}
-	return best
 }

@@ -1,4 +1,12 @@
-package core
+// Package overview decides what operators see at a glance (issue 30): what
+// an on-call person asks first — how many intents wait for a person and for
+// how long, by provider account; how many episodes entered needs-human (or
+// ended failed/expired) per hour over the last week; which accounts are
+// paused or have their breaker open; and which intents the operators' queue
+// shows (IntentFilter). Everything is read from what the system already
+// writes: the needs-human listing, the operator-event ledger's timeline, and
+// the account gates. It consumes core; core never imports it.
+package overview
 
 import (
 	"context"
@@ -6,14 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// The operators' overview (issue 30): what an on-call person asks first —
-// how many intents wait for a person and for how long, by provider account;
-// how many episodes entered needs-human (or ended failed/expired) per hour
-// over the last week; which accounts are paused or have their breaker open.
-// Everything is read from what the system already writes: the needs-human
-// listing, the operator-event ledger's timeline, and the account gates.
+	"github.com/botharness/outbox/core"
+)
 
 // Overview bounds. Each read is capped so the page stays cheap however
 // large the backlog; a capped figure says so (Truncated).
@@ -51,7 +54,7 @@ type GateLister interface {
 
 // NeedsHumanLister pages through intents by status, oldest first.
 type NeedsHumanLister interface {
-	ListPage(ctx context.Context, status Status, cursor string, limit int) ([]*Intent, string, error)
+	ListPage(ctx context.Context, status core.Status, cursor string, limit int) ([]*core.Intent, string, error)
 }
 
 // Overview is the operators' landing page.
@@ -130,15 +133,15 @@ const OverviewRecentEpisodes = 20
 // for another kind of event. Pure.
 func IntentOfEpisode(typ, id string) string {
 	switch typ {
-	case OperatorEventNeedsHuman:
+	case core.OperatorEventNeedsHuman:
 		if i := strings.LastIndex(id, ".needs-human."); i > 0 {
 			return id[:i]
 		}
-	case OperatorEventFailed:
+	case core.OperatorEventFailed:
 		if v, ok := strings.CutSuffix(id, ".failed"); ok {
 			return v
 		}
-	case OperatorEventExpired:
+	case core.OperatorEventExpired:
 		if v, ok := strings.CutSuffix(id, ".expired"); ok {
 			return v
 		}
@@ -166,16 +169,16 @@ type AccountState struct {
 	Account  string `json:"account"`
 	// Pace is the pace that applies (the operator's, else the declared
 	// one); absent for an unpaced account.
-	Pace        *Pace      `json:"pace,omitempty"`
+	Pace        *core.Pace `json:"pace,omitempty"`
 	Paused      bool       `json:"paused"`
 	PausedUntil *time.Time `json:"pausedUntil,omitempty"`
 	// BreakerState is closed, open (cooling down) or half-open (a probe
 	// may go or is out).
-	BreakerState string     `json:"breakerState"`
-	Breaker      Breaker    `json:"breaker"`
-	LastChange   *GateMove  `json:"lastChange,omitempty"`
-	NeedsHuman   int        `json:"needsHuman"`
-	OldestSince  *time.Time `json:"oldestSince,omitempty"`
+	BreakerState string       `json:"breakerState"`
+	Breaker      core.Breaker `json:"breaker"`
+	LastChange   *GateMove    `json:"lastChange,omitempty"`
+	NeedsHuman   int          `json:"needsHuman"`
+	OldestSince  *time.Time   `json:"oldestSince,omitempty"`
 }
 
 // GateMove is the last recorded change of an account's gate.
@@ -196,7 +199,7 @@ const (
 const GateMovePaceOverride = "pace.override"
 
 // BreakerPhase names a breaker's state at now. Pure.
-func BreakerPhase(b Breaker, now time.Time) string {
+func BreakerPhase(b core.Breaker, now time.Time) string {
 	switch {
 	case !b.Open:
 		return BreakerClosed
@@ -208,7 +211,7 @@ func BreakerPhase(b Breaker, now time.Time) string {
 
 // LastGateMove is the latest of the gate's recorded changes: its newest
 // operator event (breaker opened/closed) and the operator's pace. Pure.
-func LastGateMove(st GateState, newest *OperatorEvent) *GateMove {
+func LastGateMove(st core.GateState, newest *core.OperatorEvent) *GateMove {
 	var m *GateMove
 	if newest != nil {
 		m = &GateMove{Kind: newest.Type, At: newest.At, Detail: newest.Reason}
@@ -221,20 +224,20 @@ func LastGateMove(st GateState, newest *OperatorEvent) *GateMove {
 
 // SummarizeNeedsHuman groups needs-human intents by provider account,
 // oldest wait first (ties by provider, account). Pure.
-func SummarizeNeedsHuman(ins []*Intent, truncated bool) NeedsHumanSummary {
+func SummarizeNeedsHuman(ins []*core.Intent, truncated bool) NeedsHumanSummary {
 	s := NeedsHumanSummary{Truncated: truncated, ByAccount: []NeedsHumanGroup{}}
 	idx := map[string]int{}
 	for _, in := range ins {
-		if in.Status != StatusNeedsHuman {
+		if in.Status != core.StatusNeedsHuman {
 			continue
 		}
-		since := NeedsHumanSince(in)
+		since := core.NeedsHumanSince(in)
 		s.Total++
 		if s.OldestSince == nil || since.Before(*s.OldestSince) {
 			t := since
 			s.OldestSince, s.OldestIntent = &t, in.ID
 		}
-		k := GateKey(in.Provider, in.Account)
+		k := core.GateKey(in.Provider, in.Account)
 		i, ok := idx[k]
 		if !ok {
 			i = len(s.ByAccount)
@@ -282,16 +285,16 @@ func EpisodeHours(marks []EpisodeMark, now time.Time, window time.Duration) ([]E
 		}
 		c := &hours[i].EpisodeCounts
 		switch m.Type {
-		case OperatorEventNeedsHuman:
+		case core.OperatorEventNeedsHuman:
 			c.NeedsHuman++
 			tot.NeedsHuman++
-		case OperatorEventFailed:
+		case core.OperatorEventFailed:
 			c.Failed++
 			tot.Failed++
-		case OperatorEventExpired:
+		case core.OperatorEventExpired:
 			c.Expired++
 			tot.Expired++
-		case EventBreakerOpened:
+		case core.EventBreakerOpened:
 			c.BreakerOpened++
 			tot.BreakerOpened++
 		}
@@ -306,26 +309,26 @@ type Overviewer struct {
 	// off (nothing is recorded then).
 	Timeline EpisodeTimeline
 	// Gate and Gates are nil when the account gate is off.
-	Gate  *Gate
+	Gate  *core.Gate
 	Gates GateLister
 	// Declared lists the accounts the configuration paces by name
 	// (GateKey), so a paced account shows before anything happened to it.
 	Declared []string
-	Clock    Clock
+	Clock    core.Clock
 }
 
 // Overview reads the overview. Operators and orchestrators may read it.
-func (o *Overviewer) Overview(ctx context.Context, pr Principal) (*Overview, error) {
-	if pr.Kind != PrincipalOperator && pr.Kind != PrincipalOrchestrator {
-		return nil, ErrForbidden
+func (o *Overviewer) Overview(ctx context.Context, pr core.Principal) (*Overview, error) {
+	if pr.Kind != core.PrincipalOperator && pr.Kind != core.PrincipalOrchestrator {
+		return nil, core.ErrForbidden
 	}
 	now := o.Clock.Now().UTC()
 	out := &Overview{GeneratedAt: now, Accounts: []AccountState{}, Pacing: o.Gate != nil}
 
-	var ins []*Intent
+	var ins []*core.Intent
 	cursor, truncated := "", false
 	for {
-		page, next, err := o.Intents.ListPage(ctx, StatusNeedsHuman, cursor, 100)
+		page, next, err := o.Intents.ListPage(ctx, core.StatusNeedsHuman, cursor, 100)
 		if err != nil {
 			return nil, err
 		}
@@ -392,7 +395,7 @@ func (o *Overviewer) accountKeys(ctx context.Context, nh NeedsHumanSummary) ([]s
 		add(k)
 	}
 	for _, g := range nh.ByAccount {
-		add(GateKey(g.Provider, g.Account))
+		add(core.GateKey(g.Provider, g.Account))
 	}
 	sort.Strings(keys)
 	if len(keys) > OverviewAccountCap {
@@ -406,7 +409,7 @@ func (o *Overviewer) accountStates(ctx context.Context, keys []string, nh NeedsH
 	errs := make([]error, len(keys))
 	byKey := map[string]NeedsHumanGroup{}
 	for _, g := range nh.ByAccount {
-		byKey[GateKey(g.Provider, g.Account)] = g
+		byKey[core.GateKey(g.Provider, g.Account)] = g
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -444,7 +447,7 @@ func (o *Overviewer) accountStates(ctx context.Context, keys []string, nh NeedsH
 			a.Paused = gs.PausedUntil != nil && gs.PausedUntil.After(now)
 			a.Breaker = gs.Breaker
 			a.BreakerState = BreakerPhase(gs.Breaker, now)
-			var newest *OperatorEvent
+			var newest *core.OperatorEvent
 			if len(evs) > 0 {
 				newest = &evs[0]
 			}

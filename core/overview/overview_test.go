@@ -1,8 +1,10 @@
-package core
+package overview
 
 import (
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core"
 )
 
 func TestBreakerPhase(t *testing.T) {
@@ -10,14 +12,14 @@ func TestBreakerPhase(t *testing.T) {
 	later, earlier := now.Add(time.Minute), now.Add(-time.Minute)
 	for _, c := range []struct {
 		name string
-		b    Breaker
+		b    core.Breaker
 		want string
 	}{
-		{"closed", Breaker{}, BreakerClosed},
-		{"closed with a streak", Breaker{Failures: 3}, BreakerClosed},
-		{"open, cooling down", Breaker{Open: true, OpenUntil: &later}, BreakerOpen},
-		{"open, cooldown over: a probe may go", Breaker{Open: true, OpenUntil: &earlier}, BreakerHalfOpen},
-		{"open, probe out", Breaker{Open: true, OpenUntil: &earlier, ProbeUntil: &later}, BreakerHalfOpen},
+		{"closed", core.Breaker{}, BreakerClosed},
+		{"closed with a streak", core.Breaker{Failures: 3}, BreakerClosed},
+		{"open, cooling down", core.Breaker{Open: true, OpenUntil: &later}, BreakerOpen},
+		{"open, cooldown over: a probe may go", core.Breaker{Open: true, OpenUntil: &earlier}, BreakerHalfOpen},
+		{"open, probe out", core.Breaker{Open: true, OpenUntil: &earlier, ProbeUntil: &later}, BreakerHalfOpen},
 	} {
 		if got := BreakerPhase(c.b, now); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
@@ -27,34 +29,34 @@ func TestBreakerPhase(t *testing.T) {
 
 func TestLastGateMove(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	ev := &OperatorEvent{Type: EventBreakerOpened, At: t0, Reason: "5 failures"}
-	o := &PaceOverride{Reason: "slow down", By: "ops", At: t0.Add(time.Second)}
-	if m := LastGateMove(GateState{}, nil); m != nil {
+	ev := &core.OperatorEvent{Type: core.EventBreakerOpened, At: t0, Reason: "5 failures"}
+	o := &core.PaceOverride{Reason: "slow down", By: "ops", At: t0.Add(time.Second)}
+	if m := LastGateMove(core.GateState{}, nil); m != nil {
 		t.Fatalf("nothing recorded: %+v, want nil", m)
 	}
-	if m := LastGateMove(GateState{}, ev); m == nil || m.Kind != EventBreakerOpened || !m.At.Equal(t0) {
+	if m := LastGateMove(core.GateState{}, ev); m == nil || m.Kind != core.EventBreakerOpened || !m.At.Equal(t0) {
 		t.Fatalf("event only: %+v", m)
 	}
-	if m := LastGateMove(GateState{Override: o}, ev); m == nil || m.Kind != GateMovePaceOverride || !m.At.Equal(o.At) {
+	if m := LastGateMove(core.GateState{Override: o}, ev); m == nil || m.Kind != GateMovePaceOverride || !m.At.Equal(o.At) {
 		t.Fatalf("override after the event: %+v, want the override", m)
 	}
 	ev2 := *ev
 	ev2.At = t0.Add(time.Hour)
-	if m := LastGateMove(GateState{Override: o}, &ev2); m == nil || m.Kind != EventBreakerOpened {
+	if m := LastGateMove(core.GateState{Override: o}, &ev2); m == nil || m.Kind != core.EventBreakerOpened {
 		t.Fatalf("event after the override: %+v, want the event", m)
 	}
 }
 
 func TestSummarizeNeedsHuman(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	mk := func(id, prov, acct string, ago time.Duration, st Status) *Intent {
-		return &Intent{ID: id, Provider: prov, Account: acct, Status: st, CreatedAt: t0.Add(-ago), UpdatedAt: t0.Add(-ago)}
+	mk := func(id, prov, acct string, ago time.Duration, st core.Status) *core.Intent {
+		return &core.Intent{ID: id, Provider: prov, Account: acct, Status: st, CreatedAt: t0.Add(-ago), UpdatedAt: t0.Add(-ago)}
 	}
-	s := SummarizeNeedsHuman([]*Intent{
-		mk("a1", "sandbox", "a", time.Minute, StatusNeedsHuman),
-		mk("b1", "sandbox", "b", time.Hour, StatusNeedsHuman),
-		mk("a2", "sandbox", "a", 2*time.Hour, StatusNeedsHuman),
-		mk("c1", "slack", "c", 3*time.Hour, StatusSucceeded), // the index lagged a decision
+	s := SummarizeNeedsHuman([]*core.Intent{
+		mk("a1", "sandbox", "a", time.Minute, core.StatusNeedsHuman),
+		mk("b1", "sandbox", "b", time.Hour, core.StatusNeedsHuman),
+		mk("a2", "sandbox", "a", 2*time.Hour, core.StatusNeedsHuman),
+		mk("c1", "slack", "c", 3*time.Hour, core.StatusSucceeded), // the index lagged a decision
 	}, true)
 	if s.Total != 3 || !s.Truncated || s.OldestIntent != "a2" || !s.OldestSince.Equal(t0.Add(-2*time.Hour)) {
 		t.Fatalf("summary: %+v", s)
@@ -76,13 +78,13 @@ func TestSummarizeNeedsHuman(t *testing.T) {
 func TestEpisodeHours(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC)
 	marks := []EpisodeMark{
-		{At: now.Add(-time.Minute), Type: OperatorEventNeedsHuman},
-		{At: now.Add(-20 * time.Minute), Type: OperatorEventNeedsHuman}, // 12:10, same hour
-		{At: now.Add(-40 * time.Minute), Type: OperatorEventFailed},     // 11:50
-		{At: now.Add(-OverviewWindow + time.Minute), Type: OperatorEventExpired},
-		{At: now.Add(-OverviewWindow - time.Minute), Type: OperatorEventNeedsHuman}, // before the window
-		{At: now.Add(time.Minute), Type: OperatorEventNeedsHuman},                   // after now (clock skew)
-		{At: now.Add(-time.Hour), Type: EventBreakerOpened},
+		{At: now.Add(-time.Minute), Type: core.OperatorEventNeedsHuman},
+		{At: now.Add(-20 * time.Minute), Type: core.OperatorEventNeedsHuman}, // 12:10, same hour
+		{At: now.Add(-40 * time.Minute), Type: core.OperatorEventFailed},     // 11:50
+		{At: now.Add(-OverviewWindow + time.Minute), Type: core.OperatorEventExpired},
+		{At: now.Add(-OverviewWindow - time.Minute), Type: core.OperatorEventNeedsHuman}, // before the window
+		{At: now.Add(time.Minute), Type: core.OperatorEventNeedsHuman},                   // after now (clock skew)
+		{At: now.Add(-time.Hour), Type: core.EventBreakerOpened},
 		{At: now.Add(-time.Hour), Type: "something.else"},
 	}
 	hours, tot := EpisodeHours(marks, now, OverviewWindow)
@@ -103,13 +105,13 @@ func TestEpisodeHours(t *testing.T) {
 func TestRecentEpisodesNameTheirIntents(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	marks := []EpisodeMark{
-		{At: t0, Type: OperatorEventNeedsHuman, ID: "i1.needs-human.2"},
-		{At: t0.Add(time.Minute), Type: OperatorEventFailed, ID: "i2.failed"},
-		{At: t0.Add(2 * time.Minute), Type: OperatorEventExpired, ID: "i3.expired"},
-		{At: t0.Add(3 * time.Minute), Type: EventBreakerOpened, ID: "gate.sandbox/a.breaker.opened.1"},
+		{At: t0, Type: core.OperatorEventNeedsHuman, ID: "i1.needs-human.2"},
+		{At: t0.Add(time.Minute), Type: core.OperatorEventFailed, ID: "i2.failed"},
+		{At: t0.Add(2 * time.Minute), Type: core.OperatorEventExpired, ID: "i3.expired"},
+		{At: t0.Add(3 * time.Minute), Type: core.EventBreakerOpened, ID: "gate.sandbox/a.breaker.opened.1"},
 	}
 	got := RecentEpisodes(marks, 3)
-	if len(got) != 3 || got[0].Type != EventBreakerOpened || got[0].IntentID != "" || got[1].IntentID != "i3" || got[2].IntentID != "i2" {
+	if len(got) != 3 || got[0].Type != core.EventBreakerOpened || got[0].IntentID != "" || got[1].IntentID != "i3" || got[2].IntentID != "i2" {
 		t.Fatalf("recent: %+v", got)
 	}
 	if all := RecentEpisodes(marks, 10); len(all) != 4 || all[3].IntentID != "i1" {

@@ -1,11 +1,12 @@
-package core
+package botlimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/botharness/outbox/core"
 )
 
 func TestParseBotRate(t *testing.T) {
@@ -118,7 +119,7 @@ func TestLimitRefusal(t *testing.T) {
 			t.Errorf("%s: refused %v", c.name, r)
 		case c.code != "" && (r == nil || r.Code != c.code || r.RetryAfter != c.after || p.Admits(c.c)):
 			t.Errorf("%s: %+v, want %s after %v", c.name, r, c.code, c.after)
-		case r != nil && (!errors.Is(r, ErrLimited) || !IsLimitRefusal(fmt.Errorf("wrapped: %w", r))):
+		case r != nil && (!errors.Is(r, core.ErrLimited) || !core.IsLimitRefusal(fmt.Errorf("wrapped: %w", r))):
 			t.Errorf("%s: a refusal must match ErrLimited", c.name)
 		}
 	}
@@ -130,20 +131,20 @@ func TestLimitRefusal(t *testing.T) {
 }
 
 func TestClosesOpenSlot(t *testing.T) {
-	counted := func(s Status) *Intent { return &Intent{Status: s, OpenSlot: 3} }
+	counted := func(s core.Status) *core.Intent { return &core.Intent{Status: s, OpenSlot: 3} }
 	for _, c := range []struct {
-		before Status
-		after  *Intent
+		before core.Status
+		after  *core.Intent
 		want   bool
 	}{
-		{StatusInFlight, counted(StatusSucceeded), true},
-		{StatusNeedsHuman, counted(StatusAbandoned), true},
-		{StatusPending, counted(StatusExpired), true},
-		{StatusPending, counted(StatusInFlight), false},
-		{StatusInFlight, counted(StatusNeedsHuman), false},
-		{StatusSucceeded, counted(StatusSucceeded), false},        // already given back
-		{StatusInFlight, &Intent{Status: StatusSucceeded}, false}, // never counted
-		{"", counted(StatusSucceeded), false},                     // a restore, not an ending
+		{core.StatusInFlight, counted(core.StatusSucceeded), true},
+		{core.StatusNeedsHuman, counted(core.StatusAbandoned), true},
+		{core.StatusPending, counted(core.StatusExpired), true},
+		{core.StatusPending, counted(core.StatusInFlight), false},
+		{core.StatusInFlight, counted(core.StatusNeedsHuman), false},
+		{core.StatusSucceeded, counted(core.StatusSucceeded), false},             // already given back
+		{core.StatusInFlight, &core.Intent{Status: core.StatusSucceeded}, false}, // never counted
+		{"", counted(core.StatusSucceeded), false},                               // a restore, not an ending
 	} {
 		if got := ClosesOpenSlot(c.before, c.after); got != c.want {
 			t.Errorf("%s -> %s (slot %d): %v, want %v", c.before, c.after.Status, c.after.OpenSlot, got, c.want)
@@ -172,17 +173,17 @@ func TestOpenRecountRules(t *testing.T) {
 			t.Errorf("%s: due %v, want %v", c.name, got, c.due)
 		}
 	}
-	ended := func(slot int, st Status, at time.Time) *Intent {
-		return &Intent{OpenSlot: slot, Status: st, UpdatedAt: at, EndedAt: &at}
+	ended := func(slot int, st core.Status, at time.Time) *core.Intent {
+		return &core.Intent{OpenSlot: slot, Status: st, UpdatedAt: at, EndedAt: &at}
 	}
-	intents := []*Intent{
-		{OpenSlot: 3, Status: StatusPending},                    // open on shard 2
-		{OpenSlot: 3, Status: StatusNeedsHuman},                 // open on shard 2
-		ended(3, StatusSucceeded, now.Add(-settle+time.Second)), // ended lately: its give-back may come
-		ended(3, StatusFailed, now.Add(-settle)),                // ended long ago: given back or lost
-		{OpenSlot: 1, Status: StatusPending},                    // another shard
-		{OpenSlot: 0, Status: StatusPending},                    // not counted at all
-		{OpenSlot: 3, Status: StatusSucceeded, Pruned: &Pruned{}},
+	intents := []*core.Intent{
+		{OpenSlot: 3, Status: core.StatusPending},                    // open on shard 2
+		{OpenSlot: 3, Status: core.StatusNeedsHuman},                 // open on shard 2
+		ended(3, core.StatusSucceeded, now.Add(-settle+time.Second)), // ended lately: its give-back may come
+		ended(3, core.StatusFailed, now.Add(-settle)),                // ended long ago: given back or lost
+		{OpenSlot: 1, Status: core.StatusPending},                    // another shard
+		{OpenSlot: 0, Status: core.StatusPending},                    // not counted at all
+		{OpenSlot: 3, Status: core.StatusSucceeded, Pruned: &core.Pruned{}},
 		nil,
 	}
 	if got := HeldOpen(intents, 2, now, settle); got != 3 {
@@ -199,32 +200,5 @@ func TestOpenRecountRules(t *testing.T) {
 	}
 	if _, ok := OpenRecountTo(OpenShard{Open: 3}, 3); ok {
 		t.Fatal("a right count is not rewritten")
-	}
-}
-
-type fakeRecounter struct {
-	at  []time.Time
-	n   int
-	err error
-}
-
-func (f *fakeRecounter) RecountOpen(_ context.Context, now time.Time) (int, error) {
-	f.at = append(f.at, now)
-	return f.n, f.err
-}
-
-// TestSweeperRecountsOpenCounts: every sweep asks the recount (at the
-// sweeper's clock), reports what it corrected and fails on its error.
-func TestSweeperRecountsOpenCounts(t *testing.T) {
-	r := newRig(Capabilities{})
-	f := &fakeRecounter{n: 2}
-	s := &Sweeper{D: r.d, Index: r.store, OpenCounts: f}
-	rep, err := s.Run(context.Background())
-	if err != nil || rep.OpenRecounted != 2 || len(f.at) != 1 || !f.at[0].Equal(r.d.Clock.Now()) {
-		t.Fatalf("sweep: %+v %v, recount asked at %v", rep, err, f.at)
-	}
-	f.err = errors.New("table unavailable")
-	if _, err := s.Run(context.Background()); !errors.Is(err, f.err) {
-		t.Fatalf("a failed recount must fail the sweep: %v", err)
 	}
 }

@@ -1,8 +1,13 @@
-package core
+// Package restore decides what each intent of a restored backup becomes
+// (PlanRestore): a restore never resumes or retries uncertain work. The
+// backup adapter (adapters/backup) applies the plan; it consumes core.
+package restore
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/botharness/outbox/core"
 )
 
 // Restore outcomes for one snapshotted intent.
@@ -25,23 +30,23 @@ const (
 //     otherwise it is treated as a possible attempt at the cutoff: reconcile if
 //     the provider offers lookup, else a human decides.
 //   - anything else (unknown-outcome, needs-human, terminal) is restored as is.
-func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, error) {
+func PlanRestore(in *core.Intent, cutoff, now time.Time, caps core.Capabilities) (string, error) {
 	switch in.Status {
-	case StatusInFlight:
-		ev := Evidence{Detail: fmt.Sprintf("attempt %d was in flight at the backup barrier (%s); its outcome is unknown", in.AttemptCount, cutoff.UTC().Format(time.RFC3339))}
-		in.appendAttempt(Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultInFlightAtCutoff, Evidence: ev})
+	case core.StatusInFlight:
+		ev := core.Evidence{Detail: fmt.Sprintf("attempt %d was in flight at the backup barrier (%s); its outcome is unknown", in.AttemptCount, cutoff.UTC().Format(time.RFC3339))}
+		in.AppendAttempt(core.Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: core.ResultInFlightAtCutoff, Evidence: ev})
 		return uncertain(in, caps, now, "in flight at the backup cutoff")
-	case StatusPending, StatusRetryableFailure:
+	case core.StatusPending, core.StatusRetryableFailure:
 		first := cutoff
 		if in.FirstAttemptAt != nil && in.FirstAttemptAt.Before(first) {
 			first = *in.FirstAttemptAt
 		}
-		possible := Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultPossiblySentAfterCutoff,
-			Evidence: Evidence{Detail: fmt.Sprintf("restored from a snapshot taken at %s while waiting for an attempt; the original system may have sent it after the cutoff", cutoff.UTC().Format(time.RFC3339))}}
+		possible := core.Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: core.ResultPossiblySentAfterCutoff,
+			Evidence: core.Evidence{Detail: fmt.Sprintf("restored from a snapshot taken at %s while waiting for an attempt; the original system may have sent it after the cutoff", cutoff.UTC().Format(time.RFC3339))}}
 		// Sends after uncertainty (docs/decisions.md): a send after the
 		// cutoff is the uncertain attempt; the key must cover it from the
 		// earliest moment it can have been used until now.
-		if DecideResend(ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now}) == ResendCovered {
+		if core.DecideResend(core.ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now}) == core.ResendCovered {
 			// Any send the original system made used the same key, within
 			// retention. The possible send is still recorded: every later
 			// send is then checked against the key's retention (chaos seed
@@ -49,11 +54,11 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 			if in.FirstAttemptAt == nil {
 				in.FirstAttemptAt = &first
 			}
-			in.appendAttempt(possible)
+			in.AppendAttempt(possible)
 			return RestoreKeptPending, nil
 		}
 		// Model the original system's possible send as an attempt at the cutoff.
-		if err := in.moveTo(StatusInFlight, "", now); err != nil {
+		if err := in.MoveTo(core.StatusInFlight, "", now); err != nil {
 			return "", err
 		}
 		in.AttemptCount++
@@ -61,20 +66,20 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 			in.FirstAttemptAt = &first
 		}
 		possible.N = in.AttemptCount
-		in.appendAttempt(possible)
+		in.AppendAttempt(possible)
 		return uncertain(in, caps, now, "restored while waiting; may have been sent after the backup cutoff")
 	}
 	return RestoreUnchanged, nil
 }
 
-func uncertain(in *Intent, caps Capabilities, now time.Time, why string) (string, error) {
+func uncertain(in *core.Intent, caps core.Capabilities, now time.Time, why string) (string, error) {
 	if caps.Lookup {
-		if err := in.moveTo(StatusUnknownOutcome, why+"; reconciling with the provider's lookup", now); err != nil {
+		if err := in.MoveTo(core.StatusUnknownOutcome, why+"; reconciling with the provider's lookup", now); err != nil {
 			return "", err
 		}
 		return RestoreReconcile, nil
 	}
-	if err := in.moveTo(StatusNeedsHuman, why+"; the provider cannot tell whether it happened", now); err != nil {
+	if err := in.MoveTo(core.StatusNeedsHuman, why+"; the provider cannot tell whether it happened", now); err != nil {
 		return "", err
 	}
 	return RestoreNeedsHuman, nil
