@@ -38,9 +38,13 @@ rm -f build/test-*.jsonl
 # is GOMAXPROCS, 2 here): cmd/outbox-local's host-process tests spend most
 # of their time waiting out leases and sweeper intervals, and two at a time
 # made that package the first phase's tail (38 s of its 67).
+# The first phase also runs four packages at once, not GOMAXPROCS (2): a
+# package whose tests mostly wait (cmd/outbox-local's make-run quick start,
+# 39 s) held one of two slots while the other packages' test binaries waited
+# to be linked behind it.
 heavy='/(e2e|chaos)$'
 set +e
-gotest quick -count=1 -timeout 20m -parallel 6 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -Ev "$heavy") 2>&1 | tee "$log"
+gotest quick -count=1 -timeout 20m -p 4 -parallel 6 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -Ev "$heavy") 2>&1 | tee "$log"
 rc1=${PIPESTATUS[0]}
 gotest heavy -count=1 -timeout 20m -parallel 10 ${OUTBOX_TEST_FLAGS:-} $(go list ./... | grep -E "$heavy") 2>&1 | tee -a "$log"
 rc2=${PIPESTATUS[0]}
