@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/botharness/outbox/core/gate"
 )
 
 // Operator event types. An operator event tells a person that something now
@@ -18,8 +20,8 @@ const (
 	OperatorEventNeedsHuman = "intent.needs_human"
 	OperatorEventFailed     = "intent.failed"
 	OperatorEventExpired    = "intent.expired"
-	EventBreakerOpened      = "breaker.opened"
-	EventBreakerClosed      = "breaker.closed"
+	EventBreakerOpened      = gate.EventBreakerOpened
+	EventBreakerClosed      = gate.EventBreakerClosed
 )
 
 // OperatorEvent is one episode an operator must hear about exactly once. ID
@@ -308,8 +310,5 @@ func (f IntentFilter) Matches(in *Intent, now time.Time) bool {
 // stable for that move: the gate's conditional write lets one worker make
 // each move, and that worker publishes it.
 func BreakerEvent(kind, provider, account string, at time.Time, detail string) OperatorEvent {
-	return OperatorEvent{
-		ID:   "gate." + provider + "/" + account + "." + kind + "." + strconv.FormatInt(at.UnixNano(), 10),
-		Type: kind, At: at, Provider: provider, Account: account, Reason: detail,
-	}
+	return GateOperatorEvent(gate.BreakerEvent(kind, provider, account, at, detail))
 }

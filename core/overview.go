@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/botharness/outbox/core/gate"
 )
 
 // The operators' overview (issue 30): what an on-call person asks first —
@@ -166,16 +168,16 @@ type AccountState struct {
 	Account  string `json:"account"`
 	// Pace is the pace that applies (the operator's, else the declared
 	// one); absent for an unpaced account.
-	Pace        *Pace      `json:"pace,omitempty"`
+	Pace        *gate.Pace `json:"pace,omitempty"`
 	Paused      bool       `json:"paused"`
 	PausedUntil *time.Time `json:"pausedUntil,omitempty"`
 	// BreakerState is closed, open (cooling down) or half-open (a probe
 	// may go or is out).
-	BreakerState string     `json:"breakerState"`
-	Breaker      Breaker    `json:"breaker"`
-	LastChange   *GateMove  `json:"lastChange,omitempty"`
-	NeedsHuman   int        `json:"needsHuman"`
-	OldestSince  *time.Time `json:"oldestSince,omitempty"`
+	BreakerState string       `json:"breakerState"`
+	Breaker      gate.Breaker `json:"breaker"`
+	LastChange   *GateMove    `json:"lastChange,omitempty"`
+	NeedsHuman   int          `json:"needsHuman"`
+	OldestSince  *time.Time   `json:"oldestSince,omitempty"`
 }
 
 // GateMove is the last recorded change of an account's gate.
@@ -196,7 +198,7 @@ const (
 const GateMovePaceOverride = "pace.override"
 
 // BreakerPhase names a breaker's state at now. Pure.
-func BreakerPhase(b Breaker, now time.Time) string {
+func BreakerPhase(b gate.Breaker, now time.Time) string {
 	switch {
 	case !b.Open:
 		return BreakerClosed
@@ -208,10 +210,10 @@ func BreakerPhase(b Breaker, now time.Time) string {
 
 // LastGateMove is the latest of the gate's recorded changes: its newest
 // operator event (breaker opened/closed) and the operator's pace. Pure.
-func LastGateMove(st GateState, newest *OperatorEvent) *GateMove {
+func LastGateMove(st gate.GateState, newest *gate.Event) *GateMove {
 	var m *GateMove
 	if newest != nil {
-		m = &GateMove{Kind: newest.Type, At: newest.At, Detail: newest.Reason}
+		m = &GateMove{Kind: newest.Kind, At: newest.At, Detail: newest.Detail}
 	}
 	if o := st.Override; o != nil && (m == nil || o.At.After(m.At)) {
 		m = &GateMove{Kind: GateMovePaceOverride, At: o.At, Detail: o.Reason + " (by " + o.By + ")"}
@@ -234,7 +236,7 @@ func SummarizeNeedsHuman(ins []*Intent, truncated bool) NeedsHumanSummary {
 			t := since
 			s.OldestSince, s.OldestIntent = &t, in.ID
 		}
-		k := GateKey(in.Provider, in.Account)
+		k := gate.GateKey(in.Provider, in.Account)
 		i, ok := idx[k]
 		if !ok {
 			i = len(s.ByAccount)
@@ -306,7 +308,7 @@ type Overviewer struct {
 	// off (nothing is recorded then).
 	Timeline EpisodeTimeline
 	// Gate and Gates are nil when the account gate is off.
-	Gate  *Gate
+	Gate  *gate.Gate
 	Gates GateLister
 	// Declared lists the accounts the configuration paces by name
 	// (GateKey), so a paced account shows before anything happened to it.
@@ -392,7 +394,7 @@ func (o *Overviewer) accountKeys(ctx context.Context, nh NeedsHumanSummary) ([]s
 		add(k)
 	}
 	for _, g := range nh.ByAccount {
-		add(GateKey(g.Provider, g.Account))
+		add(gate.GateKey(g.Provider, g.Account))
 	}
 	sort.Strings(keys)
 	if len(keys) > OverviewAccountCap {
@@ -406,7 +408,7 @@ func (o *Overviewer) accountStates(ctx context.Context, keys []string, nh NeedsH
 	errs := make([]error, len(keys))
 	byKey := map[string]NeedsHumanGroup{}
 	for _, g := range nh.ByAccount {
-		byKey[GateKey(g.Provider, g.Account)] = g
+		byKey[gate.GateKey(g.Provider, g.Account)] = g
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -444,7 +446,7 @@ func (o *Overviewer) accountStates(ctx context.Context, keys []string, nh NeedsH
 			a.Paused = gs.PausedUntil != nil && gs.PausedUntil.After(now)
 			a.Breaker = gs.Breaker
 			a.BreakerState = BreakerPhase(gs.Breaker, now)
-			var newest *OperatorEvent
+			var newest *gate.Event
 			if len(evs) > 0 {
 				newest = &evs[0]
 			}

@@ -29,14 +29,14 @@ func PlanRestore(in *Intent, cutoff, now time.Time, caps Capabilities) (string, 
 	switch in.Status {
 	case StatusInFlight:
 		ev := Evidence{Detail: fmt.Sprintf("attempt %d was in flight at the backup barrier (%s); its outcome is unknown", in.AttemptCount, cutoff.UTC().Format(time.RFC3339))}
-		in.appendAttempt(Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultInFlightAtCutoff, Evidence: ev})
+		in.appendAttempt(Attempt{N: in.AttemptCount, Trigger: TriggerRestore, StartedAt: now, EndedAt: now, Result: ResultInFlightAtCutoff, Evidence: ev})
 		return uncertain(in, caps, now, "in flight at the backup cutoff")
 	case StatusPending, StatusRetryableFailure:
 		first := cutoff
 		if in.FirstAttemptAt != nil && in.FirstAttemptAt.Before(first) {
 			first = *in.FirstAttemptAt
 		}
-		possible := Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: ResultPossiblySentAfterCutoff,
+		possible := Attempt{N: in.AttemptCount, Trigger: TriggerRestore, StartedAt: now, EndedAt: now, Result: ResultPossiblySentAfterCutoff,
 			Evidence: Evidence{Detail: fmt.Sprintf("restored from a snapshot taken at %s while waiting for an attempt; the original system may have sent it after the cutoff", cutoff.UTC().Format(time.RFC3339))}}
 		// Sends after uncertainty (docs/decisions.md): a send after the
 		// cutoff is the uncertain attempt; the key must cover it from the

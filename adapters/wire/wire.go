@@ -27,6 +27,8 @@ import (
 	"github.com/botharness/outbox/adapters/tracing"
 	"github.com/botharness/outbox/adapters/ttlcache"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
+	"github.com/botharness/outbox/core/gate/pacing"
 )
 
 // Config is everything the functions read from the environment.
@@ -197,7 +199,7 @@ type App struct {
 	Clients    awsconfig.Clients
 	Backups    *backup.Service
 	// Gate is the account gate (pace, pauses, breaker); nil when pacing is off.
-	Gate *core.Gate
+	Gate *gate.Gate
 	// OperatorEvents publishes operator events (the notifier stream's and
 	// the gate's breaker moves) once per id: ledger, log, metric, then SNS
 	// or the webhook; never nil after New. See adapters/operatorevents.
@@ -220,7 +222,7 @@ type App struct {
 	// (GateKey), for the overview.
 	pacedAccounts []string
 	// pacing is the operators' view of the gate (nil with the gate off).
-	pacing *core.Pacing
+	pacing *pacing.Pacing
 	// settings is OUTBOX_PROVIDER_CONFIG as parsed, its secrets resolved
 	// (the webhook dialects read their accounts from it).
 	settings *ProviderSettings
