@@ -60,7 +60,7 @@ func (x *rvRig) submitBody(t *testing.T, key, b string) *Intent {
 
 func (x *rvRig) attempt(t *testing.T, id string) *Intent {
 	t.Helper()
-	if err := x.d.Attempt(context.Background(), id, "stream"); err != nil {
+	if err := attemptID(context.Background(), x.d, id, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	return x.get(t, id)

@@ -206,7 +206,7 @@ func webhookEntries(in *Intent) []Attempt {
 func TestWebhookAckOnSucceededIntentAppendsOneEntryAndDuplicatesChangeNothing(t *testing.T) {
 	w := newWHRig(Capabilities{})
 	in := w.submit(t)
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+	if err := attemptID(context.Background(), w.d, in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	ev := w.event(EventAck, ack(in.ID, "ext-1"))
@@ -355,7 +355,7 @@ func TestWebhookAckBeforeOrAfterTheOutcomeWriteEndsTheSame(t *testing.T) {
 						}
 					}
 				}
-				if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+				if err := attemptID(context.Background(), w.d, in.ID, "stream"); err != nil {
 					t.Fatal(err)
 				}
 				if !early {
@@ -389,7 +389,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	if res := w.handle(t, w.event(EventAck, ack(in.ID, "ext-1"))); res.Status != StatusPending {
 		t.Fatalf("ack on pending: %+v", res)
 	}
-	if err := w.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+	if err := attemptID(context.Background(), w.d, in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	got := w.get(t, in.ID)
