@@ -287,7 +287,6 @@ func TestUncertainIntentWithoutKeyCoverNeverProbesNorWaits(t *testing.T) {
 	}
 }
 
-
 func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.T) {
 	r, gates, _ := gateRig(&gate.Pace{Rate: 2, Per: time.Second, Burst: 1})
 	ctx := context.Background()
