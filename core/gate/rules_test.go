@@ -17,30 +17,29 @@ func TestAdmit(t *testing.T) {
 		return GateState{Breaker: Breaker{Open: true, Failures: 3, Opens: 1, OpenUntil: until, ProbeUntil: probe}}
 	}
 	cases := []struct {
-		name      string
-		slot      time.Duration // relative to now
-		tol       time.Duration
-		st        GateState
-		uncertain bool
-		want      VerdictKind
-		wantAt    time.Duration
-		keepSlot  bool
+		name     string
+		slot     time.Duration // relative to now
+		tol      time.Duration
+		st       GateState
+		want     VerdictKind
+		wantAt   time.Duration
+		keepSlot bool
 	}{
-		{"free slot now", 0, 0, GateState{}, false, VerdictSend, 0, false},
-		{"slot in the past (within tolerance) sends now", -time.Second, 2 * time.Second, GateState{}, false, VerdictSend, 0, false},
-		{"slot soon: hold in-process", 500 * time.Millisecond, 0, GateState{}, false, VerdictSend, 500 * time.Millisecond, false},
-		{"slot exactly maxHold away: hold", 2 * time.Second, 0, GateState{}, false, VerdictSend, 2 * time.Second, false},
-		{"slot beyond maxHold: defer keeping the slot", 5 * time.Second, 0, GateState{}, false, VerdictDefer, 5 * time.Second, true},
-		{"burst tolerance pulls the send earlier", 5 * time.Second, 4 * time.Second, GateState{}, false, VerdictSend, time.Second, false},
-		{"paused: defer to the pause end, fresh slot", 0, 0, GateState{PausedUntil: at(5 * time.Second)}, false, VerdictDefer, 5 * time.Second, false},
-		{"pause over", 0, 0, GateState{PausedUntil: at(-time.Second)}, false, VerdictSend, 0, false},
-		{"pause outranks the slot", 3 * time.Second, 0, GateState{PausedUntil: at(9 * time.Second)}, false, VerdictDefer, 9 * time.Second, false},
-		{"slot after the pause: the slot decides", 9 * time.Second, 0, GateState{PausedUntil: at(5 * time.Second)}, false, VerdictDefer, 9 * time.Second, true},
-		{"breaker open: defer to cooldown end", 0, 0, open(at(8*time.Second), nil), false, VerdictDefer, 8 * time.Second, false},
-		{"breaker half-open: safe intent probes", 0, 0, open(at(-time.Second), nil), false, VerdictProbe, 0, false},
-		{"breaker half-open: a probe is out", 0, 0, open(at(-time.Second), at(3*time.Second)), false, VerdictDefer, 3 * time.Second, false},
-		{"breaker half-open: expired probe lease lets another probe", 0, 0, open(at(-3*time.Second), at(-time.Second)), false, VerdictProbe, 0, false},
-		{"closed breaker with failures sends", 0, 0, GateState{Breaker: Breaker{Failures: 2}}, true, VerdictSend, 0, false},
+		{"free slot now", 0, 0, GateState{}, VerdictSend, 0, false},
+		{"slot in the past (within tolerance) sends now", -time.Second, 2 * time.Second, GateState{}, VerdictSend, 0, false},
+		{"slot soon: hold in-process", 500 * time.Millisecond, 0, GateState{}, VerdictSend, 500 * time.Millisecond, false},
+		{"slot exactly maxHold away: hold", 2 * time.Second, 0, GateState{}, VerdictSend, 2 * time.Second, false},
+		{"slot beyond maxHold: defer keeping the slot", 5 * time.Second, 0, GateState{}, VerdictDefer, 5 * time.Second, true},
+		{"burst tolerance pulls the send earlier", 5 * time.Second, 4 * time.Second, GateState{}, VerdictSend, time.Second, false},
+		{"paused: defer to the pause end, fresh slot", 0, 0, GateState{PausedUntil: at(5 * time.Second)}, VerdictDefer, 5 * time.Second, false},
+		{"pause over", 0, 0, GateState{PausedUntil: at(-time.Second)}, VerdictSend, 0, false},
+		{"pause outranks the slot", 3 * time.Second, 0, GateState{PausedUntil: at(9 * time.Second)}, VerdictDefer, 9 * time.Second, false},
+		{"slot after the pause: the slot decides", 9 * time.Second, 0, GateState{PausedUntil: at(5 * time.Second)}, VerdictDefer, 9 * time.Second, true},
+		{"breaker open: defer to cooldown end", 0, 0, open(at(8*time.Second), nil), VerdictDefer, 8 * time.Second, false},
+		{"breaker half-open: safe intent probes", 0, 0, open(at(-time.Second), nil), VerdictProbe, 0, false},
+		{"breaker half-open: a probe is out", 0, 0, open(at(-time.Second), at(3*time.Second)), VerdictDefer, 3 * time.Second, false},
+		{"breaker half-open: expired probe lease lets another probe", 0, 0, open(at(-3*time.Second), at(-time.Second)), VerdictProbe, 0, false},
+		{"closed breaker with failures sends", 0, 0, GateState{Breaker: Breaker{Failures: 2}}, VerdictSend, 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
