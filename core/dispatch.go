@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/botharness/outbox/core/gate"
 )
 
 // Revalidator checks, right before each attempt, that the intent is still
@@ -76,8 +78,8 @@ type Dispatcher struct {
 	// (setvalue.go); nil: no ordering.
 	Marks ValueMarks
 	// Gate paces sends per provider account and holds its pauses and
-	// circuit breaker across every worker (pace.go); nil: no gate.
-	Gate *Gate
+	// circuit breaker across every worker (package core/gate); nil: no gate.
+	Gate *gate.Gate
 	// Payloads reads payloads kept out of the item (nil: every payload is inline).
 	Payloads PayloadStore
 	// Barrier, when set, is read right after every claim (see BarrierCheck).
@@ -120,57 +122,6 @@ func (d *Dispatcher) log() *slog.Logger { return cmp.Or(d.Log, slog.Default()) }
 // expired with an ordinary update instead.
 var errDeadlinePassed = errors.New("deadline passed before the attempt")
 
-// Attempt claims the intent and, if the claim wins, makes one attempt and
-// records its outcome. A lost claim (duplicate record, stale message, another
-// worker) returns nil: there is nothing to do.
-func (d *Dispatcher) Attempt(ctx context.Context, id, trigger string) error {
-	return d.attempt(ctx, id, trigger, gateKnown{}, nil)
-}
-
-// attempt is Attempt given what its trigger already knows of the gate
-// (known: the pace slots a deferred attempt carries back, a clean read) and
-// the intent when the caller just read it (pre, or nil).
-func (d *Dispatcher) attempt(ctx context.Context, id, trigger string, known gateKnown, pre *Intent) error {
-	gate, err := d.admit(ctx, id, trigger, known, pre)
-	if err != nil || !gate.send {
-		return err // deferred by the account gate (pace, pause, breaker): nothing sent
-	}
-	now := d.Clock.Now()
-	var expired bool
-	in, err := d.Store.Claim(ctx, id, func(in *Intent) error { return d.startAttempt(in, now) })
-	if errors.Is(err, errDeadlinePassed) {
-		// Not a claim: an ordinary write moves it to expired (a backup
-		// barrier does not hold it back, as it holds back no send).
-		expired = true
-		in, err = d.Store.Update(ctx, id, func(in *Intent) error {
-			if !in.Claimable(now) {
-				return ErrNotClaimable
-			}
-			return in.MoveTo(StatusExpired, "deadline passed before the attempt", now)
-		})
-	}
-	switch {
-	case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrConflict):
-		// Someone else holds or finished it; a duplicate trigger is harmless.
-		d.log().DebugContext(ctx, "claim not taken", "intent", id, "trigger", trigger, "why", err.Error())
-		return nil
-	case errors.Is(err, ErrNotFound):
-		d.log().WarnContext(ctx, "intent to attempt not found", "intent", id, "trigger", trigger)
-		return nil
-	case err != nil:
-		return fmt.Errorf("claim %s: %w", id, err)
-	}
-	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount)
-	if expired {
-		log.InfoContext(ctx, "intent expired before its attempt")
-		d.metrics().Count("IntentsExpired", 1)
-		return nil
-	}
-	att := Attempt{N: in.AttemptCount, Trigger: trigger, StartedAt: now}
-	_, err = d.afterClaim(ctx, in, att, gate, preClaim{}, log)
-	return err
-}
-
 // preClaim is what the inline intake read right before its put for the
 // attempt it made (inline.go); the dispatcher's claims carry none.
 type preClaim struct {
@@ -211,7 +162,7 @@ func (d *Dispatcher) startAttempt(in *Intent, now time.Time) error {
 // hold, the send and its outcome. Every attempt goes through it, the inline
 // one included: one path. It returns the intent as its last write stored it
 // (nil when that write was the gate's release after a hold).
-func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, gate ticket, pre preClaim, log *slog.Logger) (*Intent, error) {
+func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, permit *gate.Permit, pre preClaim, log *slog.Logger) (*Intent, error) {
 	ctx, span := startSpan(ctx, d.Tracer, "outbox.attempt", in.TraceParent, attemptAttrs(in, att.Trigger))
 	defer span.End()
 	checked := pre.checks
@@ -298,13 +249,25 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, ga
 				Reason: fmt.Sprintf("superseded: a newer update of the same target (%s) went out; this older value is not sent again", newer)}, log)
 		}
 	}
-	if deferred, err := d.hold(ctx, in, &gate, att.N); deferred || err != nil {
-		return nil, err // the account gate said wait after all: released, nothing sent
+	if permit != nil {
+		def, err := permit.Hold(ctx)
+		if err != nil {
+			return nil, err // the lease expires; the sweeper takes it (nothing was sent)
+		}
+		if def != nil {
+			return nil, d.release(ctx, in, att, *def, log) // the account gate said wait after all: nothing sent
+		}
 	}
 	req := d.sendRequest(in)
 	req.Payload = payload
 	res, sendErr := prov.Send(ctx, req)
-	d.sent(ctx, in, gate, sendErr)
+	if permit != nil {
+		var retryAfter time.Duration
+		if re := (*RetryableError)(nil); errors.As(sendErr, &re) {
+			retryAfter = re.RetryAfter
+		}
+		permit.Report(ctx, ClassifyForGate(sendErr), retryAfter)
+	}
 	if subject != "" && WentOut(sendErr) {
 		d.markSent(ctx, in, subject, log)
 	}
@@ -541,10 +504,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, stored *Intent, op string, del
 
 func (d *Dispatcher) recordBlocked(ctx context.Context, claimed *Intent, att Attempt, b *Blocked, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
-	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
-		if !in.HeldBy(d.Owner, att.N) {
-			return ErrLeaseLost
-		}
+	stored, err := d.updateHeld(ctx, claimed, att.N, func(in *Intent) error {
 		a := att
 		a.EndedAt = now
 		a.Result = AttemptResult(b.Status)
@@ -585,10 +545,7 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 	if cause != nil {
 		detail = "the backup barrier could not be read; the claim was given back before anything was sent"
 	}
-	stored, err := d.updateClaimed(ctx, claimed, func(in *Intent) error {
-		if !in.HeldBy(d.Owner, att.N) {
-			return ErrLeaseLost
-		}
+	stored, err := d.updateHeld(ctx, claimed, att.N, func(in *Intent) error {
 		a := att
 		a.EndedAt, a.Result, a.Evidence = now, ResultHeldByBarrier, Evidence{Detail: detail}
 		t := next
@@ -609,9 +566,9 @@ func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att At
 	return stored, nil
 }
 
-func attemptAttrs(in *Intent, trigger string) map[string]string {
+func attemptAttrs(in *Intent, trigger Trigger) map[string]string {
 	a := IntentSpanAttrs(in)
 	a["outbox.attempt"] = strconv.Itoa(in.AttemptCount)
-	a["outbox.trigger"] = trigger
+	a["outbox.trigger"] = string(trigger)
 	return a
 }

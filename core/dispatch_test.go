@@ -74,7 +74,7 @@ func (r *rig) get(t *testing.T, id string) *Intent {
 func TestHappyPathCostsThreeWrites(t *testing.T) {
 	r := newRig(Capabilities{})
 	in := r.submit(t)
-	if err := r.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+	if err := attemptID(context.Background(), r.d, in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	got := r.get(t, in.ID)
@@ -90,7 +90,7 @@ func TestDuplicateTriggerMakesOneSend(t *testing.T) {
 	r := newRig(Capabilities{})
 	in := r.submit(t)
 	for i := 0; i < 3; i++ {
-		if err := r.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+		if err := attemptID(context.Background(), r.d, in.ID, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -311,7 +311,7 @@ func TestExpiredRetryAttemptKeepsItsClaimTime(t *testing.T) {
 	r := newRig(Capabilities{}, &RetryableError{Class: ClassTransient, Err: errors.New("503")})
 	in := r.submit(t)
 	firstClaim := r.clock.Now()
-	if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.get(t, in.ID); got.Status != StatusRetryableFailure {
@@ -320,7 +320,7 @@ func TestExpiredRetryAttemptKeepsItsClaimTime(t *testing.T) {
 	r.clock.Advance(10 * time.Second)
 	retryClaim := r.clock.Now()
 	r.d.Store = crashAfterClaim{r.store}
-	if err := r.d.Attempt(ctx, in.ID, "retry"); err == nil || !strings.Contains(err.Error(), "process crashed") {
+	if err := attemptID(ctx, r.d, in.ID, "retry"); err == nil || !strings.Contains(err.Error(), "process crashed") {
 		t.Fatalf("the crashed retry returned %v, want the failed outcome write", err)
 	}
 	r.d.Store = r.store

@@ -332,7 +332,15 @@ type fakeClock = clocktest.Clock
 // the store or the queue failed.
 func mustAttempt(t *testing.T, d *Dispatcher, id string) {
 	t.Helper()
-	if err := d.Attempt(context.Background(), id, "stream"); err != nil {
+	if err := attemptID(context.Background(), d, id, "stream"); err != nil {
 		t.Fatalf("attempt %s: %v", id, err)
 	}
 }
+
+// attemptID makes the attempt of id as trigger asks, through the one entry.
+func attemptID(ctx context.Context, d *Dispatcher, id string, trigger Trigger) error {
+	_, err := d.Attempt(ctx, AttemptRequest{ID: id, Trigger: trigger})
+	return err
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }

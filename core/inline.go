@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -11,9 +10,10 @@ import (
 // Prefer: wait=N) gets the provider's answer in the response, at the floor of
 // two durable writes: the intake writes the intent already claimed (in
 // flight, attempt 1, under a lease) in its one conditional put, makes the
-// attempt through the dispatcher's own code after the claim
-// (Dispatcher.afterClaim: barrier, checks, gate hold, send, outcome) and
-// answers with the intent as the outcome left it.
+// attempt through the dispatcher's one entry (Dispatcher.Attempt with
+// NewIntent: the gate, the claim's change, the put, then barrier, checks,
+// gate hold, send, outcome, as for every attempt) and answers with the
+// intent as the outcome left it.
 //
 // Whether the intent can be attempted now is decided before the put, by the
 // rules of every attempt: revalidation (grant, capability, source, target;
@@ -43,9 +43,6 @@ import (
 // (dispatcher.StreamFilterPattern), so an intent inserted in flight is never
 // dispatched a second time.
 
-// TriggerInline is the attempt trigger of an inline intake attempt.
-const TriggerInline = "inline"
-
 // BarrierSettle is how long a backup waits after its barrier raise
 // committed before it reads any intent of the profile. InlineBarrierFresh is
 // how long an inline put may take, counted from the moment its barrier read
@@ -70,11 +67,11 @@ const (
 // InlinePreflight reads, in one round trip, what an inline attempt decides
 // before its put: the revalidation facts (as FactReader reads them), the
 // backup barrier shard covering the intent (as BarrierCheck reads it) and
-// the account gate's replica for the intent (as GateStore.StateFor reads
-// it first). adapters/dynamo: one BatchGetItem. Without it the three are
-// read side by side.
+// the account gate's replica for the intent (as gate.GateStore.StateFor
+// reads it first). adapters/dynamo: one BatchGetItem. Without it the three
+// are read side by side.
 type InlinePreflight interface {
-	Preflight(ctx context.Context, in *Intent, gateKey string) (Preflight, error)
+	Preflight(ctx context.Context, in *Intent) (Preflight, error)
 }
 
 // Preflight is what InlinePreflight read.
@@ -112,161 +109,111 @@ func (l *Inline) mono() time.Time {
 
 // SubmitOptions are the caller's preferences for one submission.
 type SubmitOptions struct {
-	// Wait is Prefer: wait (0: answer at once, the asynchronous road).
+	// Wait is Prefer: wait as asked (0: answer at once, the asynchronous
+	// road); the intake caps it (Inline.MaxWait) and says what it applied
+	// (SubmitResult.Wait).
 	Wait time.Duration
 }
 
-// Wait caps the wait a request asked for; 0 when inline delivery is off.
-func (l *Inline) Wait(asked time.Duration) time.Duration {
+// wait caps the wait a request asked for; 0 when inline delivery is off.
+// The one place the cap is applied.
+func (l *Inline) wait(asked time.Duration) time.Duration {
 	if l == nil || l.D == nil || asked <= 0 {
 		return 0
 	}
 	return min(asked, OrDefault(l.MaxWait, DefaultInlineMaxWait))
 }
 
-// inlinePlan is the intake's decision for one intent that asked to wait.
-type inlinePlan struct {
-	claimed bool // the intent is written already claimed
-	ticket  ticket
+// inlineReads are the reads an inline attempt makes before its put: the
+// revalidation and the backup barrier (side by side, or with the gate's
+// replica in one Preflight).
+type inlineReads struct {
+	wg      sync.WaitGroup
 	checks  *Checks
-	now     time.Time
-	why     string // why not claimed ("" when claimed)
-	// barrierAsked is when the barrier read before the put was issued
-	// (monotonic; zero without a barrier check).
-	barrierAsked time.Time
+	blocked *Blocked
+	up      bool
+	clean   bool // the gate's replica read clean (Preflight.GateClean)
+	// pfErr, rvErr, bErr: the reads that failed.
+	pfErr, rvErr, bErr error
+	// asked is when the barrier read was issued (monotonic; zero without one).
+	asked time.Time
 }
 
-// plan decides, before the put, whether in can be attempted now, and if so
-// makes the claim's change to it (in flight, attempt 1, lease).
-func (l *Inline) plan(ctx context.Context, in *Intent) (*inlinePlan, error) {
-	d := l.D
-	p := &inlinePlan{}
-	var (
-		wg                sync.WaitGroup
-		checks            *Checks
-		blocked           *Blocked
-		rvErr, bErr, gErr error
-		up                bool
-	)
-	known := gateKnown{}
+// read starts the reads before the put; the Preflight one is done when it returns.
+func (l *Inline) read(ctx context.Context, in *Intent) *inlineReads {
+	d, r := l.D, &inlineReads{}
 	if l.Preflight != nil && d.Revalidator != nil && d.Barrier != nil && d.Gate != nil {
-		p.barrierAsked = l.mono() // real latency, not d.Clock
-		pf, err := l.Preflight.Preflight(ctx, in, GateKey(in.Provider, in.Account))
+		r.asked = l.mono() // real latency, not d.Clock
+		pf, err := l.Preflight.Preflight(ctx, in)
 		if err != nil {
-			p.why = "the checks before the put could not be read: " + err.Error()
-			return p, nil
+			r.pfErr = err
+			return r
 		}
-		checks, blocked = Evaluate(in, pf.Facts, d.Clock.Now())
-		up, known.clean = pf.BarrierUp, pf.GateClean
-	} else {
-		if d.Revalidator != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); checks, blocked, rvErr = d.Revalidator.Revalidate(ctx, in) }()
-		}
-		if d.Barrier != nil {
-			p.barrierAsked = l.mono() // real latency, not d.Clock
-			wg.Add(1)
-			go func() { defer wg.Done(); _, up, bErr = d.Barrier.BarrierUp(ctx, in) }()
-		}
+		r.checks, r.blocked = Evaluate(in, pf.Facts, d.Clock.Now())
+		r.up, r.clean = pf.BarrierUp, pf.GateClean
+		return r
 	}
-	// The gate last, in this goroutine: a gate error must not leak a slot
-	// reservation unseen, and admit's own reads are the slowest.
-	t, gErr := d.admit(ctx, in.ID, TriggerInline, known, in)
-	wg.Wait()
-	p.ticket = t
+	if d.Revalidator != nil {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.checks, r.blocked, r.rvErr = d.Revalidator.Revalidate(ctx, in) }()
+	}
+	if d.Barrier != nil {
+		r.asked = l.mono() // real latency, not d.Clock
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); _, r.up, r.bErr = d.Barrier.BarrierUp(ctx, in) }()
+	}
+	return r
+}
+
+// checked waits for the reads and says why they do not let the attempt go
+// now ("": they do).
+func (r *inlineReads) checked() (*Checks, string) {
+	r.wg.Wait()
+	why := ""
 	switch {
-	case gErr != nil:
-		p.why = "the account gate could not be read: " + gErr.Error()
-	case !t.send && t.later != nil:
-		p.why = "the account gate defers it: " + t.later.reason
-	case !t.send:
-		p.why = "the account gate holds its slot for another trigger"
-	case rvErr != nil:
-		p.why = "revalidation could not be read"
-	case blocked != nil:
-		p.why = "revalidation blocks it: " + blocked.Reason
-	case bErr != nil:
-		p.why = "the backup barrier could not be read"
-	case up:
-		p.why = "a backup barrier is up for the profile"
+	case r.pfErr != nil:
+		why = "the checks before the put could not be read: " + r.pfErr.Error()
+	case r.rvErr != nil:
+		why = "revalidation could not be read"
+	case r.blocked != nil:
+		why = "revalidation blocks it: " + r.blocked.Reason
+	case r.bErr != nil:
+		why = "the backup barrier could not be read"
+	case r.up:
+		why = "a backup barrier is up for the profile"
 	}
-	if p.why != "" {
-		return p, nil
-	}
-	now := d.Clock.Now()
-	if err := d.startAttempt(in, now); err != nil {
-		if errors.Is(err, errDeadlinePassed) || errors.Is(err, ErrNotClaimable) {
-			p.why = err.Error()
-			return p, nil
-		}
-		return nil, err
-	}
-	p.claimed, p.checks, p.now = true, checks, now
-	return p, nil
+	return r.checks, why
 }
 
-// attempt makes the claimed attempt of in, which the put just stored, and
-// returns the intent as its outcome left it (nil if it cannot tell).
-func (l *Inline) attempt(ctx context.Context, in *Intent, p *inlinePlan) (*Intent, error) {
-	d := l.D
-	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount)
-	att := Attempt{N: in.AttemptCount, Trigger: TriggerInline, StartedAt: p.now}
-	d.metrics().Count("InlineAttempt", 1)
-	pre := preClaim{checks: p.checks}
-	if !p.barrierAsked.IsZero() && l.mono().Sub(p.barrierAsked) < InlineBarrierFresh {
-		pre.barrierRead = true
-	} else if !p.barrierAsked.IsZero() {
-		d.metrics().Count("InlineBarrierReread", 1)
+// submit is the intake's step for a submission that asked to wait, after
+// it decided to accept in: the reads before the put, then the attempt
+// through the dispatcher's one entry, whose put is the intake's (put).
+// existing is the intent the put found stored, for the caller's replay
+// rules.
+func (l *Inline) submit(ctx context.Context, in *Intent, put func(context.Context, *Intent) (*Intent, bool, error)) (res SubmitResult, existing *Intent, err error) {
+	reads := l.read(ctx, in)
+	nw := &NewIntent{Checked: reads.checked, GateClean: reads.clean, Put: put}
+	if !reads.asked.IsZero() {
+		nw.BarrierFresh = func() bool { return l.mono().Sub(reads.asked) < InlineBarrierFresh }
 	}
-	return d.afterClaim(ctx, in, att, p.ticket, pre, log)
-}
-
-// handOn passes on what the gate gave an intent that was not attempted
-// inline (put pending, or found stored): a slot reserved under its claim
-// token, which its stream record will not take again, goes with a paced
-// message (a stale or unclaimable one is dropped by the retrier). An
-// unpaced deferral needs nothing: the stream dispatches the pending intent
-// and the gate defers it there.
-func (l *Inline) handOn(ctx context.Context, in *Intent, p *inlinePlan) {
-	if p == nil || p.claimed || !p.ticket.reservedOnce {
-		return
-	}
-	d := l.D
-	now := d.Clock.Now()
-	msg := RetryMessage{IntentID: in.ID, Attempt: 0, Op: OpPaced, Trigger: TriggerInline}
-	at := now
-	if !p.ticket.slot.IsZero() {
-		s := p.ticket.slot
-		msg.SlotAt, at = &s, s
-	}
-	if p.ticket.tkey != "" && !p.ticket.tslot.IsZero() {
-		s := p.ticket.tslot
-		msg.TargetSlotAt = &s
-		if s.After(at) {
-			at = s
+	out, err := l.D.Attempt(ctx, AttemptRequest{ID: in.ID, Trigger: TriggerInline, Intent: in, New: nw})
+	switch {
+	case err != nil:
+		return SubmitResult{}, nil, err
+	case out.Existing != nil:
+		return SubmitResult{}, out.Existing, nil
+	case !out.Attempted:
+		return SubmitResult{Intent: in}, nil, nil
+	case out.Intent == nil:
+		// The outcome is not known here (a store failure recording it, or a
+		// release by the gate): answer with what is stored.
+		cur, gerr := l.D.Store.Get(ctx, in.ID)
+		if gerr != nil {
+			return SubmitResult{Intent: in}, nil, nil
 		}
+		return SubmitResult{Intent: cur, Waited: cur.Status != StatusInFlight}, nil, nil
 	}
-	if lt := p.ticket.later; lt != nil {
-		switch lt.keep {
-		case keepAccountSlot:
-			msg.SlotAt = &lt.at
-		case keepTargetSlot:
-			msg.TargetSlotAt = &lt.at
-		}
-		at = lt.at
-	}
-	delay := at.Sub(now)
-	if msg.SlotAt != nil || msg.TargetSlotAt != nil {
-		delay -= d.Gate.queueMargin()
-	}
-	if in.Deadline != nil && in.Deadline.Sub(now) < delay {
-		delay = in.Deadline.Sub(now)
-	}
-	if err := d.Queue.Enqueue(ctx, msg, max(delay, 0)); err != nil {
-		// The sweeper's kick of the pending intent reserves afresh once the
-		// claim token's window is over.
-		d.log().WarnContext(ctx, "inline: handing on the reserved slot failed; the sweeper takes the intent", "intent", in.ID, "err", err.Error())
-	}
+	return SubmitResult{Intent: out.Intent, Waited: true}, nil, nil
 }
 
 // await waits, bounded by wait, for the attempt in flight on a stored intent
@@ -285,7 +232,7 @@ func (l *Inline) await(ctx context.Context, in *Intent, wait time.Duration) (*In
 			return in, false
 		}
 		d := min(step, left)
-		if err := l.sleep(ctx, d); err != nil {
+		if err := sleep(ctx, d, l.Sleep); err != nil {
 			return in, false
 		}
 		waited += d
@@ -299,49 +246,4 @@ func (l *Inline) await(ctx context.Context, in *Intent, wait time.Duration) (*In
 			return in, true
 		}
 	}
-}
-
-func (l *Inline) sleep(ctx context.Context, d time.Duration) error { return sleep(ctx, d, l.Sleep) }
-
-// submitInline is the intake's step for a submission that asked to wait,
-// after it decided to accept in and before its put: it plans the inline
-// attempt, puts, and makes the attempt (or hands the intent to the
-// asynchronous road). created=false returns the stored intent for the
-// caller's replay rules.
-func (s *Intake) submitInline(ctx context.Context, in *Intent, wait time.Duration) (res SubmitResult, existing *Intent, err error) {
-	l := s.Inline
-	p, err := l.plan(ctx, in)
-	if err != nil {
-		return SubmitResult{}, nil, err
-	}
-	existing, created, err := s.Store.Create(ctx, in)
-	if err != nil {
-		// Nothing stored, nothing sent. A reserved slot is lost to the pace.
-		return SubmitResult{}, nil, err
-	}
-	if !created {
-		l.handOn(ctx, existing, p)
-		return SubmitResult{}, existing, nil
-	}
-	if !p.claimed {
-		l.handOn(ctx, in, p)
-		l.D.log().DebugContext(ctx, "inline: not attempted now; the asynchronous road takes it", "intent", in.ID, "why", p.why)
-		l.D.metrics().Count("InlineFallback", 1)
-		return SubmitResult{Intent: in}, nil, nil
-	}
-	stored, err := l.attempt(ctx, in, p)
-	if err != nil || stored == nil {
-		// The outcome is not known here (a store failure recording it, or a
-		// release by the gate): answer with what is stored; the lease and
-		// the sweeper cover a lost outcome, as for the dispatcher.
-		if err != nil {
-			l.D.log().WarnContext(ctx, "inline: attempt ended without a recorded outcome", "intent", in.ID, "err", err.Error())
-		}
-		cur, gerr := s.Store.Get(ctx, in.ID)
-		if gerr != nil {
-			return SubmitResult{Intent: in}, nil, nil
-		}
-		return SubmitResult{Intent: cur, Waited: cur.Status != StatusInFlight}, nil, nil
-	}
-	return SubmitResult{Intent: stored, Waited: true}, nil, nil
 }

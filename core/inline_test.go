@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/botharness/outbox/core/gate"
 	"testing"
 	"time"
 )
@@ -77,7 +78,7 @@ func TestInlineWaitIsCapped(t *testing.T) {
 		{&Inline{D: &Dispatcher{}, MaxWait: 2 * time.Second}, 5 * time.Second, 2 * time.Second},
 		{off, 5 * time.Second, 0},
 	} {
-		if got := c.l.Wait(c.ask); got != c.want {
+		if got := c.l.wait(c.ask); got != c.want {
 			t.Errorf("Wait(%v) = %v, want %v", c.ask, got, c.want)
 		}
 	}
@@ -112,7 +113,7 @@ func TestInlineFallsBackToThePendingRoad(t *testing.T) {
 	t.Run("paused", func(t *testing.T) {
 		r, gates, _ := gateRig(nil)
 		inlineRig(r)
-		if err := gates.Pause(context.Background(), GateKey("fake", "a1"), r.clock.Now().Add(time.Minute)); err != nil {
+		if err := gates.Pause(context.Background(), gate.GateKey("fake", "a1"), r.clock.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		res := r.submitWait(t, "k1", 5*time.Second)
@@ -143,7 +144,7 @@ func (blockAll) Revalidate(context.Context, *Intent) (*Checks, *Blocked, error) 
 // the stream's dispatch of the pending intent holds no second slot, and the
 // intent is sent exactly once, on its slot.
 func TestInlineOverPaceHandsItsSlotOn(t *testing.T) {
-	r, _, _ := gateRig(&Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
+	r, _, _ := gateRig(&gate.Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
 	inlineRig(r)
 	first := r.submitWait(t, "k1", 5*time.Second)
 	if first.Intent.Status != StatusSucceeded {
@@ -302,7 +303,7 @@ type fakePreflight struct {
 	calls int
 }
 
-func (f *fakePreflight) Preflight(context.Context, *Intent, string) (Preflight, error) {
+func (f *fakePreflight) Preflight(context.Context, *Intent) (Preflight, error) {
 	f.calls++
 	return f.pf, f.err
 }
@@ -334,7 +335,7 @@ func TestInlinePreflightStandsForTheThreeReads(t *testing.T) {
 			b := &barrierUp{}
 			r.d.Barrier, r.d.Revalidator, r.in.Inline.Preflight = b, blockAll{}, pre
 			if c.pause {
-				if err := gates.Pause(context.Background(), GateKey("fake", "a1"), r.clock.Now().Add(time.Minute)); err != nil {
+				if err := gates.Pause(context.Background(), gate.GateKey("fake", "a1"), r.clock.Now().Add(time.Minute)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -103,6 +103,8 @@ type SubmitResult struct {
 	// Waited: the answer is the intent after its attempt (the wait the
 	// caller asked for was applied: Preference-Applied).
 	Waited bool
+	// Wait is the wait applied (the one asked for, capped by Inline.MaxWait).
+	Wait time.Duration
 }
 
 // Submit validates, canonicalises and commits one intent under bot+key with a
@@ -120,7 +122,7 @@ func (s *Intake) Submit(ctx context.Context, bot, key string, body []byte) (Subm
 }
 
 // SubmitWith is Submit with the caller's preferences: a wait (capped by
-// Inline.Wait) makes the first attempt inside the request when it can be
+// Inline.MaxWait) makes the first attempt inside the request when it can be
 // made now (inline.go), and makes a replay of an intent still in flight wait
 // for its outcome.
 func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, opt SubmitOptions) (res SubmitResult, err error) {
@@ -189,16 +191,17 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 		}
 		in.PayloadRef, in.Payload = ref, nil
 	}
-	wait := s.Inline.Wait(opt.Wait)
+	wait := s.Inline.wait(opt.Wait)
 	var existing *Intent
 	if wait > 0 {
 		// The inline step (inline.go): plan, put, attempt.
-		inl, found, err := s.submitInline(ctx, in, wait)
+		inl, found, err := s.Inline.submit(ctx, in, s.Store.Create)
 		if err != nil {
 			return SubmitResult{}, fmt.Errorf("commit intent %s: %w", in.ID, err)
 		}
 		if found == nil {
 			created = true
+			inl.Wait = wait
 			return inl, nil
 		}
 		existing = found
@@ -218,7 +221,7 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 		// A replay while the first request (or a worker) is still sending:
 		// wait for the outcome, bounded by the wait asked for.
 		cur, ended := s.Inline.await(ctx, existing, wait)
-		return SubmitResult{Intent: cur, Replayed: true, Waited: ended}, nil
+		return SubmitResult{Intent: cur, Replayed: true, Waited: ended, Wait: wait}, nil
 	}
 	return answer(a, in.ID, existing, nil)
 }

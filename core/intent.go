@@ -42,7 +42,7 @@ type Lease struct {
 // lease, and the sweeper appends the entry that says so.
 type Attempt struct {
 	N          int           `json:"n"`
-	Trigger    string        `json:"trigger"`
+	Trigger    Trigger       `json:"trigger"`
 	StartedAt  time.Time     `json:"startedAt"`
 	EndedAt    time.Time     `json:"endedAt"`
 	Result     AttemptResult `json:"result"` // "succeeded", an ErrorClass, a revalidation status or a Result* constant

@@ -99,7 +99,7 @@ func boundEntry(a Attempt) Attempt {
 	a.Evidence = BoundEvidence(a.Evidence)
 	a.ExternalID = truncateUTF8(a.ExternalID, MaxExternalIDLen)
 	a.Result = AttemptResult(truncateUTF8(string(a.Result), MaxEvidenceCode))
-	a.Trigger = truncateUTF8(a.Trigger, MaxEvidenceCode)
+	a.Trigger = Trigger(truncateUTF8(string(a.Trigger), MaxEvidenceCode))
 	if a.Checks != nil {
 		c := *a.Checks
 		c.Reason = truncateUTF8(c.Reason, MaxEvidenceDetail)

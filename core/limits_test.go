@@ -216,7 +216,7 @@ func TestReconcilePollThatLearnsNothingWritesNothing(t *testing.T) {
 	r.prov.lookup = LookupResult{State: LookupPending}
 	in := r.submit(t)
 	ctx := context.Background()
-	if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	stored := r.get(t, in.ID)

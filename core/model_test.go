@@ -320,7 +320,7 @@ func (m *mdlMachine) Trigger(t *rapid.T) {
 	d := m.d[m.pick("worker", len(m.d))]
 	// The model may crash the invocation at any write; its error is that
 	// crash, and the invariants (m.Check) are what the model asserts.
-	m.run(func(ctx context.Context) { _ = d.Attempt(ctx, in.id, "stream") })
+	m.run(func(ctx context.Context) { _ = attemptID(ctx, d, in.id, "stream") })
 }
 
 var mdlOutcomes = []string{"ok", "ok", "drop", "err500", "unavailable", "ratelimit", "reject", "unauthorized", "timeout-held"}
@@ -600,7 +600,7 @@ func (m *mdlMachine) drain(t *rapid.T) {
 			})
 		}
 		for _, mi := range m.intents {
-			m.run(func(ctx context.Context) { _ = m.d[1].Attempt(ctx, mi.id, "stream") })
+			m.run(func(ctx context.Context) { _ = attemptID(ctx, m.d[1], mi.id, "stream") })
 		}
 		m.Check(t)
 		settled := len(m.parked) == 0
@@ -731,7 +731,7 @@ func (r *bugRig) deliver(t *testing.T) {
 func TestRegressionRetryNotSentPastKeyRetention(t *testing.T) {
 	r := newBugRig(t, Capabilities{IdempotencyKeys: true, KeyRetention: time.Second},
 		&UnknownOutcomeError{Err: errors.New("response lost after commit")})
-	if err := r.d.Attempt(context.Background(), r.id, "stream"); err != nil {
+	if err := attemptID(context.Background(), r.d, r.id, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	in, _ := r.store.Get(context.Background(), r.id)
@@ -759,7 +759,7 @@ func TestRegressionNotFailedAfterUnknownOutcome(t *testing.T) {
 	r := newBugRig(t, Capabilities{IdempotencyKeys: true, KeyRetention: time.Hour},
 		&UnknownOutcomeError{Err: errors.New("response lost after commit")},
 		&PermanentError{Class: ClassUnauthorized, Err: errors.New("401: token expired")})
-	if err := r.d.Attempt(context.Background(), r.id, "stream"); err != nil {
+	if err := attemptID(context.Background(), r.d, r.id, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	r.clock.Advance(time.Second)

@@ -2,8 +2,9 @@ package core
 
 import (
 	"context"
-	"strconv"
 	"time"
+
+	"github.com/botharness/outbox/core/gate"
 )
 
 // Operator event types. An operator event tells a person that something now
@@ -14,8 +15,8 @@ const (
 	OperatorEventNeedsHuman = "intent.needs_human"
 	OperatorEventFailed     = "intent.failed"
 	OperatorEventExpired    = "intent.expired"
-	EventBreakerOpened      = "breaker.opened"
-	EventBreakerClosed      = "breaker.closed"
+	EventBreakerOpened      = gate.EventBreakerOpened
+	EventBreakerClosed      = gate.EventBreakerClosed
 )
 
 // OperatorEvent is one episode an operator must hear about exactly once. ID
@@ -89,10 +90,7 @@ func NeedsHumanSince(in *Intent) time.Time {
 // stable for that move: the gate's conditional write lets one worker make
 // each move, and that worker publishes it.
 func BreakerEvent(kind, provider, account string, at time.Time, detail string) OperatorEvent {
-	return OperatorEvent{
-		ID:   "gate." + provider + "/" + account + "." + kind + "." + strconv.FormatInt(at.UnixNano(), 10),
-		Type: kind, At: at, Provider: provider, Account: account, Reason: detail,
-	}
+	return GateOperatorEvent(gate.BreakerEvent(kind, provider, account, at, detail))
 }
 
 // Redriver publishes operator events whose claim a crash left unpublished

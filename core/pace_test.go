@@ -2,9 +2,9 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/botharness/outbox/core/gate"
 	"strings"
 	"testing"
 	"time"
@@ -14,91 +14,16 @@ var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
 
-func TestAdmit(t *testing.T) {
-	b := BreakerPolicy{Failures: 3, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second}
-	hold := 2 * time.Second
-	open := func(until, probe *time.Time) GateState {
-		return GateState{Breaker: Breaker{Open: true, Failures: 3, Opens: 1, OpenUntil: until, ProbeUntil: probe}}
-	}
-	cases := []struct {
-		name      string
-		slot      time.Duration // relative to now
-		tol       time.Duration
-		st        GateState
-		uncertain bool
-		want      VerdictKind
-		wantAt    time.Duration
-		keepSlot  bool
-	}{
-		{"free slot now", 0, 0, GateState{}, false, VerdictSend, 0, false},
-		{"slot in the past (within tolerance) sends now", -time.Second, 2 * time.Second, GateState{}, false, VerdictSend, 0, false},
-		{"slot soon: hold in-process", 500 * time.Millisecond, 0, GateState{}, false, VerdictSend, 500 * time.Millisecond, false},
-		{"slot exactly maxHold away: hold", 2 * time.Second, 0, GateState{}, false, VerdictSend, 2 * time.Second, false},
-		{"slot beyond maxHold: defer keeping the slot", 5 * time.Second, 0, GateState{}, false, VerdictDefer, 5 * time.Second, true},
-		{"burst tolerance pulls the send earlier", 5 * time.Second, 4 * time.Second, GateState{}, false, VerdictSend, time.Second, false},
-		{"paused: defer to the pause end, fresh slot", 0, 0, GateState{PausedUntil: at(5 * time.Second)}, false, VerdictDefer, 5 * time.Second, false},
-		{"pause over", 0, 0, GateState{PausedUntil: at(-time.Second)}, false, VerdictSend, 0, false},
-		{"pause outranks the slot", 3 * time.Second, 0, GateState{PausedUntil: at(9 * time.Second)}, false, VerdictDefer, 9 * time.Second, false},
-		{"slot after the pause: the slot decides", 9 * time.Second, 0, GateState{PausedUntil: at(5 * time.Second)}, false, VerdictDefer, 9 * time.Second, true},
-		{"breaker open: defer to cooldown end", 0, 0, open(at(8*time.Second), nil), false, VerdictDefer, 8 * time.Second, false},
-		{"breaker half-open: safe intent probes", 0, 0, open(at(-time.Second), nil), false, VerdictProbe, 0, false},
-		{"breaker half-open: uncertain intent may not probe", 0, 0, open(at(-time.Second), nil), true, VerdictDefer, 5 * time.Second, false},
-		{"breaker half-open: a probe is out", 0, 0, open(at(-time.Second), at(3*time.Second)), false, VerdictDefer, 3 * time.Second, false},
-		{"breaker half-open: expired probe lease lets another probe", 0, 0, open(at(-3*time.Second), at(-time.Second)), false, VerdictProbe, 0, false},
-		{"closed breaker with failures sends", 0, 0, GateState{Breaker: Breaker{Failures: 2}}, true, VerdictSend, 0, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			v := Admit(t0.Add(c.slot), c.tol, c.st, c.uncertain, t0, b, hold)
-			if v.Kind != c.want || !v.At.Equal(t0.Add(c.wantAt)) || v.KeepSlot != c.keepSlot {
-				t.Fatalf("Admit = %+v, want kind %d at +%v keepSlot %v", v, c.want, c.wantAt, c.keepSlot)
-			}
-		})
-	}
-}
-
-func TestCooldownAfterGrowsAndCaps(t *testing.T) {
-	b := BreakerPolicy{Cooldown: 10 * time.Second, MaxCooldown: time.Minute}
-	for _, c := range []struct {
-		opens int
-		want  time.Duration
-	}{{1, 10 * time.Second}, {2, 20 * time.Second}, {3, 40 * time.Second}, {4, time.Minute}, {10, time.Minute}} {
-		if got := b.CooldownAfter(c.opens); got != c.want {
-			t.Fatalf("CooldownAfter(%d) = %v, want %v", c.opens, got, c.want)
-		}
-	}
-}
-
-func TestReservationUsableAndSendTooLate(t *testing.T) {
-	p := Pace{Rate: 20, Per: time.Second, Burst: 3} // interval 50ms, tolerance 100ms
-	for _, c := range []struct {
-		resv time.Duration
-		want bool
-	}{{time.Second, true}, {0, true}, {-50 * time.Millisecond, true}, {-51 * time.Millisecond, false}} {
-		if got := ReservationUsable(t0.Add(c.resv), p, t0); got != c.want {
-			t.Fatalf("ReservationUsable(%v) = %v", c.resv, got)
-		}
-	}
-	for _, c := range []struct {
-		slot time.Duration
-		want bool
-	}{{time.Second, false}, {0, false}, {-25 * time.Millisecond, false}, {-26 * time.Millisecond, true}, {-time.Hour, true}} {
-		if got := SendTooLate(t0.Add(c.slot), p, t0); got != c.want {
-			t.Fatalf("SendTooLate(%v) = %v", c.slot, got)
-		}
-	}
-}
-
 func TestClassifyForGate(t *testing.T) {
 	for _, c := range []struct {
 		err  error
-		want GateResult
+		want gate.GateResult
 	}{
-		{nil, GateSuccess},
-		{&RetryableError{Class: ClassRateLimited, RetryAfter: time.Second, Err: errors.New("429")}, GateRateLimited},
-		{&RetryableError{Class: ClassTransient, Err: errors.New("503")}, GateTransient},
-		{&UnknownOutcomeError{Err: errors.New("timeout")}, GateOther},
-		{&PermanentError{Class: ClassRejectedInput, Err: errors.New("400")}, GateOther},
+		{nil, gate.GateSuccess},
+		{&RetryableError{Class: ClassRateLimited, RetryAfter: time.Second, Err: errors.New("429")}, gate.GateRateLimited},
+		{&RetryableError{Class: ClassTransient, Err: errors.New("503")}, gate.GateTransient},
+		{&UnknownOutcomeError{Err: errors.New("timeout")}, gate.GateOther},
+		{&PermanentError{Class: ClassRejectedInput, Err: errors.New("400")}, gate.GateOther},
 	} {
 		if got := ClassifyForGate(c.err); got != c.want {
 			t.Fatalf("ClassifyForGate(%v) = %v, want %v", c.err, got, c.want)
@@ -106,42 +31,19 @@ func TestClassifyForGate(t *testing.T) {
 	}
 }
 
-func TestPaceJSONAndValidate(t *testing.T) {
-	var p Pace
-	if err := json.Unmarshal([]byte(`{"rate":20,"per":"1s"}`), &p); err != nil {
-		t.Fatal(err)
-	}
-	if p != (Pace{Rate: 20, Per: time.Second, Burst: 1}) || p.Interval() != 50*time.Millisecond || p.Tolerance() != 0 {
-		t.Fatalf("pace %+v", p)
-	}
-	b, _ := json.Marshal(Pace{Rate: 1, Per: time.Minute, Burst: 1})
-	if string(b) != `{"rate":1,"per":"1m0s","burst":1}` {
-		t.Fatalf("marshal %s", b)
-	}
-	if err := json.Unmarshal([]byte(`{"rate":20,"per":"soon"}`), &p); err == nil {
-		t.Fatal("bad per accepted")
-	}
-	for _, bad := range []Pace{{Rate: 0, Per: time.Second, Burst: 1}, {Rate: 5, Per: 0, Burst: 1}, {Rate: 5, Per: time.Second, Burst: 6}, {Rate: 100000, Per: time.Millisecond, Burst: 1}} {
-		var ve *ValidationError
-		if err := bad.Validate(); !errors.As(err, &ve) {
-			t.Fatalf("%+v: %v", bad, err)
-		}
-	}
-}
-
 // gateRig is a dispatcher rig with a gate over MemoryGates and a clock the
 // gate's sleeps advance.
-func gateRig(pace *Pace, script ...error) (*rig, *MemoryGates, *fakeEvents) {
+func gateRig(pace *gate.Pace, script ...error) (*rig, *gate.MemoryGates, *fakeEvents) {
 	r := newRig(Capabilities{}, script...)
-	gates := NewMemoryGates()
+	gates := gate.NewMemoryGates()
 	ev := &fakeEvents{}
-	r.d.Gate = &Gate{
-		Store: gates, Breaker: BreakerPolicy{Failures: 2, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second},
-		Events: ev,
+	r.d.Gate = &gate.Gate{
+		Store: gates, Clock: r.clock, Breaker: gate.BreakerPolicy{Failures: 2, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second},
+		Notify: ev.Publish,
 		Sleep:  func(_ context.Context, d time.Duration) error { r.clock.Advance(d); return nil },
-		Declared: func(provider, account string) (Pace, bool) {
+		Declared: func(provider, account string) (gate.Pace, bool) {
 			if pace == nil {
-				return Pace{}, false
+				return gate.Pace{}, false
 			}
 			return *pace, true
 		},
@@ -149,9 +51,9 @@ func gateRig(pace *Pace, script ...error) (*rig, *MemoryGates, *fakeEvents) {
 	return r, gates, ev
 }
 
-type fakeEvents struct{ got []OperatorEvent }
+type fakeEvents struct{ got []gate.Event }
 
-func (f *fakeEvents) Publish(_ context.Context, ev OperatorEvent) error {
+func (f *fakeEvents) Publish(_ context.Context, ev gate.Event) error {
 	f.got = append(f.got, ev)
 	return nil
 }
@@ -166,13 +68,13 @@ func (r *rig) submitKey(t *testing.T, key string) *Intent {
 }
 
 func TestOverPaceAttemptIsDeferredWithoutSendOrAttempt(t *testing.T) {
-	r, _, _ := gateRig(&Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
+	r, _, _ := gateRig(&gate.Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
 	ctx := context.Background()
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	if r.prov.sends != 1 {
@@ -203,13 +105,13 @@ func TestOverPaceAttemptIsDeferredWithoutSendOrAttempt(t *testing.T) {
 }
 
 func TestPacedSendsAreSpacedByTheInterval(t *testing.T) {
-	r, _, _ := gateRig(&Pace{Rate: 5, Per: time.Second, Burst: 1})
+	r, _, _ := gateRig(&gate.Pace{Rate: 5, Per: time.Second, Burst: 1})
 	var times []time.Time
 	r.prov.script = nil
 	ctx := context.Background()
 	for i := 0; i < 12; i++ {
 		in := r.submitKey(t, fmt.Sprintf("k%d", i))
-		if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+		if err := attemptID(ctx, r.d, in.ID, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +127,7 @@ func TestPacedSendsAreSpacedByTheInterval(t *testing.T) {
 }
 
 func TestDeferralNeverSendsPastTheDeadline(t *testing.T) {
-	r, _, _ := gateRig(&Pace{Rate: 1, Per: time.Minute, Burst: 1})
+	r, _, _ := gateRig(&gate.Pace{Rate: 1, Per: time.Minute, Burst: 1})
 	ctx := context.Background()
 	a := r.submitKey(t, "k1")
 	dl := `{"kind":"reply","provider":"fake","account":"a1","action":"send","target":"c1","payload":{"text":"hi"},"deadline":"2026-03-02T09:00:10Z","grant":{"id":"g1","version":1}}`
@@ -233,10 +135,10 @@ func TestDeferralNeverSendsPastTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.d.Attempt(ctx, res.Intent.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, res.Intent.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	msgs := r.queue.take()
@@ -267,14 +169,14 @@ func TestRateLimitPausesTheAccountForEveryIntent(t *testing.T) {
 			r, gates, _ := gateRig(nil, &RetryableError{Class: ClassRateLimited, RetryAfter: c.retryAfter, Err: errors.New("429")})
 			ctx := context.Background()
 			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+			if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
-			st, _ := gates.State(ctx, GateKey("fake", "a1"))
+			st, _ := gates.State(ctx, gate.GateKey("fake", "a1"))
 			if st.PausedUntil == nil || !st.PausedUntil.Equal(t0.Add(c.want)) {
 				t.Fatalf("pause %v, want +%v", st.PausedUntil, c.want)
 			}
-			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+			if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
 			if r.prov.sends != 1 {
@@ -297,7 +199,7 @@ func (r *rig) attemptEach(t *testing.T, n int) []string {
 		ids = append(ids, r.submitKey(t, fmt.Sprintf("k%d", i)).ID)
 	}
 	for _, id := range ids {
-		if err := r.d.Attempt(context.Background(), id, "stream"); err != nil {
+		if err := attemptID(context.Background(), r.d, id, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,38 +218,38 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	if r.prov.sends != 2 {
 		t.Fatalf("sends %d, want 2 (the breaker opens after 2)", r.prov.sends)
 	}
-	if len(ev.got) != 1 || ev.got[0].Type != EventBreakerOpened {
+	if len(ev.got) != 1 || ev.got[0].Kind != EventBreakerOpened {
 		t.Fatalf("events %+v", ev.got)
 	}
-	st, _ := gates.State(ctx, GateKey("fake", "a1"))
+	st, _ := gates.State(ctx, gate.GateKey("fake", "a1"))
 	if !st.Breaker.Open || !st.Breaker.OpenUntil.Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("breaker %+v", st.Breaker)
 	}
 	// At the cooldown's end one probe goes; it fails (3rd scripted 503): open again, longer.
 	r.clock.Advance(10 * time.Second)
 	for _, id := range ids[2:] {
-		if err := r.d.Attempt(ctx, id, "sweeper"); err != nil {
+		if err := attemptID(ctx, r.d, id, "sweeper"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if r.prov.sends != 3 {
 		t.Fatalf("sends %d after the half-open probe, want 3 (one probe only)", r.prov.sends)
 	}
-	st, _ = gates.State(ctx, GateKey("fake", "a1"))
+	st, _ = gates.State(ctx, gate.GateKey("fake", "a1"))
 	if !st.Breaker.Open || !st.Breaker.OpenUntil.Equal(r.clock.Now().Add(20*time.Second)) || len(ev.got) != 1 {
 		t.Fatalf("after a failed probe: %+v, events %d", st.Breaker, len(ev.got))
 	}
 	r.queue.take()
 	r.clock.Advance(20 * time.Second)
-	if err := r.d.Attempt(ctx, ids[3], "sweeper"); err != nil {
+	if err := attemptID(ctx, r.d, ids[3], "sweeper"); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = gates.State(ctx, GateKey("fake", "a1"))
-	if st.Breaker.Open || st.Breaker.Failures != 0 || len(ev.got) != 2 || ev.got[1].Type != EventBreakerClosed {
+	st, _ = gates.State(ctx, gate.GateKey("fake", "a1"))
+	if st.Breaker.Open || st.Breaker.Failures != 0 || len(ev.got) != 2 || ev.got[1].Kind != EventBreakerClosed {
 		t.Fatalf("after a good probe: %+v, events %+v", st.Breaker, ev.got)
 	}
-	evs, _ := gates.Events(ctx, GateKey("fake", "a1"), 10)
-	if len(evs) != 2 || evs[0].Type != EventBreakerClosed {
+	evs, _ := gates.Events(ctx, gate.GateKey("fake", "a1"), 10)
+	if len(evs) != 2 || evs[0].Kind != EventBreakerClosed {
 		t.Fatalf("stored events %+v", evs)
 	}
 }
@@ -356,8 +258,8 @@ func TestUncertainIntentWithoutKeyCoverNeverProbesNorWaits(t *testing.T) {
 	r, gates, _ := gateRig(nil)
 	ctx := context.Background()
 	in := r.submitKey(t, "k1")
-	key := GateKey("fake", "a1")
-	_, _ = gates.Open(ctx, key, t0.Add(-time.Second), false, OperatorEvent{At: t0})
+	key := gate.GateKey("fake", "a1")
+	_, _ = gates.Open(ctx, key, t0.Add(-time.Second), false, gate.Event{At: t0})
 	// Make the intent uncertain: an earlier attempt ended in an unknown outcome.
 	_, err := r.store.Update(ctx, in.ID, func(x *Intent) error {
 		x.Status = StatusRetryableFailure
@@ -371,7 +273,7 @@ func TestUncertainIntentWithoutKeyCoverNeverProbesNorWaits(t *testing.T) {
 	// No key covers its retry: it never probes, and the gate does not hold it
 	// either (it would wait for ever): the send-time check hands it to a human.
 	r.prov.caps = Capabilities{}
-	if err := r.d.Attempt(ctx, in.ID, "retry"); err != nil {
+	if err := attemptID(ctx, r.d, in.ID, "retry"); err != nil {
 		t.Fatal(err)
 	}
 	if r.prov.sends != 0 {
@@ -385,43 +287,12 @@ func TestUncertainIntentWithoutKeyCoverNeverProbesNorWaits(t *testing.T) {
 	}
 }
 
-func TestPacingAdminOverride(t *testing.T) {
-	r, gates, _ := gateRig(&Pace{Rate: 20, Per: time.Second, Burst: 1})
-	p := &Pacing{Gate: r.d.Gate, Clock: r.clock}
-	ctx := context.Background()
-	op := Principal{Kind: PrincipalOperator, Name: "ann"}
-	if _, err := p.Set(ctx, Principal{Kind: PrincipalBot, Name: "b"}, "fake", "a1", PaceChange{Pace: &Pace{Rate: 1, Per: time.Second}, Reason: "x"}); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("bot: %v", err)
-	}
-	if _, err := p.Set(ctx, op, "fake", "a1", PaceChange{Pace: &Pace{Rate: 1, Per: time.Second}}); err == nil {
-		t.Fatal("no reason accepted")
-	}
-	if _, err := p.Set(ctx, op, "fake", "a1", PaceChange{Pace: &Pace{Rate: 0, Per: time.Second}, Reason: "x"}); err == nil {
-		t.Fatal("rate 0 accepted")
-	}
-	got, err := p.Set(ctx, op, "fake", "a1", PaceChange{Pace: &Pace{Rate: 2, Per: time.Second}, Reason: "provider asked us to slow down"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Effective == nil || got.Effective.Rate != 2 || got.Declared.Rate != 20 || got.Override.Reason != "provider asked us to slow down" || got.Override.By != "ann" {
-		t.Fatalf("%+v", got)
-	}
-	st, _ := gates.State(ctx, GateKey("fake", "a1"))
-	if pc, _ := r.d.Gate.PaceFor("fake", "a1", &st); pc.Rate != 2 {
-		t.Fatalf("effective pace %+v", pc)
-	}
-	got, err = p.Set(ctx, op, "fake", "a1", PaceChange{Reason: "back to normal"})
-	if err != nil || got.Override != nil || got.Effective.Rate != 20 {
-		t.Fatalf("%+v %v", got, err)
-	}
-}
-
 func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.T) {
-	r, gates, _ := gateRig(&Pace{Rate: 2, Per: time.Second, Burst: 1})
+	r, gates, _ := gateRig(&gate.Pace{Rate: 2, Per: time.Second, Burst: 1})
 	ctx := context.Background()
-	key := GateKey("fake", "a1")
+	key := gate.GateKey("fake", "a1")
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	r.d.Gate.MaxHold = time.Second
@@ -435,7 +306,7 @@ func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.
 		pausedUntil = r.clock.Now().Add(5 * time.Second)
 		return gates.Pause(ctx, key, pausedUntil)
 	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	if r.prov.sends != 1 {
@@ -459,12 +330,12 @@ func TestPauseDuringTheHoldEndsTheClaimWithADeferredAttemptAndNoSend(t *testing.
 // takes a fresh slot instead, so the next free slot is at least one
 // interval after its send.
 func TestLateHoldTakesAFreshSlotInsteadOfCrowdingTheNextOnes(t *testing.T) {
-	pace := Pace{Rate: 5, Per: time.Second, Burst: 1}
+	pace := gate.Pace{Rate: 5, Per: time.Second, Burst: 1}
 	r, gates, _ := gateRig(&pace)
 	ctx := context.Background()
-	key := GateKey("fake", "a1")
+	key := gate.GateKey("fake", "a1")
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	late := true
@@ -476,7 +347,7 @@ func TestLateHoldTakesAFreshSlotInsteadOfCrowdingTheNextOnes(t *testing.T) {
 		}
 		return nil
 	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	sentAt := r.clock.Now()
@@ -497,13 +368,13 @@ func TestLateHoldTakesAFreshSlotInsteadOfCrowdingTheNextOnes(t *testing.T) {
 // released after its third, like a paused one: an attempt recorded as
 // deferred, nothing sent. Sent then, it would crowd the sends after it.
 func TestASendLateForThreeSlotsInARowIsReleasedNotSent(t *testing.T) {
-	pace := Pace{Rate: 2, Per: time.Second, Burst: 1}
+	pace := gate.Pace{Rate: 2, Per: time.Second, Burst: 1}
 	r, gates, _ := gateRig(&pace)
 	ctx := context.Background()
-	key := GateKey("fake", "a1")
+	key := gate.GateKey("fake", "a1")
 	r.d.Gate.MaxHold = 3 * time.Second
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	r.d.Gate.Sleep = func(_ context.Context, d time.Duration) error {
@@ -518,7 +389,7 @@ func TestASendLateForThreeSlotsInARowIsReleasedNotSent(t *testing.T) {
 		r.clock.Advance(d + time.Second)
 		return nil
 	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	if r.prov.sends != 1 {
@@ -539,13 +410,13 @@ func TestASendLateForThreeSlotsInARowIsReleasedNotSent(t *testing.T) {
 func TestAnOperatorsSlowerPaceSpacesTheNextSendByItsInterval(t *testing.T) {
 	for _, before := range []bool{false, true} {
 		t.Run(fmt.Sprintf("set before the first send %v", before), func(t *testing.T) {
-			r, gates, _ := gateRig(&Pace{Rate: 20, Per: time.Second, Burst: 1})
+			r, gates, _ := gateRig(&gate.Pace{Rate: 20, Per: time.Second, Burst: 1})
 			ctx := context.Background()
-			key := GateKey("fake", "a1")
+			key := gate.GateKey("fake", "a1")
 			r.d.Gate.MaxHold = 3 * time.Second
-			slow := Pace{Rate: 2, Per: time.Second, Burst: 1}
+			slow := gate.Pace{Rate: 2, Per: time.Second, Burst: 1}
 			override := func() {
-				if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: slow, Reason: "provider asked", By: "ann", At: t0}); err != nil {
+				if err := gates.SetOverride(ctx, key, &gate.PaceOverride{Pace: slow, Reason: "provider asked", By: "ann", At: t0}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -553,14 +424,14 @@ func TestAnOperatorsSlowerPaceSpacesTheNextSendByItsInterval(t *testing.T) {
 			if before {
 				override()
 			}
-			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+			if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
 			aSent := r.clock.Now()
 			if !before {
 				override()
 			}
-			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+			if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
 			bSent := r.clock.Now()
@@ -582,19 +453,19 @@ func TestAnOperatorsSlowerPaceSpacesTheNextSendByItsInterval(t *testing.T) {
 }
 
 func TestDuplicateDispatchTriggersHoldOneSlot(t *testing.T) {
-	r, _, _ := gateRig(&Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
+	r, _, _ := gateRig(&gate.Pace{Rate: 1, Per: 10 * time.Second, Burst: 1})
 	ctx := context.Background()
 	a, b, c := r.submitKey(t, "k1"), r.submitKey(t, "k2"), r.submitKey(t, "k3")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	// b's stream record reaches three consumers and a sweeper kicks it too.
-	for _, trig := range []string{"stream", "stream", "sweeper", "stream"} {
+	for _, trig := range []Trigger{"stream", "stream", "sweeper", "stream"} {
 		if err := r.d.HandleRetry(ctx, RetryMessage{IntentID: b.ID, Op: OpDispatch, Trigger: trig}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := r.d.Attempt(ctx, c.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, c.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	msgs := r.queue.take()
@@ -636,14 +507,14 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 		others := c.others
 		for _, lead := range []time.Duration{0, 250 * time.Millisecond} {
 			t.Run(fmt.Sprintf("%d slots taken after its own, %v late, lead %v", others, c.slow, lead), func(t *testing.T) {
-				pace := Pace{Rate: 2, Per: time.Second, Burst: 1} // a slot every 500ms
+				pace := gate.Pace{Rate: 2, Per: time.Second, Burst: 1} // a slot every 500ms
 				r, gates, _ := gateRig(&pace)
 				ctx := context.Background()
-				key := GateKey("fake", "a1")
+				key := gate.GateKey("fake", "a1")
 				r.d.Gate.MaxHold = 3 * time.Second
 				r.d.Gate.Lead = lead
 				a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-				if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil { // slot t0, sent at t0 + lead
+				if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil { // slot t0, sent at t0 + lead
 					t.Fatal(err)
 				}
 				first := true
@@ -669,7 +540,7 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 					r.clock.Advance(d)
 					return nil
 				}
-				if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+				if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 					t.Fatal(err)
 				}
 				sentAt := r.clock.Now()
@@ -686,7 +557,8 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 					// send on the stale tail would go now and leave the
 					// counter behind now: the next take would restart there,
 					// a lead or less after it).
-					nextAt, _, _, _, _, err := r.d.take(ctx, key, pace, nil, "", sentAt)
+					raw, _, _, err := r.d.Gate.Store.Take(ctx, key, gate.SlotTake{Interval: pace.Interval(), Floor: sentAt.Add(-pace.Tolerance()), At: sentAt})
+					nextAt := raw.Add(r.d.Gate.Lead)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -719,7 +591,7 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 }
 
 func TestDuplicateProneTrigger(t *testing.T) {
-	for trig, want := range map[string]bool{"stream": true, "sweeper": true, OpDispatch: true, "paced": false, "retry": false, "reconcile": false} {
+	for trig, want := range map[Trigger]bool{"stream": true, "sweeper": true, OpDispatch: true, "inline": true, "paced": false, "retry": false, "reconcile": false} {
 		if got := DuplicateProneTrigger(trig); got != want {
 			t.Fatalf("DuplicateProneTrigger(%q) = %v, want %v", trig, got, want)
 		}
@@ -731,8 +603,8 @@ func TestDuplicateProneTrigger(t *testing.T) {
 // target waits for that target's next slot, one to another target does not.
 func TestTargetsOfOneAccountArePacedIndependently(t *testing.T) {
 	r, _, _ := gateRig(nil) // the account itself is not paced
-	r.d.Gate.DeclaredTarget = func(provider, account string) (Pace, bool) {
-		return Pace{Rate: 1, Per: 10 * time.Second, Burst: 1}, true
+	r.d.Gate.DeclaredTarget = func(provider, account string) (gate.Pace, bool) {
+		return gate.Pace{Rate: 1, Per: 10 * time.Second, Burst: 1}, true
 	}
 	ctx := context.Background()
 	submit := func(key, target string) *Intent {
@@ -744,7 +616,7 @@ func TestTargetsOfOneAccountArePacedIndependently(t *testing.T) {
 	}
 	a1, a2, b1 := submit("k1", "c1"), submit("k2", "c1"), submit("k3", "c2")
 	for _, in := range []*Intent{a1, a2, b1} {
-		if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+		if err := attemptID(ctx, r.d, in.ID, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -765,44 +637,20 @@ func TestTargetsOfOneAccountArePacedIndependently(t *testing.T) {
 	}
 }
 
-func TestCleanGate(t *testing.T) {
-	o := &PaceOverride{Pace: Pace{Rate: 1, Per: time.Second, Burst: 1}}
-	for _, c := range []struct {
-		name string
-		st   GateState
-		want bool
-	}{
-		{"new account", GateState{}, true},
-		{"closed after an outage", GateState{Breaker: Breaker{ClosedAt: at(-time.Minute)}}, true},
-		{"a failure streak below the threshold: Admit never reads the count", GateState{Breaker: Breaker{Failures: 1}}, true},
-		{"open", GateState{Breaker: Breaker{Open: true, OpenUntil: at(time.Second)}}, false},
-		{"open, cooldown over", GateState{Breaker: Breaker{Open: true, OpenUntil: at(-time.Second)}}, false},
-		{"probe out", GateState{Breaker: Breaker{Open: true, ProbeUntil: at(time.Second)}}, false},
-		{"paused", GateState{PausedUntil: at(time.Second)}, false},
-		{"pause just ended (within the settle)", GateState{PausedUntil: at(-GateCleanSettle / 2)}, false},
-		{"pause ended", GateState{PausedUntil: at(-GateCleanSettle)}, true},
-		{"operator's pace", GateState{Override: o}, false},
-	} {
-		if got := CleanGate(c.st, t0); got != c.want {
-			t.Errorf("%s: CleanGate = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
 // stateForSpy is a GateStore whose per-attempt reads (StateFor) are
 // counted apart from the gate's own (State).
 type stateForSpy struct {
-	*MemoryGates
+	*gate.MemoryGates
 	forIDs []string
 	state  int
 }
 
-func (s *stateForSpy) State(ctx context.Context, key string) (GateState, error) {
+func (s *stateForSpy) State(ctx context.Context, key string) (gate.GateState, error) {
 	s.state++
 	return s.MemoryGates.State(ctx, key)
 }
 
-func (s *stateForSpy) StateFor(ctx context.Context, key, id string, now time.Time) (GateState, error) {
+func (s *stateForSpy) StateFor(ctx context.Context, key, id string, now time.Time) (gate.GateState, error) {
 	s.forIDs = append(s.forIDs, id)
 	return s.MemoryGates.State(ctx, key)
 }
@@ -835,82 +683,62 @@ func TestUnpacedAttemptsReadTheGateThroughStateFor(t *testing.T) {
 // loaded host (a read that short made nearly every 200/s send late).
 func TestHeldSendReadsTheGateBeforeItsSlot(t *testing.T) {
 	for _, c := range []struct {
-		pace   Pace
+		pace   gate.Pace
 		others int           // slots other workers take between a's and b's
 		want   time.Duration // b's slot
 	}{
-		{Pace{Rate: 2, Per: time.Second, Burst: 1}, 0, 500 * time.Millisecond},
-		{Pace{Rate: 20, Per: time.Second, Burst: 1}, 5, 300 * time.Millisecond},
+		{gate.Pace{Rate: 2, Per: time.Second, Burst: 1}, 0, 500 * time.Millisecond},
+		{gate.Pace{Rate: 20, Per: time.Second, Burst: 1}, 5, 300 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%d/s", c.pace.Rate), func(t *testing.T) {
 			r, gates, _ := gateRig(&c.pace)
 			ctx := context.Background()
 			r.d.Gate.MaxHold = time.Second
 			a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
-			if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+			if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
 			for i := 0; i < c.others; i++ {
-				if _, _, err := reserve(ctx, gates, GateKey("fake", "a1"), c.pace.Interval()); err != nil {
+				if _, _, err := reserve(ctx, gates, gate.GateKey("fake", "a1"), c.pace.Interval()); err != nil {
 					t.Fatal(err)
 				}
 			}
 			reads := &timedGates{MemoryGates: gates, now: r.clock.Now}
 			r.d.Gate.Store = reads
-			if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+			if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
 			sentAt := r.clock.Now()
 			if r.prov.sends != 2 || !sentAt.Equal(t0.Add(c.want)) {
 				t.Fatalf("sends %d, b sent at +%v, want 2 and +%v", r.prov.sends, sentAt.Sub(t0), c.want)
 			}
-			if len(reads.at) == 0 || !reads.at[len(reads.at)-1].Equal(sentAt.Add(-GateReadAhead)) {
-				t.Fatalf("state reads at %v, want the last at the slot less %v (%v)", reads.at, GateReadAhead, sentAt.Add(-GateReadAhead))
+			if len(reads.at) == 0 || !reads.at[len(reads.at)-1].Equal(sentAt.Add(-gate.GateReadAhead)) {
+				t.Fatalf("state reads at %v, want the last at the slot less %v (%v)", reads.at, gate.GateReadAhead, sentAt.Add(-gate.GateReadAhead))
 			}
 		})
 	}
 }
 
 type timedGates struct {
-	*MemoryGates
+	*gate.MemoryGates
 	now func() time.Time
 	at  []time.Time
 }
 
-func (g *timedGates) State(ctx context.Context, key string) (GateState, error) {
+func (g *timedGates) State(ctx context.Context, key string) (gate.GateState, error) {
 	g.at = append(g.at, g.now())
 	return g.MemoryGates.State(ctx, key)
-}
-
-func TestEndsStreak(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		probe   bool
-		read    GateState
-		counted bool
-		want    bool
-	}{
-		{"the common case: nothing to end", false, GateState{}, false, false},
-		{"a probe's success closes the breaker", true, GateState{}, false, true},
-		{"read an open breaker", false, GateState{Breaker: Breaker{Open: true}}, false, true},
-		{"read a streak", false, GateState{Breaker: Breaker{Failures: 3}}, false, true},
-		{"a replica read shows no streak, but this process counted one", false, GateState{}, true, true},
-	} {
-		if got := EndsStreak(c.probe, c.read, c.counted); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
-		}
-	}
 }
 
 // replicaReads is a GateStore whose per-attempt reads (StateFor) answer the
 // zero state whenever the gate admits like it (a clean replica): they never
 // show a failure streak below the threshold.
-type replicaReads struct{ *MemoryGates }
+type replicaReads struct{ *gate.MemoryGates }
 
-func (g replicaReads) StateFor(ctx context.Context, key, id string, now time.Time) (GateState, error) {
+func (g replicaReads) StateFor(ctx context.Context, key, id string, now time.Time) (gate.GateState, error) {
 	st, err := g.MemoryGates.State(ctx, key)
-	if err == nil && CleanGate(st, now) {
-		return GateState{}, nil
+	if err == nil && gate.CleanGate(st, now) {
+		return gate.GateState{}, nil
 	}
 	return st, err
 }
@@ -923,7 +751,7 @@ func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 	r.d.Gate.Store = replicaReads{gates}
 	r.d.Backoff.MaxAttempts = 10
 	ctx := context.Background()
-	key := GateKey("fake", "a1")
+	key := gate.GateKey("fake", "a1")
 	r.attemptEach(t, 1) // a 503: the streak is 1
 	if st, _ := gates.State(ctx, key); st.Breaker.Failures != 1 {
 		t.Fatalf("after a failure: %+v", st.Breaker)
@@ -931,10 +759,10 @@ func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 	// Another process (its own Gate over the same store) succeeds: its read
 	// shows no streak and it counted none, so it writes nothing.
 	other := *r.d
-	otherGate := &Gate{Store: r.d.Gate.Store, Breaker: r.d.Gate.Breaker, Events: r.d.Gate.Events, Sleep: r.d.Gate.Sleep}
+	otherGate := &gate.Gate{Store: r.d.Gate.Store, Breaker: r.d.Gate.Breaker, Notify: r.d.Gate.Notify, Clock: r.d.Gate.Clock, Sleep: r.d.Gate.Sleep}
 	other.Gate = otherGate
 	in := r.submitKey(t, "other")
-	if err := other.Attempt(ctx, in.ID, "stream"); err != nil {
+	if err := attemptID(ctx, &other, in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := gates.State(ctx, key); st.Breaker.Failures != 1 {
@@ -942,7 +770,7 @@ func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 	}
 	// The process that counted the failure succeeds: the streak ends.
 	in = r.submitKey(t, "mine")
-	if err := r.d.Attempt(ctx, in.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, in.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := gates.State(ctx, key); st.Breaker.Failures != 0 {
@@ -954,12 +782,12 @@ func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 // worker's next Take by the given interval, as two processes do when
 // their reservations land side by side.
 type interleavedGates struct {
-	*MemoryGates
+	*gate.MemoryGates
 	interval time.Duration
 	other    func()
 }
 
-func (g *interleavedGates) Take(ctx context.Context, key string, r SlotTake) (time.Time, GateState, bool, error) {
+func (g *interleavedGates) Take(ctx context.Context, key string, r gate.SlotTake) (time.Time, gate.GateState, bool, error) {
 	slot, st, dup, err := g.MemoryGates.Take(ctx, key, r)
 	g.then(r.Interval)
 	return slot, st, dup, err
@@ -968,9 +796,9 @@ func (g *interleavedGates) Take(ctx context.Context, key string, r SlotTake) (ti
 // reserve is another worker's take of key's next slot: the counter moves on
 // by interval from where it stands (never restarted as idle); interval 0
 // reads it. It returns the slot.
-func reserve(ctx context.Context, g GateStore, key string, interval time.Duration) (time.Time, GateState, error) {
+func reserve(ctx context.Context, g gate.GateStore, key string, interval time.Duration) (time.Time, gate.GateState, error) {
 	epoch := time.Unix(0, 0)
-	slot, st, _, err := g.Take(ctx, key, SlotTake{Interval: interval, Floor: epoch, At: epoch})
+	slot, st, _, err := g.Take(ctx, key, gate.SlotTake{Interval: interval, Floor: epoch, At: epoch})
 	return slot, st, err
 }
 
@@ -996,14 +824,14 @@ func (p *timedProvider) Send(ctx context.Context, r SendRequest) (SendResult, er
 
 // twoProcesses is a paced rig whose sends the provider times, and another
 // worker on the same gates: its own process, its own first look at them.
-func twoProcesses(pace *Pace) (*rig, *MemoryGates, *timedProvider, *Dispatcher) {
+func twoProcesses(pace *gate.Pace) (*rig, *gate.MemoryGates, *timedProvider, *Dispatcher) {
 	r, gates, _ := gateRig(pace)
 	prov := &timedProvider{Provider: r.prov, clock: r.clock}
 	r.d.Providers = ProviderMap{"fake": prov}
 	r.d.Gate.MaxHold = 3 * time.Second
 	other := *r.d
 	g := r.d.Gate
-	other.Gate = &Gate{Store: gates, Breaker: g.Breaker, Events: g.Events, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
+	other.Gate = &gate.Gate{Store: gates, Breaker: g.Breaker, Notify: g.Notify, Clock: g.Clock, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
 	other.Owner = "w2"
 	return r, gates, prov, &other
 }
@@ -1015,26 +843,26 @@ func twoProcesses(pace *Pace) (*rig, *MemoryGates, *timedProvider, *Dispatcher) 
 // once). Kept as it stands, the next send waits at most one old interval
 // more, once.
 func TestAnOperatorsFasterPaceNeverMovesTheCounterBack(t *testing.T) {
-	old := Pace{Rate: 1, Per: time.Second, Burst: 1}
-	fast := Pace{Rate: 10, Per: time.Second, Burst: 1}
+	old := gate.Pace{Rate: 1, Per: time.Second, Burst: 1}
+	fast := gate.Pace{Rate: 10, Per: time.Second, Burst: 1}
 	r, gates, prov, other := twoProcesses(&old)
 	ctx := context.Background()
-	key := GateKey("fake", "a1")
+	key := gate.GateKey("fake", "a1")
 	mine := &interleavedGates{MemoryGates: gates, interval: old.Interval()}
 	r.d.Gate.Store = mine
 	a, b, c := r.submitKey(t, "k1"), r.submitKey(t, "k2"), r.submitKey(t, "k3")
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
-	if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: fast, Reason: "provider raised our limit", By: "ann", At: t0}); err != nil {
+	if err := gates.SetOverride(ctx, key, &gate.PaceOverride{Pace: fast, Reason: "provider raised our limit", By: "ann", At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	mine.other = func() {
-		if err := other.Attempt(ctx, c.ID, "stream"); err != nil {
+		if err := attemptID(ctx, other, c.ID, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := r.d.Attempt(ctx, b.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, b.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	r.drain(t)
@@ -1061,12 +889,12 @@ func TestAnOperatorsFasterPaceNeverMovesTheCounterBack(t *testing.T) {
 // declared pace and resized only after it was handed out, the other
 // process's slot would sit one declared interval after this one's.
 func TestAProcesssFirstSlotIsSizedByTheOperatorsPace(t *testing.T) {
-	declared := Pace{Rate: 20, Per: time.Second, Burst: 1}
-	slow := Pace{Rate: 2, Per: time.Second, Burst: 1}
+	declared := gate.Pace{Rate: 20, Per: time.Second, Burst: 1}
+	slow := gate.Pace{Rate: 2, Per: time.Second, Burst: 1}
 	r, gates, prov, other := twoProcesses(&declared)
 	ctx := context.Background()
-	key := GateKey("fake", "a1")
-	if err := gates.SetOverride(ctx, key, &PaceOverride{Pace: slow, Reason: "the provider asked us to slow down", By: "ann", At: t0}); err != nil {
+	key := gate.GateKey("fake", "a1")
+	if err := gates.SetOverride(ctx, key, &gate.PaceOverride{Pace: slow, Reason: "the provider asked us to slow down", By: "ann", At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	a, b := r.submitKey(t, "k1"), r.submitKey(t, "k2")
@@ -1074,16 +902,16 @@ func TestAProcesssFirstSlotIsSizedByTheOperatorsPace(t *testing.T) {
 	// should that take go by the declared interval.
 	mine := &interleavedGates{MemoryGates: gates, interval: declared.Interval()}
 	mine.other = func() {
-		if err := other.Attempt(ctx, b.ID, "stream"); err != nil {
+		if err := attemptID(ctx, other, b.ID, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r.d.Gate.Store = mine
-	if err := r.d.Attempt(ctx, a.ID, "stream"); err != nil {
+	if err := attemptID(ctx, r.d, a.ID, "stream"); err != nil {
 		t.Fatal(err)
 	}
 	if mine.other != nil { // not interleaved: the other process comes second
-		if err := other.Attempt(ctx, b.ID, "stream"); err != nil {
+		if err := attemptID(ctx, other, b.ID, "stream"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -112,7 +112,7 @@ func TestLargePayloadClaimCheck(t *testing.T) {
 				pl.objs = map[string][]byte{}
 			}
 			pl.err = c.storeErr
-			if err := r.d.Attempt(context.Background(), stored.ID, "stream"); err != nil {
+			if err := attemptID(context.Background(), r.d, stored.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
 			got := r.get(t, stored.ID)

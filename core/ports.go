@@ -56,8 +56,8 @@ type RetryMessage struct {
 	// TargetSlotAt is the slot of the intent's target a deferred attempt
 	// reserved (OpPaced only, targets with a pace of their own).
 	TargetSlotAt *time.Time `json:"targetSlotAt,omitempty"`
-	// Trigger names who asked (attempt history): "stream", "sweeper", "retry".
-	Trigger string `json:"trigger,omitempty"`
+	// Trigger names who asked (attempt history): TriggerStream, TriggerSweeper, ….
+	Trigger Trigger `json:"trigger,omitempty"`
 }
 
 // Retry-queue operations.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/botharness/outbox/core/gate"
 )
 
 // MaxQueueDelay is SQS's cap on DelaySeconds; longer waits re-delay.
@@ -19,7 +21,7 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 		// must not bring it forward). The claim still decides.
 		trigger := msg.Trigger
 		if trigger == "" {
-			trigger = "dispatch"
+			trigger = TriggerDispatch
 		}
 		in, err := d.Store.Get(ctx, msg.IntentID)
 		if errors.Is(err, ErrNotFound) {
@@ -31,7 +33,8 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 		if in.Status != StatusPending {
 			return nil
 		}
-		return d.attempt(ctx, msg.IntentID, trigger, gateKnown{}, in)
+		_, err = d.Attempt(ctx, AttemptRequest{ID: msg.IntentID, Trigger: trigger, Intent: in})
+		return err
 	}
 	in, err := d.Store.Get(ctx, msg.IntentID)
 	if errors.Is(err, ErrNotFound) {
@@ -51,7 +54,8 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 		if !in.Claimable(now) {
 			return nil
 		}
-		return d.attempt(ctx, in.ID, "paced", gateKnown{account: msg.SlotAt, target: msg.TargetSlotAt}, in)
+		_, err = d.Attempt(ctx, AttemptRequest{ID: in.ID, Trigger: TriggerPaced, Intent: in, Slots: gate.Slots{Account: msg.SlotAt, Target: msg.TargetSlotAt}})
+		return err
 	case OpReconcile:
 		if in.Status != StatusUnknownOutcome {
 			return nil
@@ -68,7 +72,8 @@ func (d *Dispatcher) HandleRetry(ctx context.Context, msg RetryMessage) error {
 			}
 			return nil
 		}
-		return d.attempt(ctx, in.ID, "retry", gateKnown{}, in)
+		_, err = d.Attempt(ctx, AttemptRequest{ID: in.ID, Trigger: TriggerRetry, Intent: in})
+		return err
 	}
 }
 
@@ -90,7 +95,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		return nil
 	}
 	log := d.log().With("intent", in.ID, "bot", in.Bot, "attempt", in.AttemptCount)
-	ctx, span := startSpan(ctx, d.Tracer, "outbox.reconcile", in.TraceParent, attemptAttrs(in, "reconcile"))
+	ctx, span := startSpan(ctx, d.Tracer, "outbox.reconcile", in.TraceParent, attemptAttrs(in, TriggerReconcile))
 	defer span.End()
 	prov, ok := d.Providers.Provider(in.Provider)
 	caps := d.Capabilities(ctx, in)
@@ -119,7 +124,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		if cur.FirstAttemptAt != nil {
 			first = *cur.FirstAttemptAt
 		}
-		entry := Attempt{N: cur.AttemptCount, Trigger: "reconcile", StartedAt: now, EndedAt: now}
+		entry := Attempt{N: cur.AttemptCount, Trigger: TriggerReconcile, StartedAt: now, EndedAt: now}
 		switch ReconcileVerdict(cur, lr, lookupErr, caps, now, d.ReconcilePolicy) {
 		case PollFound:
 			entry.Result, entry.ExternalID, entry.Evidence = ResultLookupFound, lr.ExternalID, lr.Evidence

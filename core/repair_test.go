@@ -220,7 +220,7 @@ func TestClaimBehindBarrierSendsNothing(t *testing.T) {
 			r := newRig(Capabilities{})
 			r.d.Barrier = c.b
 			in := r.submit(t)
-			if err := r.d.Attempt(context.Background(), in.ID, "stream"); err != nil {
+			if err := attemptID(context.Background(), r.d, in.ID, "stream"); err != nil {
 				t.Fatal(err)
 			}
 			got := r.get(t, in.ID)

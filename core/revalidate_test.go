@@ -62,7 +62,7 @@ func (x *rvRig) submitBody(t *testing.T, key, b string) *core.Intent {
 
 func (x *rvRig) attempt(t *testing.T, id string) *core.Intent {
 	t.Helper()
-	if err := x.D.Attempt(context.Background(), id, "stream"); err != nil {
+	if _, err := x.D.Attempt(context.Background(), core.AttemptRequest{ID: id, Trigger: core.TriggerStream}); err != nil {
 		t.Fatal(err)
 	}
 	return x.Get(t, id)

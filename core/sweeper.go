@@ -344,7 +344,7 @@ func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pac
 	if plan.Op == "" {
 		return nil, false, true, nil
 	}
-	return &repairWork{bot: stored.Bot, delay: msgDelay, msg: RetryMessage{IntentID: stored.ID, Attempt: stored.AttemptCount, Op: plan.Op, Trigger: "sweeper"}}, false, true, nil
+	return &repairWork{bot: stored.Bot, delay: msgDelay, msg: RetryMessage{IntentID: stored.ID, Attempt: stored.AttemptCount, Op: plan.Op, Trigger: TriggerSweeper}}, false, true, nil
 }
 
 // pacer spreads one bot's repairs of a run over time: its n-th message is
@@ -440,7 +440,7 @@ func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time
 			}
 		}
 		in.RepairAt = now.Add(delay)
-		return o.apply(in, Attempt{N: in.AttemptCount, Trigger: "sweeper", StartedAt: started, EndedAt: now, Result: ResultLeaseExpired, Evidence: lost.Evidence}, now)
+		return o.apply(in, Attempt{N: in.AttemptCount, Trigger: TriggerSweeper, StartedAt: started, EndedAt: now, Result: ResultLeaseExpired, Evidence: lost.Evidence}, now)
 	})
 	if errors.Is(err, ErrNotClaimable) || errors.Is(err, ErrConflict) {
 		return false, nil

@@ -208,7 +208,7 @@ func webhookEntries(in *core.Intent) []core.Attempt {
 func TestWebhookAckOnSucceededIntentAppendsOneEntryAndDuplicatesChangeNothing(t *testing.T) {
 	w := newWHRig(core.Capabilities{})
 	in := w.Submit(t)
-	if err := w.D.Attempt(context.Background(), in.ID, "stream"); err != nil {
+	if _, err := w.D.Attempt(context.Background(), core.AttemptRequest{ID: in.ID, Trigger: core.TriggerStream}); err != nil {
 		t.Fatal(err)
 	}
 	ev := w.event(webhook.EventAck, ack(in.ID, "ext-1"))
@@ -357,7 +357,7 @@ func TestWebhookAckBeforeOrAfterTheOutcomeWriteEndsTheSame(t *testing.T) {
 						}
 					}
 				}
-				if err := w.D.Attempt(context.Background(), in.ID, "stream"); err != nil {
+				if _, err := w.D.Attempt(context.Background(), core.AttemptRequest{ID: in.ID, Trigger: core.TriggerStream}); err != nil {
 					t.Fatal(err)
 				}
 				if !early {
@@ -391,7 +391,7 @@ func TestWebhookAckOnPendingIntentStopsTheNextSend(t *testing.T) {
 	if res := w.handle(t, w.event(webhook.EventAck, ack(in.ID, "ext-1"))); res.Status != core.StatusPending {
 		t.Fatalf("ack on pending: %+v", res)
 	}
-	if err := w.D.Attempt(context.Background(), in.ID, "stream"); err != nil {
+	if _, err := w.D.Attempt(context.Background(), core.AttemptRequest{ID: in.ID, Trigger: core.TriggerStream}); err != nil {
 		t.Fatal(err)
 	}
 	got := w.Get(t, in.ID)

@@ -240,7 +240,7 @@ func TestRestoredPendingRule(t *testing.T) {
 			if m.StatusCounts["pending"] != 1 {
 				t.Fatalf("manifest: %+v", m.StatusCounts)
 			}
-			if err := src.st.App.Dispatcher.Attempt(context.Background(), id, "after-cutoff"); err != nil {
+			if _, err := src.st.App.Dispatcher.Attempt(context.Background(), core.AttemptRequest{ID: id, Trigger: "after-cutoff"}); err != nil {
 				t.Fatal(err)
 			}
 			if n := src.effectsFor(id); n != 1 {

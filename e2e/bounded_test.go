@@ -153,7 +153,7 @@ func TestTamperedPayloadIsNeverSent(t *testing.T) {
 		Key: aws.String(in.PayloadRef), Body: bytes.NewReader(evil)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.App.Dispatcher.Attempt(context.Background(), id, "test"); err != nil {
+	if _, err := e.st.App.Dispatcher.Attempt(context.Background(), core.AttemptRequest{ID: id, Trigger: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	got := e.waitStatus(id, 5*time.Second, core.StatusNeedsHuman)

@@ -12,6 +12,7 @@ import (
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/client"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -97,7 +98,7 @@ func TestInlineFallsBackWhereAnAttemptCouldNotBeMadeNow(t *testing.T) {
 		// Long enough to outlast a slow machine's request (the pause is read
 		// before the put); the asynchronous road sends once it is over.
 		until := time.Now().Add(6 * time.Second)
-		if err := e.st.App.Gate.Store.Pause(ctx, core.GateKey("sandbox", acct), until); err != nil {
+		if err := e.st.App.Gate.Store.Pause(ctx, gate.GateKey("sandbox", acct), until); err != nil {
 			t.Fatal(err)
 		}
 		in := fallback(t, e.submitWait(botToken, randName("paused-"), intentBody(acct, "chan-1", "after the pause"), 5))

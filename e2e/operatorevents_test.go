@@ -19,6 +19,7 @@ import (
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/localstack/lambdahost"
 )
@@ -335,15 +336,15 @@ func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
 func TestUnsubscribedBreakerEventIsRedrivenBySweeper(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
-	gate := e.st.App.Gate
-	if gate == nil {
+	g := e.st.App.Gate
+	if g == nil {
 		t.Fatal("the stack has no account gate")
 	}
 	ctx := context.Background()
 	now := time.Now().UTC()
 	const acct = "acct-unsubscribed"
-	ev := core.BreakerEvent(core.EventBreakerOpened, "sandbox", acct, now, "the worker that opened it died before publishing")
-	if ok, err := gate.Store.Open(ctx, core.GateKey("sandbox", acct), now.Add(time.Minute), false, ev); err != nil || !ok {
+	ev := gate.BreakerEvent(core.EventBreakerOpened, "sandbox", acct, now, "the worker that opened it died before publishing")
+	if ok, err := g.Store.Open(ctx, gate.GateKey("sandbox", acct), now.Add(time.Minute), false, ev); err != nil || !ok {
 		t.Fatalf("open: %v %v", ok, err)
 	}
 	ledger := dynamo.NewOperatorEventLedger(e.clients.DynamoDB, e.table)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
+	"github.com/botharness/outbox/core/gate/pacing"
 	"github.com/botharness/outbox/sandbox"
 )
 
@@ -103,7 +105,7 @@ func TestProviderRateLimitPausesTheAccountForEveryWorker(t *testing.T) {
 func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *testing.T) {
 	t.Parallel()
 	acct := randName("acct-outage-")
-	policy := core.BreakerPolicy{Failures: 3, Cooldown: time.Second, MaxCooldown: 2 * time.Second, ProbeLease: time.Second}
+	policy := gate.BreakerPolicy{Failures: 3, Cooldown: time.Second, MaxCooldown: 2 * time.Second, ProbeLease: time.Second}
 	// The bound "N + probes" holds when the open lands before the next
 	// slot: a send whose gate read came before the open's write is not
 	// recalled. At 5/s (200 ms slots) DynamoDB Local's open transaction
@@ -158,12 +160,12 @@ func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *test
 		t.Fatalf("capabilities: %d %s", r.status, r.body)
 	}
 	var doc struct {
-		Pacing core.AccountPacing `json:"pacing"`
+		Pacing pacing.AccountPacing `json:"pacing"`
 	}
 	r.json(t, &doc)
 	var opened, closed int
 	for _, ev := range doc.Pacing.Events {
-		switch ev.Type {
+		switch ev.Kind {
 		case core.EventBreakerOpened:
 			opened++
 		case core.EventBreakerClosed:
@@ -177,7 +179,7 @@ func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *test
 
 // probesWithin counts the half-open probes a breaker opened at the start
 // of a span can make inside it: one after each cooldown.
-func probesWithin(b core.BreakerPolicy, span time.Duration) int {
+func probesWithin(b gate.BreakerPolicy, span time.Duration) int {
 	n := 0
 	for at := b.CooldownAfter(1); at < span; at += b.CooldownAfter(n + 1) {
 		n++
@@ -206,7 +208,7 @@ func TestOperatorAdjustsPaceWithAReason(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d %s", c.body, r.status, r.body, c.status, c.code)
 		}
 	}
-	var ap core.AccountPacing
+	var ap pacing.AccountPacing
 	r := e.do("GET", path, opToken, nil, "")
 	r.json(t, &ap)
 	if ap.Override != nil || ap.Effective == nil || ap.Effective.Rate != 20 || ap.Declared.Burst != 2 {
@@ -218,8 +220,8 @@ func TestOperatorAdjustsPaceWithAReason(t *testing.T) {
 	}
 	r = e.do("GET", "/v1/admin/capabilities/sandbox/"+acct, opToken, nil, "")
 	var doc struct {
-		Provider string             `json:"provider"`
-		Pacing   core.AccountPacing `json:"pacing"`
+		Provider string               `json:"provider"`
+		Pacing   pacing.AccountPacing `json:"pacing"`
 	}
 	r.json(t, &doc)
 	if doc.Provider != "sandbox" || doc.Pacing.Effective.Rate != 2 || doc.Pacing.Override.Reason != "provider asked us to slow down" || doc.Pacing.Override.By != "op-ann" {
@@ -235,14 +237,14 @@ func TestOperatorAdjustsPaceWithAReason(t *testing.T) {
 	if len(reqs) != 4 {
 		t.Fatalf("%d requests", len(reqs))
 	}
-	// The documented bound (core.Pace): at most Rate + Burst sends start in
+	// The documented bound (gate.Pace): at most Rate + Burst sends start in
 	// any window of Per at the provider — 3 in any second at 2/s (unpaced,
 	// all 4 would go out within a few milliseconds).
 	var at []time.Time
 	for _, r := range reqs {
 		at = append(at, r.At)
 	}
-	if n := core.MostInWindow(at, time.Second); n > 2+1 {
+	if n := gate.MostInWindow(at, time.Second); n > 2+1 {
 		t.Fatalf("%d sends in one second at 2/s (burst 1): %+v", n, reqs)
 	}
 }
@@ -256,7 +258,7 @@ func TestTargetsOfOneAccountArePacedIndependentlyAcrossWorkers(t *testing.T) {
 	cfg := fmt.Sprintf(`"pacing":{"targets":{"sandbox/%s":{"rate":1,"per":"1s"}}}`, acct)
 	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg}})
 	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg}})}
-	var ap core.AccountPacing
+	var ap pacing.AccountPacing
 	e.do("GET", "/v1/admin/capabilities/sandbox/"+acct+"/pace", opToken, nil, "").json(t, &ap)
 	if ap.TargetPace == nil || ap.TargetPace.Rate != 1 || ap.TargetPace.Per != time.Second || ap.Effective != nil {
 		t.Fatalf("admin API shows %+v, want a per-target pace of 1/s and no account pace", ap)
@@ -334,9 +336,9 @@ func pacedTargetsRound(t *testing.T, e *env, workers []*env, acct string, round 
 	// the send, up to ~150 ms on a loaded 2-core machine: 425 ms was seen).
 	// Unpaced targets would send within a few ms of each other.
 	for target, at := range byTarget {
-		// The documented bound (core.Pace): at most Rate + Burst sends in any
+		// The documented bound (gate.Pace): at most Rate + Burst sends in any
 		// window of Per, 2 in any second at 1/s.
-		if n := core.MostInWindow(at, time.Second); n > 1+1 {
+		if n := gate.MostInWindow(at, time.Second); n > 1+1 {
 			t.Fatalf("target %s: %d sends in one second at 1/s: %v", target, n, at)
 		}
 		for i := 1; i < len(at); i++ {
@@ -369,7 +371,7 @@ func pacedTargetsRound(t *testing.T, e *env, workers []*env, acct string, round 
 func TestUnpacedAccountSendsNothingButProbesWhileTheBreakerIsOpen(t *testing.T) {
 	t.Parallel()
 	acct := randName("acct-unpaced-")
-	policy := core.BreakerPolicy{Failures: 2, Cooldown: 2 * time.Second, MaxCooldown: 4 * time.Second, ProbeLease: time.Second}
+	policy := gate.BreakerPolicy{Failures: 2, Cooldown: 2 * time.Second, MaxCooldown: 4 * time.Second, ProbeLease: time.Second}
 	cfg := fmt.Sprintf(`"pacing":{"breaker":{"failures":%d,"cooldownMs":%d,"maxCooldownMs":%d,"probeLeaseMs":%d}}`,
 		policy.Failures, policy.Cooldown.Milliseconds(), policy.MaxCooldown.Milliseconds(), policy.ProbeLease.Milliseconds())
 	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 60, MaxAge: time.Hour}
@@ -388,7 +390,7 @@ func TestUnpacedAccountSendsNothingButProbesWhileTheBreakerIsOpen(t *testing.T) 
 		r.json(t, &in)
 		ids = append(ids, in.ID)
 	}
-	var open core.AccountPacing
+	var open pacing.AccountPacing
 	waitFor(t, 10*time.Second, "the breaker opens", func() bool {
 		r := e.do("GET", "/v1/admin/capabilities/sandbox/"+acct+"/pace", opToken, nil, "")
 		if r.status != http.StatusOK {

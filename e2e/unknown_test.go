@@ -90,7 +90,7 @@ func TestTwoDispatchersRacingMakeOneEffect(t *testing.T) {
 			wg.Add(1)
 			go func(w *env, id string) {
 				defer wg.Done()
-				_ = w.st.App.Dispatcher.Attempt(context.Background(), id, "race")
+				_, _ = w.st.App.Dispatcher.Attempt(context.Background(), core.AttemptRequest{ID: id, Trigger: "race"})
 			}(w, id)
 		}
 	}

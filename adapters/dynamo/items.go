@@ -194,7 +194,7 @@ type historyPageItem struct {
 
 func attemptToItem(a core.Attempt) attemptItem {
 	e := a.Evidence
-	ai := attemptItem{N: a.N, Trigger: a.Trigger, StartedAt: nanos(a.StartedAt), EndedAt: nanos(a.EndedAt), Result: string(a.Result),
+	ai := attemptItem{N: a.N, Trigger: string(a.Trigger), StartedAt: nanos(a.StartedAt), EndedAt: nanos(a.EndedAt), Result: string(a.Result),
 		ExternalID: a.ExternalID, HTTPStatus: e.HTTPStatus, Code: e.ProviderCode, Detail: e.Detail, RetryAfter: e.RetryAfter}
 	if len(e.Extra) > 0 {
 		// An empty map is not written: DynamoDB Local's stream images
@@ -215,7 +215,7 @@ func attemptFromItem(a attemptItem) core.Attempt {
 	if l := a.legacyAttempt; l.LTrigger != "" || l.LResult != "" || l.LStartedAt != nil {
 		return legacyAttemptFromItem(a.N, l)
 	}
-	ca := core.Attempt{N: a.N, Trigger: a.Trigger, StartedAt: fromNanos(a.StartedAt), EndedAt: fromNanos(a.EndedAt), Result: core.AttemptResult(a.Result),
+	ca := core.Attempt{N: a.N, Trigger: core.Trigger(a.Trigger), StartedAt: fromNanos(a.StartedAt), EndedAt: fromNanos(a.EndedAt), Result: core.AttemptResult(a.Result),
 		ExternalID: a.ExternalID, Evidence: core.Evidence{HTTPStatus: a.HTTPStatus, ProviderCode: a.Code, Detail: a.Detail, RetryAfter: a.RetryAfter, Extra: a.Extra}}
 	if a.CheckResult != nil {
 		ca.Checks = &core.Checks{Result: *a.CheckResult, Reason: a.CheckReason, SourceRevision: a.SourceRevision, GrantVersion: a.GrantVersion}
@@ -228,7 +228,7 @@ func attemptFromItem(a attemptItem) core.Attempt {
 }
 
 func legacyAttemptFromItem(n int, l legacyAttempt) core.Attempt {
-	ca := core.Attempt{N: n, Trigger: l.LTrigger, Result: core.AttemptResult(l.LResult), ExternalID: l.LExternalID, NextDueAt: l.LNextDueAt}
+	ca := core.Attempt{N: n, Trigger: core.Trigger(l.LTrigger), Result: core.AttemptResult(l.LResult), ExternalID: l.LExternalID, NextDueAt: l.LNextDueAt}
 	if l.LStartedAt != nil {
 		ca.StartedAt = *l.LStartedAt
 	}

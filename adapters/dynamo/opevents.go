@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/core/overview"
 )
@@ -101,7 +102,7 @@ type opEventItem struct {
 // opEventKey is the key of ev's record (see the layout above).
 func opEventKey(ev core.OperatorEvent) map[string]types.AttributeValue {
 	if ev.Type == core.EventBreakerOpened || ev.Type == core.EventBreakerClosed {
-		return map[string]types.AttributeValue{"pk": avS(GatePK(core.GateKey(ev.Provider, ev.Account))),
+		return map[string]types.AttributeValue{"pk": avS(GatePK(gate.GateKey(ev.Provider, ev.Account))),
 			"sk": avS(gateEvtPfx + ev.At.UTC().Format(timeKey) + "#" + ev.Type)}
 	}
 	return map[string]types.AttributeValue{"pk": avS("OPEVENT#" + ev.ID), "sk": avS(opEventSK)}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 	"github.com/botharness/outbox/core/notify"
 )
 
@@ -28,19 +29,20 @@ func TestBreakerEventIsStoredOnceAsItsLedgerRecord(t *testing.T) {
 	db, table := testTable(t, "breaker_ledger")
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	g, k := NewGates(db, table), core.GateKey("sandbox", "acct-once")
+	g, k := NewGates(db, table), gate.GateKey("sandbox", "acct-once")
 	sub := &countingSubscriber{}
 	n := &notify.OperatorNotifier{Ledger: NewOperatorEventLedger(db, table), Subscriber: sub, Owner: "w",
 		Clock: core.ClockFunc(func() time.Time { return now.Add(time.Second) })}
-	opened := core.BreakerEvent(core.EventBreakerOpened, "sandbox", "acct-once", now, "3 failures")
-	closed := core.BreakerEvent(core.EventBreakerClosed, "sandbox", "acct-once", now.Add(time.Millisecond), "ok")
-	if ok, err := g.Open(ctx, k, now.Add(time.Minute), false, opened); err != nil || !ok {
+	openedEv := gate.BreakerEvent(core.EventBreakerOpened, "sandbox", "acct-once", now, "3 failures")
+	closedEv := gate.BreakerEvent(core.EventBreakerClosed, "sandbox", "acct-once", now.Add(time.Millisecond), "ok")
+	opened := core.GateOperatorEvent(openedEv)
+	if ok, err := g.Open(ctx, k, now.Add(time.Minute), false, openedEv); err != nil || !ok {
 		t.Fatalf("open: %v %v", ok, err)
 	}
 	if err := n.Publish(ctx, opened); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := g.Close(ctx, k, closed); err != nil || !ok { // and this worker dies before publishing
+	if ok, err := g.Close(ctx, k, closedEv); err != nil || !ok { // and this worker dies before publishing
 		t.Fatalf("close: %v %v", ok, err)
 	}
 	for i := 0; i < 2; i++ {
@@ -48,11 +50,11 @@ func TestBreakerEventIsStoredOnceAsItsLedgerRecord(t *testing.T) {
 			t.Fatalf("redrive %d: %d %v", i, got, err)
 		}
 	}
-	if len(sub.ids) != 2 || sub.ids[0] != opened.ID || sub.ids[1] != closed.ID {
+	if len(sub.ids) != 2 || sub.ids[0] != opened.ID || sub.ids[1] != closedEv.ID {
 		t.Fatalf("published %v", sub.ids)
 	}
 	evs, err := g.Events(ctx, k, 10)
-	if err != nil || len(evs) != 2 || evs[0].ID != closed.ID || evs[1].ID != opened.ID || evs[1].Reason != "3 failures" {
+	if err != nil || len(evs) != 2 || evs[0].ID != closedEv.ID || evs[1].ID != opened.ID || evs[1].Detail != "3 failures" {
 		t.Fatalf("gate history %+v (%v)", evs, err)
 	}
 	for _, ev := range evs {

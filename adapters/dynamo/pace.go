@@ -20,7 +20,7 @@ package dynamo
 // Replicas (issue 13): an unpaced account is read by every attempt (one bot
 // at 2,000/s would read one item 2,000 times a second; a partition serves
 // 3,000 RCU/s). A replica holds no state, only whether the gate may be
-// anything but clean (core.CleanGate): a clean replica (absent) answers the
+// anything but clean (gate.CleanGate): a clean replica (absent) answers the
 // zero state, a dirty one sends the reader to the gate itself. Invariant:
 // whenever the gate is not clean, it carries rd=true, and rd=true means
 // every replica is dirty. Kept with transactions, never with copies:
@@ -57,6 +57,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 )
 
 // Gates is the DynamoDB GateStore.
@@ -70,7 +71,7 @@ type Gates struct {
 	tidied sync.Map // key -> time.Time of this process's last tidy try
 }
 
-var _ core.GateStore = (*Gates)(nil)
+var _ gate.GateStore = (*Gates)(nil)
 
 // NewGates returns the gate store over table.
 func NewGates(db API, table string) *Gates {
@@ -153,8 +154,8 @@ func strAttr(item map[string]types.AttributeValue, name string) string {
 	return ""
 }
 
-func gateState(item map[string]types.AttributeValue) core.GateState {
-	var st core.GateState
+func gateState(item map[string]types.AttributeValue) gate.GateState {
+	var st gate.GateState
 	if item == nil {
 		return st
 	}
@@ -172,7 +173,7 @@ func gateState(item map[string]types.AttributeValue) core.GateState {
 	if rate, ok := numAttr(item, "paceRate"); ok {
 		per, _ := numAttr(item, "pacePer")
 		burst, _ := numAttr(item, "paceBurst")
-		o := &core.PaceOverride{Pace: core.Pace{Rate: int(rate), Per: time.Duration(per), Burst: max(int(burst), 1)},
+		o := &gate.PaceOverride{Pace: gate.Pace{Rate: int(rate), Per: time.Duration(per), Burst: max(int(burst), 1)},
 			Reason: strAttr(item, "paceReason"), By: strAttr(item, "paceBy")}
 		if t := timeAttr(item, "paceAt"); t != nil {
 			o.At = *t
@@ -211,9 +212,9 @@ func claimEntry(claim string) (int, int64) {
 // cannot fail but for the claim (SlotTake.Valid keeps an idle counter's new
 // value at or after the floor). A claim adds its ring entry to either
 // form, on the condition that the entry does not hold it unexpired.
-func (g *Gates) Take(ctx context.Context, key string, r core.SlotTake) (time.Time, core.GateState, bool, error) {
+func (g *Gates) Take(ctx context.Context, key string, r gate.SlotTake) (time.Time, gate.GateState, bool, error) {
 	if err := r.Valid(); err != nil {
-		return time.Time{}, core.GateState{}, false, fmt.Errorf("take a slot of %s: %w", key, err)
+		return time.Time{}, gate.GateState{}, false, fmt.Errorf("take a slot of %s: %w", key, err)
 	}
 	var names map[string]string
 	claim := map[string]types.AttributeValue{}
@@ -252,19 +253,19 @@ func (g *Gates) Take(ctx context.Context, key string, r core.SlotTake) (time.Tim
 			continue // the counter's other form
 		}
 		if err != nil {
-			return time.Time{}, core.GateState{}, false, fmt.Errorf("take a slot of %s: %w", key, err)
+			return time.Time{}, gate.GateState{}, false, fmt.Errorf("take a slot of %s: %w", key, err)
 		}
 		tat, _ := numAttr(out.Attributes, "tat")
 		return time.Unix(0, tat-int64(r.Interval)).UTC(), gateState(out.Attributes), false, nil
 	}
-	return time.Time{}, core.GateState{}, false, fmt.Errorf("take a slot of %s: the counter moved back", key)
+	return time.Time{}, gate.GateState{}, false, fmt.Errorf("take a slot of %s: the counter moved back", key)
 }
 
 // State is one strongly consistent GetItem.
-func (g *Gates) State(ctx context.Context, key string) (core.GateState, error) {
+func (g *Gates) State(ctx context.Context, key string) (gate.GateState, error) {
 	out, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table), Key: gateKey(key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return core.GateState{}, fmt.Errorf("read gate %s: %w", key, err)
+		return gate.GateState{}, fmt.Errorf("read gate %s: %w", key, err)
 	}
 	return gateState(out.Item), nil
 }
@@ -272,27 +273,27 @@ func (g *Gates) State(ctx context.Context, key string) (core.GateState, error) {
 // StateFor is one strongly consistent GetItem of the replica of id's
 // shard; a dirty replica sends the reader to the gate (State), and a
 // reader that then finds the gate clean tidies the replicas.
-func (g *Gates) StateFor(ctx context.Context, key, id string, now time.Time) (core.GateState, error) {
+func (g *Gates) StateFor(ctx context.Context, key, id string, now time.Time) (gate.GateState, error) {
 	out, err := g.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(g.table),
 		Key: gateReplicaKey(key, shardOf(id, RegistryShards)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return core.GateState{}, fmt.Errorf("read gate %s: %w", key, err)
+		return gate.GateState{}, fmt.Errorf("read gate %s: %w", key, err)
 	}
 	if !boolAttr(out.Item, "dirty") {
-		return core.GateState{}, nil // the gate is clean: nothing to read there
+		return gate.GateState{}, nil // the gate is clean: nothing to read there
 	}
 	st, err := g.State(ctx, key)
 	if err != nil {
 		return st, err
 	}
-	if core.CleanGate(st, now) {
+	if gate.CleanGate(st, now) {
 		g.tidy(ctx, key, now)
 	}
 	return st, nil
 }
 
-// cleanCond is core.CleanGate as a condition on the gate item (:cut = now
-// less core.GateCleanSettle).
+// cleanCond is gate.CleanGate as a condition on the gate item (:cut = now
+// less gate.GateCleanSettle).
 const cleanCond = "(attribute_not_exists(#o) OR #o = :f)" +
 	" AND attribute_not_exists(probeUntil) AND attribute_not_exists(paceRate)" +
 	" AND (attribute_not_exists(pausedUntil) OR pausedUntil <= :cut)"
@@ -318,7 +319,7 @@ func (g *Gates) tidy(ctx context.Context, key string, now time.Time) {
 		ConditionExpression:      aws.String("rd = :t AND " + cleanCond),
 		ExpressionAttributeNames: map[string]string{"#o": "open"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": avBool(true), ":f": avBool(false),
-			":cut": avT(now.Add(-core.GateCleanSettle))},
+			":cut": avT(now.Add(-gate.GateCleanSettle))},
 	}}}
 	for k := 0; k < RegistryShards; k++ {
 		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(g.table), Key: gateReplicaKey(key, k)}})
@@ -485,12 +486,12 @@ func (g *Gates) Pause(ctx context.Context, key string, until time.Time) error {
 }
 
 // Failure adds one to the consecutive failure count: one plain UpdateItem.
-// A streak does not change what the gate admits (core.Admit reads pause,
+// A streak does not change what the gate admits (gate.Admit reads pause,
 // open, probe and pace, never the count), so it leaves the replicas alone;
 // the open that ends a streak marks them (Open). Successes learn of the
-// streak from the worker that counted the failure (core.Gate), not from
+// streak from the worker that counted the failure (gate.Gate), not from
 // the replicas.
-func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error) {
+func (g *Gates) Failure(ctx context.Context, key string) (gate.GateState, error) {
 	out, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(g.table), Key: gateKey(key),
 		UpdateExpression:          aws.String("ADD failures :one"),
@@ -498,7 +499,7 @@ func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error)
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
-		return core.GateState{}, fmt.Errorf("count failure %s: %w", key, err)
+		return gate.GateState{}, fmt.Errorf("count failure %s: %w", key, err)
 	}
 	return gateState(out.Attributes), nil
 }
@@ -506,7 +507,8 @@ func (g *Gates) Failure(ctx context.Context, key string) (core.GateState, error)
 // eventPut is ev's operator-event ledger record in key's partition (see
 // opevents.go), unpublished and due at once: the move and its event are one
 // write, and the event is published once even if this worker dies now.
-func (g *Gates) eventPut(key string, ev core.OperatorEvent) (*types.Put, error) {
+func (g *Gates) eventPut(key string, gev gate.Event) (*types.Put, error) {
+	ev := core.GateOperatorEvent(gev)
 	item, err := claimItem(ev, "", ev.At)
 	if err != nil {
 		return nil, err
@@ -519,7 +521,7 @@ func (g *Gates) eventPut(key string, ev core.OperatorEvent) (*types.Put, error) 
 // replicas if they are not: an open is what makes readers look at the
 // gate); with reopen it extends an open breaker's cooldown after a failed
 // probe.
-func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bool, ev core.OperatorEvent) (bool, error) {
+func (g *Gates) Open(ctx context.Context, key string, until time.Time, reopen bool, ev gate.Event) (bool, error) {
 	vals := map[string]types.AttributeValue{":u": avT(until), ":one": avN(1), ":t": avBool(true)}
 	names := map[string]string{"#o": "open"}
 	if reopen {
@@ -568,7 +570,7 @@ func (g *Gates) TakeProbe(ctx context.Context, key string, now, until time.Time)
 // end a streak usually come together (every worker whose read saw the
 // streak), and only the first of them needs to write; an open breaker
 // (the probe's success) fails it and takes the transaction.
-func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (bool, error) {
+func (g *Gates) Close(ctx context.Context, key string, ev gate.Event) (bool, error) {
 	_, err := g.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(g.table), Key: gateKey(key),
 		UpdateExpression:                    aws.String("SET failures = :zero"),
@@ -606,7 +608,7 @@ func (g *Gates) Close(ctx context.Context, key string, ev core.OperatorEvent) (b
 }
 
 // SetOverride stores or removes the operator's pace.
-func (g *Gates) SetOverride(ctx context.Context, key string, o *core.PaceOverride) error {
+func (g *Gates) SetOverride(ctx context.Context, key string, o *gate.PaceOverride) error {
 	if o != nil {
 		// An operator's pace makes the gate unclean: unpaced readers must
 		// see it (they then take slots).
@@ -630,7 +632,7 @@ func (g *Gates) SetOverride(ctx context.Context, key string, o *core.PaceOverrid
 }
 
 // Events queries the gate's operator-event records, newest first.
-func (g *Gates) Events(ctx context.Context, key string, limit int) ([]core.OperatorEvent, error) {
+func (g *Gates) Events(ctx context.Context, key string, limit int) ([]gate.Event, error) {
 	out, err := g.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(g.table),
 		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :e)"),
@@ -643,19 +645,20 @@ func (g *Gates) Events(ctx context.Context, key string, limit int) ([]core.Opera
 	if err != nil {
 		return nil, fmt.Errorf("list events %s: %w", key, err)
 	}
-	evs := make([]core.OperatorEvent, 0, len(out.Items))
+	evs := make([]gate.Event, 0, len(out.Items))
 	for _, item := range out.Items {
 		var it opEventItem
 		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 			return nil, fmt.Errorf("unmarshal event of %s: %w", key, err)
 		}
-		evs = append(evs, it.event())
+		ev := it.event()
+		evs = append(evs, gate.Event{ID: ev.ID, Kind: ev.Type, At: ev.At, Provider: ev.Provider, Account: ev.Account, Detail: ev.Reason})
 	}
 	return evs, nil
 }
 
 // ListGates lists the gates that were ever unclean (a pause, a breaker
-// open, an operator's pace), by key (core.GateKey), up to limit, with
+// open, an operator's pace), by key (gate.GateKey), up to limit, with
 // whether more exist. One keys-only Query page of the GATES listing per
 // 1 MB; the listing grows by one entry per account, once.
 func (g *Gates) ListGates(ctx context.Context, limit int) ([]string, bool, error) {

@@ -14,17 +14,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 )
 
 // The GateStore contract, run against core's in-memory fake and against
 // DynamoDB Local: both must behave the same for the dispatcher's gate.
 func TestGateStoreContract(t *testing.T) {
 	t.Parallel()
-	t.Run("memory", func(t *testing.T) { gateContract(t, func() core.GateStore { return core.NewMemoryGates() }) })
+	t.Run("memory", func(t *testing.T) { gateContract(t, func() gate.GateStore { return gate.NewMemoryGates() }) })
 	t.Run("dynamodb", func(t *testing.T) {
 		db, table := testTable(t, "gate")
 		ctx := context.Background()
-		gateContract(t, func() core.GateStore {
+		gateContract(t, func() gate.GateStore {
 			g := NewGates(db, table)
 			g.TidyEvery = time.Millisecond // every reader that finds the gate clean tidies: the races get tried
 			return g
@@ -51,7 +52,7 @@ func TestGateStoreContract(t *testing.T) {
 				t.Fatal(err)
 			}
 			marked("a failure streak below the threshold (Admit never reads the count)", false)
-			if ok, err := g.Open(ctx, k, now.Add(5*time.Second), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now}); err != nil || !ok {
+			if ok, err := g.Open(ctx, k, now.Add(5*time.Second), false, gate.Event{Kind: core.EventBreakerOpened, At: now}); err != nil || !ok {
 				t.Fatalf("open: %v %v", ok, err)
 			}
 			marked("open", true)
@@ -60,12 +61,12 @@ func TestGateStoreContract(t *testing.T) {
 			if err := g.Pause(ctx, k, now.Add(10*time.Second)); err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now}); err != nil || !ok {
+			if ok, err := g.Close(ctx, k, gate.Event{Kind: core.EventBreakerClosed, At: now}); err != nil || !ok {
 				t.Fatalf("close: %v %v", ok, err)
 			}
 			g.tidy(ctx, k, now.Add(10*time.Second))
 			marked("tidy as the pause ends (within the settle)", true)
-			g.tidy(ctx, k, now.Add(10*time.Second+core.GateCleanSettle))
+			g.tidy(ctx, k, now.Add(10*time.Second+gate.GateCleanSettle))
 			marked("tidy after the pause", false)
 			if st, _ := g.State(ctx, k); st.PausedUntil == nil {
 				t.Fatal("tidy removed the pause")
@@ -109,7 +110,7 @@ func TestGateStoreContract(t *testing.T) {
 			}
 			db.updates.Store(0)
 			run(6, func(int) {
-				if _, err := g.Close(ctx, k, core.OperatorEvent{At: time.Now()}); err != nil {
+				if _, err := g.Close(ctx, k, gate.Event{At: time.Now()}); err != nil {
 					t.Error(err)
 				}
 			})
@@ -145,12 +146,12 @@ func (c *gateWriteCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateIt
 	return out, err
 }
 
-func gateContract(t *testing.T, newStore func() core.GateStore) {
+func gateContract(t *testing.T, newStore func() gate.GateStore) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	key := func(t *testing.T) string { return "sandbox#" + t.Name() }
 
-	take := func(t *testing.T, g core.GateStore, k string, r core.SlotTake) (time.Time, core.GateState, bool) {
+	take := func(t *testing.T, g gate.GateStore, k string, r gate.SlotTake) (time.Time, gate.GateState, bool) {
 		t.Helper()
 		slot, st, dup, err := g.Take(ctx, k, r)
 		if err != nil {
@@ -174,7 +175,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			{time.Hour, time.Hour, time.Hour},
 			{time.Hour + 50*ms, time.Hour, time.Hour + 50*ms},
 		} {
-			slot, st, dup := take(t, g, k, core.SlotTake{Interval: 50 * ms, Floor: at(c.floor), At: at(c.at)})
+			slot, st, dup := take(t, g, k, gate.SlotTake{Interval: 50 * ms, Floor: at(c.floor), At: at(c.at)})
 			if dup || !slot.Equal(at(c.want)) || st.Breaker.Open || st.PausedUntil != nil {
 				t.Fatalf("take %d: slot %v (want %v) dup %v state %+v", i, slot.Sub(now), c.want, dup, st)
 			}
@@ -183,12 +184,12 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 
 	t.Run("a take that could move the counter back is refused", func(t *testing.T) {
 		g, k := newStore(), key(t)
-		take(t, g, k, core.SlotTake{Interval: time.Second, Floor: now, At: now})
-		_, _, _, err := g.Take(ctx, k, core.SlotTake{Interval: 50 * ms, Floor: at(2 * time.Second), At: now})
-		if !errors.Is(err, core.ErrInvalidTake) {
+		take(t, g, k, gate.SlotTake{Interval: time.Second, Floor: now, At: now})
+		_, _, _, err := g.Take(ctx, k, gate.SlotTake{Interval: 50 * ms, Floor: at(2 * time.Second), At: now})
+		if !errors.Is(err, gate.ErrInvalidTake) {
 			t.Fatalf("err %v, want ErrInvalidTake", err)
 		}
-		if slot, _, _ := take(t, g, k, core.SlotTake{Interval: 50 * ms, Floor: now, At: now}); !slot.Equal(at(time.Second)) {
+		if slot, _, _ := take(t, g, k, gate.SlotTake{Interval: 50 * ms, Floor: now, At: now}); !slot.Equal(at(time.Second)) {
 			t.Fatalf("the refused take moved the counter: next slot %v", slot.Sub(now))
 		}
 	})
@@ -205,7 +206,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 				for i := 0; i < 5; i++ {
 					// Every take's floor is now: the first ones race to
 					// restart the new key; one wins, the rest take after it.
-					slot, _, _, err := g.Take(ctx, k, core.SlotTake{Interval: ms, Floor: now, At: now})
+					slot, _, _, err := g.Take(ctx, k, gate.SlotTake{Interval: ms, Floor: now, At: now})
 					if err != nil {
 						t.Error(err)
 						return
@@ -228,8 +229,8 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 	t.Run("a claim takes at most one slot until its window ends, busy or idle", func(t *testing.T) {
 		g, k := newStore(), key(t)
 		until := at(30 * time.Second)
-		claim := func(c string, floor, atT time.Time, until time.Time) core.SlotTake {
-			return core.SlotTake{Interval: 50 * ms, Floor: floor, At: atT, Claim: c, Until: until}
+		claim := func(c string, floor, atT time.Time, until time.Time) gate.SlotTake {
+			return gate.SlotTake{Interval: 50 * ms, Floor: floor, At: atT, Claim: c, Until: until}
 		}
 		if slot, _, dup := take(t, g, k, claim("i-1#0", now, now, until)); dup || !slot.Equal(now) {
 			t.Fatalf("first claim: slot %v dup %v", slot, dup)
@@ -274,7 +275,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 
 	t.Run("pause is never shortened and pushes the slots past it", func(t *testing.T) {
 		g, k := newStore(), key(t)
-		take(t, g, k, core.SlotTake{Floor: now, At: now})
+		take(t, g, k, gate.SlotTake{Floor: now, At: now})
 		if err := g.Pause(ctx, k, now.Add(5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +286,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		if err != nil || st.PausedUntil == nil || !st.PausedUntil.Equal(now.Add(5*time.Second)) {
 			t.Fatalf("paused until %v (%v)", st.PausedUntil, err)
 		}
-		slot, st, _ := take(t, g, k, core.SlotTake{Interval: time.Second, Floor: now, At: now})
+		slot, st, _ := take(t, g, k, gate.SlotTake{Interval: time.Second, Floor: now, At: now})
 		if !slot.Equal(now.Add(5*time.Second)) || !st.PausedUntil.Equal(now.Add(5*time.Second)) {
 			t.Fatalf("slot after pause %v", slot)
 		}
@@ -299,7 +300,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 				t.Fatalf("failure %d: %+v %v", i, st.Breaker, err)
 			}
 		}
-		ev := core.OperatorEvent{Type: core.EventBreakerOpened, Provider: "sandbox", Account: "a", At: now, Reason: "3 failures"}
+		ev := gate.Event{Kind: core.EventBreakerOpened, Provider: "sandbox", Account: "a", At: now, Detail: "3 failures"}
 		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, ev); err != nil || !ok {
 			t.Fatalf("open: %v %v", ok, err)
 		}
@@ -319,14 +320,14 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		if ok, _ := g.TakeProbe(ctx, k, now.Add(11*time.Second), now.Add(16*time.Second)); ok {
 			t.Fatal("a second probe while the first is out")
 		}
-		if ok, err := g.Open(ctx, k, now.Add(40*time.Second), true, core.OperatorEvent{}); err != nil || !ok {
+		if ok, err := g.Open(ctx, k, now.Add(40*time.Second), true, gate.Event{}); err != nil || !ok {
 			t.Fatalf("reopen: %v %v", ok, err)
 		}
 		st, _ = g.State(ctx, k)
 		if st.Breaker.Opens != 2 || st.Breaker.ProbeUntil != nil || !st.Breaker.OpenUntil.Equal(now.Add(40*time.Second)) {
 			t.Fatalf("after reopen %+v", st.Breaker)
 		}
-		closeEv := core.OperatorEvent{Type: core.EventBreakerClosed, Provider: "sandbox", Account: "a", At: now.Add(41 * time.Second), Reason: "ok"}
+		closeEv := gate.Event{Kind: core.EventBreakerClosed, Provider: "sandbox", Account: "a", At: now.Add(41 * time.Second), Detail: "ok"}
 		if ok, err := g.Close(ctx, k, closeEv); err != nil || !ok {
 			t.Fatalf("close: %v %v", ok, err)
 		}
@@ -338,10 +339,10 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatalf("closed state %+v", st.Breaker)
 		}
 		evs, err := g.Events(ctx, k, 10)
-		if err != nil || len(evs) != 2 || evs[0].Type != core.EventBreakerClosed || evs[1].Type != core.EventBreakerOpened || evs[1].Reason != "3 failures" || !evs[1].At.Equal(now) {
+		if err != nil || len(evs) != 2 || evs[0].Kind != core.EventBreakerClosed || evs[1].Kind != core.EventBreakerOpened || evs[1].Detail != "3 failures" || !evs[1].At.Equal(now) {
 			t.Fatalf("events %+v (%v)", evs, err)
 		}
-		if ok, _ := g.Open(ctx, k, now, true, core.OperatorEvent{}); ok {
+		if ok, _ := g.Open(ctx, k, now, true, gate.Event{}); ok {
 			t.Fatal("reopen of a closed breaker")
 		}
 	})
@@ -382,7 +383,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if ok, err := g.Close(ctx, k, core.OperatorEvent{At: now}); ok || err != nil {
+				if ok, err := g.Close(ctx, k, gate.Event{At: now}); ok || err != nil {
 					t.Errorf("close of a closed breaker: %v %v", ok, err)
 				}
 			}()
@@ -399,7 +400,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 	t.Run("close of a closed breaker resets failures only", func(t *testing.T) {
 		g, k := newStore(), key(t)
 		_, _ = g.Failure(ctx, k)
-		if ok, err := g.Close(ctx, k, core.OperatorEvent{At: now}); ok || err != nil {
+		if ok, err := g.Close(ctx, k, gate.Event{At: now}); ok || err != nil {
 			t.Fatalf("%v %v", ok, err)
 		}
 		st, _ := g.State(ctx, k)
@@ -417,30 +418,29 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("it_%02d", i)
 		}
-		policy := core.BreakerPolicy{Failures: 3, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second}
 		check := func(what string, at time.Time) {
 			t.Helper()
-			gate, err := g.State(ctx, k)
+			own, err := g.State(ctx, k)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := core.Admit(at, 0, gate, false, at, policy, 0)
+			want := gate.Admit(at, 0, own, at, 0)
 			for _, id := range ids {
 				st, err := g.StateFor(ctx, k, id, at)
 				if err != nil {
 					t.Fatalf("%s: %s: %v", what, id, err)
 				}
-				if got := core.Admit(at, 0, st, false, at, policy, 0); got != want {
-					t.Fatalf("%s: intent %s reads %+v and gets %+v; the gate (%+v) says %+v", what, id, st, got, gate, want)
+				if got := gate.Admit(at, 0, st, at, 0); got != want {
+					t.Fatalf("%s: intent %s reads %+v and gets %+v; the gate (%+v) says %+v", what, id, st, got, own, want)
 				}
-				if st.Override != nil || gate.Override != nil {
-					if st.Override == nil || gate.Override == nil || *st.Override != *gate.Override {
-						t.Fatalf("%s: intent %s reads override %+v, the gate holds %+v", what, id, st.Override, gate.Override)
+				if st.Override != nil || own.Override != nil {
+					if st.Override == nil || own.Override == nil || *st.Override != *own.Override {
+						t.Fatalf("%s: intent %s reads override %+v, the gate holds %+v", what, id, st.Override, own.Override)
 					}
 				}
 				// The failure count may read as zero from a replica: Admit
 				// never reads it, and successes learn of a streak from the
-				// worker that counted it (core.EndsStreak).
+				// worker that counted it (gate.EndsStreak).
 			}
 		}
 		check("new key", now)
@@ -451,7 +451,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		if _, err := g.Failure(ctx, k); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now}); err != nil || !ok {
+		if ok, err := g.Open(ctx, k, now.Add(10*time.Second), false, gate.Event{Kind: core.EventBreakerOpened, At: now}); err != nil || !ok {
 			t.Fatalf("open: %v %v", ok, err)
 		}
 		check("open", now.Add(time.Second))
@@ -460,22 +460,22 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatalf("probe: %v %v", ok, err)
 		}
 		check("probe out", now.Add(11*time.Second))
-		if ok, err := g.Open(ctx, k, now.Add(30*time.Second), true, core.OperatorEvent{}); err != nil || !ok {
+		if ok, err := g.Open(ctx, k, now.Add(30*time.Second), true, gate.Event{}); err != nil || !ok {
 			t.Fatalf("reopen: %v %v", ok, err)
 		}
 		check("reopened", now.Add(12*time.Second))
-		if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now.Add(31 * time.Second)}); err != nil || !ok {
+		if ok, err := g.Close(ctx, k, gate.Event{Kind: core.EventBreakerClosed, At: now.Add(31 * time.Second)}); err != nil || !ok {
 			t.Fatalf("close: %v %v", ok, err)
 		}
 		check("closed", now.Add(31*time.Second))
 		check("closed, replicas tidied", now.Add(31*time.Second))
 		// The breaker opens straight from a clean gate (a streak reset and
 		// tidied between the N-th failure and the open).
-		if ok, err := g.Open(ctx, k, now.Add(60*time.Second), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now.Add(32 * time.Second)}); err != nil || !ok {
+		if ok, err := g.Open(ctx, k, now.Add(60*time.Second), false, gate.Event{Kind: core.EventBreakerOpened, At: now.Add(32 * time.Second)}); err != nil || !ok {
 			t.Fatalf("open from clean: %v %v", ok, err)
 		}
 		check("opened from a clean gate", now.Add(33*time.Second))
-		if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now.Add(61 * time.Second)}); err != nil || !ok {
+		if ok, err := g.Close(ctx, k, gate.Event{Kind: core.EventBreakerClosed, At: now.Add(61 * time.Second)}); err != nil || !ok {
 			t.Fatalf("close: %v %v", ok, err)
 		}
 		check("closed again", now.Add(62*time.Second))
@@ -484,7 +484,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 		}
 		check("paused", now.Add(63*time.Second))
 		check("pause over", now.Add(72*time.Second))
-		o := &core.PaceOverride{Pace: core.Pace{Rate: 3, Per: time.Second, Burst: 1}, Reason: "asked", By: "ann", At: now}
+		o := &gate.PaceOverride{Pace: gate.Pace{Rate: 3, Per: time.Second, Burst: 1}, Reason: "asked", By: "ann", At: now}
 		if err := g.SetOverride(ctx, k, o); err != nil {
 			t.Fatal(err)
 		}
@@ -497,7 +497,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 			t.Fatal(err)
 		}
 		check("a second streak", now.Add(75*time.Second))
-		if _, err := g.Close(ctx, k, core.OperatorEvent{At: now.Add(76 * time.Second)}); err != nil {
+		if _, err := g.Close(ctx, k, gate.Event{At: now.Add(76 * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 		check("second streak reset", now.Add(76*time.Second))
@@ -534,7 +534,7 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 						t.Error(err)
 						return
 					}
-					if core.CleanGate(st, now) {
+					if gate.CleanGate(st, now) {
 						nclean.Add(1)
 					}
 					nreads.Add(1)
@@ -562,14 +562,14 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 					t.Fatal(err)
 				}
 			}
-			ok, err := g.Open(ctx, k, now.Add(time.Hour), false, core.OperatorEvent{Type: core.EventBreakerOpened, At: now.Add(time.Duration(round) * time.Second)})
+			ok, err := g.Open(ctx, k, now.Add(time.Hour), false, gate.Event{Kind: core.EventBreakerOpened, At: now.Add(time.Duration(round) * time.Second)})
 			if err != nil || !ok {
 				t.Fatalf("round %d: open: %v %v", round, ok, err)
 			}
 			opened := time.Now()
 			waitReads(2*readers, false)
 			closing := time.Now()
-			if ok, err := g.Close(ctx, k, core.OperatorEvent{Type: core.EventBreakerClosed, At: now.Add(time.Duration(round)*time.Second + time.Millisecond)}); err != nil || !ok {
+			if ok, err := g.Close(ctx, k, gate.Event{Kind: core.EventBreakerClosed, At: now.Add(time.Duration(round)*time.Second + time.Millisecond)}); err != nil || !ok {
 				t.Fatalf("round %d: close: %v %v", round, ok, err)
 			}
 			mu.Lock()
@@ -596,11 +596,11 @@ func gateContract(t *testing.T, newStore func() core.GateStore) {
 
 	t.Run("override round-trips and comes back with a reservation", func(t *testing.T) {
 		g, k := newStore(), key(t)
-		o := &core.PaceOverride{Pace: core.Pace{Rate: 3, Per: time.Second, Burst: 2}, Reason: "asked", By: "ann", At: now}
+		o := &gate.PaceOverride{Pace: gate.Pace{Rate: 3, Per: time.Second, Burst: 2}, Reason: "asked", By: "ann", At: now}
 		if err := g.SetOverride(ctx, k, o); err != nil {
 			t.Fatal(err)
 		}
-		_, st, _ := take(t, g, k, core.SlotTake{Interval: time.Second, Floor: now, At: now})
+		_, st, _ := take(t, g, k, gate.SlotTake{Interval: time.Second, Floor: now, At: now})
 		if st.Override == nil || *st.Override != *o {
 			t.Fatalf("override %+v", st.Override)
 		}
@@ -621,11 +621,11 @@ func TestGateStateReadsSpreadOverReplicas(t *testing.T) {
 	db := &recordingDB{Client: client, got: map[string]int{}}
 	g := NewGates(db, table)
 	ctx := context.Background()
-	key := core.GateKey("sandbox", "acct-spread")
+	key := gate.GateKey("sandbox", "acct-spread")
 	const n = 640 // 40 per replica on average
 	for i := 0; i < n; i++ {
 		st, err := g.StateFor(ctx, key, fmt.Sprintf("it_%d", i), time.Now())
-		if err != nil || !core.CleanGate(st, time.Now()) {
+		if err != nil || !gate.CleanGate(st, time.Now()) {
 			t.Fatalf("read %d: %+v %v", i, st, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 )
 
 // The inline intake's one read before its put answers what the three reads
@@ -30,12 +31,12 @@ func TestPreflightReadsWhatTheThreeReadsReadInOneBatch(t *testing.T) {
 		return &core.Intent{ID: id, Bot: bot, Provider: "sandbox", Account: "acct", Action: "send_message", Target: "c",
 			Grant: core.GrantRef{ID: "g-1", Version: 1}, UpdatedAt: now}
 	}
-	key := core.GateKey("sandbox", "acct")
+	key := gate.GateKey("sandbox", "acct")
 	check := func(what string, in *core.Intent, wantUp, wantClean bool) {
 		t.Helper()
 		db.gets.Store(0)
 		db.batches.Store(0)
-		pf, err := reg.Preflight(ctx, in, key)
+		pf, err := reg.Preflight(ctx, in)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -60,7 +61,7 @@ func TestPreflightReadsWhatTheThreeReadsReadInOneBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pf.GateClean != wantClean || (wantClean && st != (core.GateState{})) {
+		if pf.GateClean != wantClean || (wantClean && st != (gate.GateState{})) {
 			t.Fatalf("%s: gate clean %v (StateFor %+v), want %v", what, pf.GateClean, st, wantClean)
 		}
 	}

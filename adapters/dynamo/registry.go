@@ -46,6 +46,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 )
 
 // RegistryAPI is the part of the DynamoDB client the registry uses.
@@ -397,7 +398,8 @@ var _ core.InlinePreflight = (*Registry)(nil)
 // BatchGetItem of ReadFacts: the facts, the barrier shard covering the
 // intent (as BarrierUp reads it) and the gate's replica for the intent (as
 // Gates.StateFor reads it first).
-func (r *Registry) Preflight(ctx context.Context, in *core.Intent, gateKey string) (core.Preflight, error) {
+func (r *Registry) Preflight(ctx context.Context, in *core.Intent) (core.Preflight, error) {
+	gateKey := gate.GateKey(in.Provider, in.Account)
 	bk := barrierKey(in.Bot, shardOf(in.ID, BarrierShards))
 	gk := gateReplicaKey(gateKey, shardOf(in.ID, RegistryShards))
 	f, extra, err := r.readFacts(ctx, in, bk, gk)

@@ -173,7 +173,7 @@ func (w *world) intent(t *testing.T, provider, account, action, target, payload 
 // attempt makes the stream's attempt of the intent.
 func (w *world) attempt(t *testing.T, id string) {
 	t.Helper()
-	if err := w.d.Attempt(context.Background(), id, "stream"); err != nil {
+	if _, err := w.d.Attempt(context.Background(), core.AttemptRequest{ID: id, Trigger: "stream"}); err != nil {
 		t.Fatal(err)
 	}
 }

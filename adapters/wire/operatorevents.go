@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/botharness/outbox/adapters/operatorevents"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/core/overview"
 )
@@ -44,7 +46,10 @@ func wireOperatorEvents(a *App) error {
 		Lease:      30 * time.Second,
 	}
 	if a.Gate != nil {
-		a.Gate.Events = a.OperatorEvents
+		notifier := a.OperatorEvents
+		a.Gate.Notify = func(ctx context.Context, ev gate.Event) error {
+			return notifier.Publish(ctx, core.GateOperatorEvent(ev))
+		}
 	}
 	// With or without a subscriber: the gate's transaction stores each
 	// breaker move as an unpublished record, and publishing it (the log

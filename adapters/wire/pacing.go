@@ -7,7 +7,8 @@ import (
 
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/admin"
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
+	"github.com/botharness/outbox/core/gate/pacing"
 )
 
 // PacingSettings is the "pacing" member of OUTBOX_PROVIDER_CONFIG (issue 15):
@@ -27,8 +28,8 @@ import (
 // turns only the breaker off. leadMs (default 250) is how long before its
 // slot a paced attempt starts, so its claim and checks do not delay the send.
 type PacingSettings struct {
-	Accounts map[string]core.Pace `json:"accounts"`
-	Targets  map[string]core.Pace `json:"targets"`
+	Accounts map[string]gate.Pace `json:"accounts"`
+	Targets  map[string]gate.Pace `json:"targets"`
 	Breaker  *struct {
 		Failures      *int `json:"failures"`
 		CooldownMs    int  `json:"cooldownMs"`
@@ -43,7 +44,7 @@ type PacingSettings struct {
 
 // validate checks the "pacing" member as ParseProviderSettings reads it.
 func (ps *PacingSettings) validate() error {
-	for name, m := range map[string]map[string]core.Pace{"accounts": ps.Accounts, "targets": ps.Targets} {
+	for name, m := range map[string]map[string]gate.Pace{"accounts": ps.Accounts, "targets": ps.Targets} {
 		for k, p := range m {
 			if prov, acct, ok := strings.Cut(k, "/"); !ok || prov == "" || acct == "" {
 				return fmt.Errorf("OUTBOX_PROVIDER_CONFIG: pacing.%s key %q is not <provider>/<account> or <provider>/*", name, k)
@@ -57,16 +58,16 @@ func (ps *PacingSettings) validate() error {
 }
 
 // declared looks up an account's declared pace.
-func (ps *PacingSettings) declared(provider, account string) (core.Pace, bool) {
+func (ps *PacingSettings) declared(provider, account string) (gate.Pace, bool) {
 	return lookupPace(ps.Accounts, provider, account)
 }
 
 // declaredTarget looks up the pace of each target of an account.
-func (ps *PacingSettings) declaredTarget(provider, account string) (core.Pace, bool) {
+func (ps *PacingSettings) declaredTarget(provider, account string) (gate.Pace, bool) {
 	return lookupPace(ps.Targets, provider, account)
 }
 
-func lookupPace(m map[string]core.Pace, provider, account string) (core.Pace, bool) {
+func lookupPace(m map[string]gate.Pace, provider, account string) (gate.Pace, bool) {
 	if p, ok := m[provider+"/"+account]; ok {
 		return p, true
 	}
@@ -74,8 +75,8 @@ func lookupPace(m map[string]core.Pace, provider, account string) (core.Pace, bo
 	return p, ok
 }
 
-func (ps *PacingSettings) breaker() core.BreakerPolicy {
-	b := core.DefaultBreaker
+func (ps *PacingSettings) breaker() gate.BreakerPolicy {
+	b := gate.DefaultBreaker
 	if c := ps.Breaker; c != nil {
 		if c.Failures != nil {
 			b.Failures = *c.Failures
@@ -100,7 +101,7 @@ func wirePacing(a *App, ps *PacingSettings) {
 		return
 	}
 	gates := dynamo.NewGates(a.Clients.DynamoDB, a.Config.Table)
-	g := &core.Gate{
+	g := &gate.Gate{
 		Store:          gates,
 		Declared:       ps.declared,
 		DeclaredTarget: ps.declaredTarget,
@@ -108,6 +109,9 @@ func wirePacing(a *App, ps *PacingSettings) {
 		MaxHold:        time.Duration(ps.MaxHoldMs) * time.Millisecond,
 		QueueMargin:    time.Duration(ps.QueueMarginMs) * time.Millisecond,
 		Lead:           250 * time.Millisecond,
+		Clock:          a.Config.Clock,
+		Metrics:        a.Dispatcher.Metrics,
+		Log:            a.Dispatcher.Log,
 	}
 	if ps.LeadMs != nil {
 		g.Lead = time.Duration(*ps.LeadMs) * time.Millisecond
@@ -116,10 +120,10 @@ func wirePacing(a *App, ps *PacingSettings) {
 	a.Dispatcher.Gate = g
 	for k := range ps.Accounts {
 		if prov, acct, _ := strings.Cut(k, "/"); acct != "*" {
-			a.pacedAccounts = append(a.pacedAccounts, core.GateKey(prov, acct))
+			a.pacedAccounts = append(a.pacedAccounts, gate.GateKey(prov, acct))
 		}
 	}
-	a.pacing = &core.Pacing{Gate: g, Providers: a.Providers, Clock: a.Config.Clock}
+	a.pacing = &pacing.Pacing{Gate: g, Providers: a.Providers, Clock: a.Config.Clock}
 	for k, f := range (&admin.Pace{Pacing: a.pacing, Log: a.Log}).Routes() {
 		a.AdminExtra[k] = f
 	}

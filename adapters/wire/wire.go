@@ -29,6 +29,8 @@ import (
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/auth"
 	"github.com/botharness/outbox/core/botlimit"
+	"github.com/botharness/outbox/core/gate"
+	"github.com/botharness/outbox/core/gate/pacing"
 	"github.com/botharness/outbox/core/notify"
 	"github.com/botharness/outbox/core/resolve"
 	"github.com/botharness/outbox/core/retention"
@@ -202,7 +204,7 @@ type App struct {
 	Clients    awsconfig.Clients
 	Backups    *backup.Service
 	// Gate is the account gate (pace, pauses, breaker); nil when pacing is off.
-	Gate *core.Gate
+	Gate *gate.Gate
 	// OperatorEvents publishes operator events (the notifier stream's and
 	// the gate's breaker moves) once per id: ledger, log, metric, then SNS
 	// or the webhook; never nil after New. See adapters/operatorevents.
@@ -225,7 +227,7 @@ type App struct {
 	// (GateKey), for the overview.
 	pacedAccounts []string
 	// pacing is the operators' view of the gate (nil with the gate off).
-	pacing *core.Pacing
+	pacing *pacing.Pacing
 	// settings is OUTBOX_PROVIDER_CONFIG as parsed, its secrets resolved
 	// (the webhook dialects read their accounts from it).
 	settings *ProviderSettings

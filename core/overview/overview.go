@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 )
 
 // Overview bounds. Each read is capped so the page stays cheap however
@@ -169,13 +170,13 @@ type AccountState struct {
 	Account  string `json:"account"`
 	// Pace is the pace that applies (the operator's, else the declared
 	// one); absent for an unpaced account.
-	Pace        *core.Pace `json:"pace,omitempty"`
+	Pace        *gate.Pace `json:"pace,omitempty"`
 	Paused      bool       `json:"paused"`
 	PausedUntil *time.Time `json:"pausedUntil,omitempty"`
 	// BreakerState is closed, open (cooling down) or half-open (a probe
 	// may go or is out).
 	BreakerState string       `json:"breakerState"`
-	Breaker      core.Breaker `json:"breaker"`
+	Breaker      gate.Breaker `json:"breaker"`
 	LastChange   *GateMove    `json:"lastChange,omitempty"`
 	NeedsHuman   int          `json:"needsHuman"`
 	OldestSince  *time.Time   `json:"oldestSince,omitempty"`
@@ -199,7 +200,7 @@ const (
 const GateMovePaceOverride = "pace.override"
 
 // BreakerPhase names a breaker's state at now. Pure.
-func BreakerPhase(b core.Breaker, now time.Time) string {
+func BreakerPhase(b gate.Breaker, now time.Time) string {
 	switch {
 	case !b.Open:
 		return BreakerClosed
@@ -211,10 +212,10 @@ func BreakerPhase(b core.Breaker, now time.Time) string {
 
 // LastGateMove is the latest of the gate's recorded changes: its newest
 // operator event (breaker opened/closed) and the operator's pace. Pure.
-func LastGateMove(st core.GateState, newest *core.OperatorEvent) *GateMove {
+func LastGateMove(st gate.GateState, newest *gate.Event) *GateMove {
 	var m *GateMove
 	if newest != nil {
-		m = &GateMove{Kind: newest.Type, At: newest.At, Detail: newest.Reason}
+		m = &GateMove{Kind: newest.Kind, At: newest.At, Detail: newest.Detail}
 	}
 	if o := st.Override; o != nil && (m == nil || o.At.After(m.At)) {
 		m = &GateMove{Kind: GateMovePaceOverride, At: o.At, Detail: o.Reason + " (by " + o.By + ")"}
@@ -237,7 +238,7 @@ func SummarizeNeedsHuman(ins []*core.Intent, truncated bool) NeedsHumanSummary {
 			t := since
 			s.OldestSince, s.OldestIntent = &t, in.ID
 		}
-		k := core.GateKey(in.Provider, in.Account)
+		k := gate.GateKey(in.Provider, in.Account)
 		i, ok := idx[k]
 		if !ok {
 			i = len(s.ByAccount)
@@ -309,7 +310,7 @@ type Overviewer struct {
 	// off (nothing is recorded then).
 	Timeline EpisodeTimeline
 	// Gate and Gates are nil when the account gate is off.
-	Gate  *core.Gate
+	Gate  *gate.Gate
 	Gates GateLister
 	// Declared lists the accounts the configuration paces by name
 	// (GateKey), so a paced account shows before anything happened to it.
@@ -395,7 +396,7 @@ func (o *Overviewer) accountKeys(ctx context.Context, nh NeedsHumanSummary) ([]s
 		add(k)
 	}
 	for _, g := range nh.ByAccount {
-		add(core.GateKey(g.Provider, g.Account))
+		add(gate.GateKey(g.Provider, g.Account))
 	}
 	sort.Strings(keys)
 	if len(keys) > OverviewAccountCap {
@@ -409,7 +410,7 @@ func (o *Overviewer) accountStates(ctx context.Context, keys []string, nh NeedsH
 	errs := make([]error, len(keys))
 	byKey := map[string]NeedsHumanGroup{}
 	for _, g := range nh.ByAccount {
-		byKey[core.GateKey(g.Provider, g.Account)] = g
+		byKey[gate.GateKey(g.Provider, g.Account)] = g
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -447,7 +448,7 @@ func (o *Overviewer) accountStates(ctx context.Context, keys []string, nh NeedsH
 			a.Paused = gs.PausedUntil != nil && gs.PausedUntil.After(now)
 			a.Breaker = gs.Breaker
 			a.BreakerState = BreakerPhase(gs.Breaker, now)
-			var newest *core.OperatorEvent
+			var newest *gate.Event
 			if len(evs) > 0 {
 				newest = &evs[0]
 			}

@@ -1,6 +1,7 @@
 package overview
 
 import (
+	"github.com/botharness/outbox/core/gate"
 	"testing"
 	"time"
 
@@ -12,14 +13,14 @@ func TestBreakerPhase(t *testing.T) {
 	later, earlier := now.Add(time.Minute), now.Add(-time.Minute)
 	for _, c := range []struct {
 		name string
-		b    core.Breaker
+		b    gate.Breaker
 		want string
 	}{
-		{"closed", core.Breaker{}, BreakerClosed},
-		{"closed with a streak", core.Breaker{Failures: 3}, BreakerClosed},
-		{"open, cooling down", core.Breaker{Open: true, OpenUntil: &later}, BreakerOpen},
-		{"open, cooldown over: a probe may go", core.Breaker{Open: true, OpenUntil: &earlier}, BreakerHalfOpen},
-		{"open, probe out", core.Breaker{Open: true, OpenUntil: &earlier, ProbeUntil: &later}, BreakerHalfOpen},
+		{"closed", gate.Breaker{}, BreakerClosed},
+		{"closed with a streak", gate.Breaker{Failures: 3}, BreakerClosed},
+		{"open, cooling down", gate.Breaker{Open: true, OpenUntil: &later}, BreakerOpen},
+		{"open, cooldown over: a probe may go", gate.Breaker{Open: true, OpenUntil: &earlier}, BreakerHalfOpen},
+		{"open, probe out", gate.Breaker{Open: true, OpenUntil: &earlier, ProbeUntil: &later}, BreakerHalfOpen},
 	} {
 		if got := BreakerPhase(c.b, now); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
@@ -29,20 +30,20 @@ func TestBreakerPhase(t *testing.T) {
 
 func TestLastGateMove(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	ev := &core.OperatorEvent{Type: core.EventBreakerOpened, At: t0, Reason: "5 failures"}
-	o := &core.PaceOverride{Reason: "slow down", By: "ops", At: t0.Add(time.Second)}
-	if m := LastGateMove(core.GateState{}, nil); m != nil {
+	ev := &gate.Event{Kind: gate.EventBreakerOpened, At: t0, Detail: "5 failures"}
+	o := &gate.PaceOverride{Reason: "slow down", By: "ops", At: t0.Add(time.Second)}
+	if m := LastGateMove(gate.GateState{}, nil); m != nil {
 		t.Fatalf("nothing recorded: %+v, want nil", m)
 	}
-	if m := LastGateMove(core.GateState{}, ev); m == nil || m.Kind != core.EventBreakerOpened || !m.At.Equal(t0) {
+	if m := LastGateMove(gate.GateState{}, ev); m == nil || m.Kind != gate.EventBreakerOpened || !m.At.Equal(t0) {
 		t.Fatalf("event only: %+v", m)
 	}
-	if m := LastGateMove(core.GateState{Override: o}, ev); m == nil || m.Kind != GateMovePaceOverride || !m.At.Equal(o.At) {
+	if m := LastGateMove(gate.GateState{Override: o}, ev); m == nil || m.Kind != GateMovePaceOverride || !m.At.Equal(o.At) {
 		t.Fatalf("override after the event: %+v, want the override", m)
 	}
 	ev2 := *ev
 	ev2.At = t0.Add(time.Hour)
-	if m := LastGateMove(core.GateState{Override: o}, &ev2); m == nil || m.Kind != core.EventBreakerOpened {
+	if m := LastGateMove(gate.GateState{Override: o}, &ev2); m == nil || m.Kind != gate.EventBreakerOpened {
 		t.Fatalf("event after the override: %+v, want the event", m)
 	}
 }

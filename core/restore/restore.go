@@ -34,14 +34,14 @@ func PlanRestore(in *core.Intent, cutoff, now time.Time, caps core.Capabilities)
 	switch in.Status {
 	case core.StatusInFlight:
 		ev := core.Evidence{Detail: fmt.Sprintf("attempt %d was in flight at the backup barrier (%s); its outcome is unknown", in.AttemptCount, cutoff.UTC().Format(time.RFC3339))}
-		in.AppendAttempt(core.Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: core.ResultInFlightAtCutoff, Evidence: ev})
+		in.AppendAttempt(core.Attempt{N: in.AttemptCount, Trigger: core.TriggerRestore, StartedAt: now, EndedAt: now, Result: core.ResultInFlightAtCutoff, Evidence: ev})
 		return uncertain(in, caps, now, "in flight at the backup cutoff")
 	case core.StatusPending, core.StatusRetryableFailure:
 		first := cutoff
 		if in.FirstAttemptAt != nil && in.FirstAttemptAt.Before(first) {
 			first = *in.FirstAttemptAt
 		}
-		possible := core.Attempt{N: in.AttemptCount, Trigger: "restore", StartedAt: now, EndedAt: now, Result: core.ResultPossiblySentAfterCutoff,
+		possible := core.Attempt{N: in.AttemptCount, Trigger: core.TriggerRestore, StartedAt: now, EndedAt: now, Result: core.ResultPossiblySentAfterCutoff,
 			Evidence: core.Evidence{Detail: fmt.Sprintf("restored from a snapshot taken at %s while waiting for an attempt; the original system may have sent it after the cutoff", cutoff.UTC().Format(time.RFC3339))}}
 		// Sends after uncertainty (docs/decisions.md): a send after the
 		// cutoff is the uncertain attempt; the key must cover it from the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate/pacing"
 	"github.com/botharness/outbox/core/registry"
 )
 
@@ -28,7 +29,7 @@ type Grants struct {
 	Authority *registry.Authority
 	// Pacing, when the gate is on, adds the account's "pacing" (pace,
 	// pause, breaker) to the capability GET.
-	Pacing *core.Pacing
+	Pacing *pacing.Pacing
 	Log    *slog.Logger
 }
 
@@ -135,7 +136,7 @@ func (g *Grants) getCapability(ctx context.Context, p core.Principal, req events
 // capabilityWithPacing is the capability document with the account's pacing.
 type capabilityWithPacing struct {
 	*core.Capability
-	Pacing *core.AccountPacing `json:"pacing"`
+	Pacing *pacing.AccountPacing `json:"pacing"`
 }
 
 func (g *Grants) log() *slog.Logger { return cmp.Or(g.Log, slog.Default()) }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/botharness/outbox/adapters/handlers/httpjson"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
+	"github.com/botharness/outbox/core/gate/pacing"
 )
 
 // Pace serves an account's pacing (issue 15) under the capabilities endpoint:
@@ -21,13 +23,13 @@ import (
 // recent operator events) to GET /v1/admin/capabilities/{provider}/{account}.
 // Operators only.
 type Pace struct {
-	Pacing *core.Pacing
+	Pacing *pacing.Pacing
 	Log    *slog.Logger
 }
 
 // PaceBody is the body of PUT /v1/admin/capabilities/{provider}/{account}/pace.
 type PaceBody struct {
-	Pace   *core.Pace `json:"pace"`
+	Pace   *gate.Pace `json:"pace"`
 	Reason string     `json:"reason"`
 }
 
@@ -54,7 +56,7 @@ func (h *Pace) put(ctx context.Context, p core.Principal, req events.APIGatewayV
 		return resp
 	}
 	prov, acct := req.PathParameters["provider"], req.PathParameters["account"]
-	ap, err := h.Pacing.Set(ctx, p, prov, acct, core.PaceChange{Pace: body.Pace, Reason: body.Reason})
+	ap, err := h.Pacing.Set(ctx, p, prov, acct, pacing.PaceChange{Pace: body.Pace, Reason: body.Reason})
 	if err != nil {
 		return Fail(ctx, h.Log, err)
 	}

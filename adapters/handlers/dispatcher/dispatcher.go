@@ -58,7 +58,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		go func(seq, id string) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := h.D.Attempt(ctx, id, "stream"); err != nil {
+			if _, err := h.D.Attempt(ctx, core.AttemptRequest{ID: id, Trigger: core.TriggerStream}); err != nil {
 				h.log().ErrorContext(ctx, "attempt failed; record will be retried", "intent", id, "err", err.Error())
 				mu.Lock()
 				failures = append(failures, events.DynamoDBBatchItemFailure{ItemIdentifier: seq})
@@ -83,7 +83,7 @@ func (h *Handler) fanout(ctx context.Context, ev events.DynamoDBEvent) events.Dy
 			continue
 		}
 		seen[id] = true
-		msgs = append(msgs, core.QueuedMessage{Msg: core.RetryMessage{IntentID: id, Op: core.OpDispatch, Trigger: "stream"}})
+		msgs = append(msgs, core.QueuedMessage{Msg: core.RetryMessage{IntentID: id, Op: core.OpDispatch, Trigger: core.TriggerStream}})
 		seqs = append(seqs, rec.Change.SequenceNumber)
 	}
 	var resp events.DynamoDBEventResponse

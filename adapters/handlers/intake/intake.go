@@ -113,8 +113,7 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 		ctx = core.WithTraceParent(ctx, tp)
 	}
 	prefer, _ := httpjson.Header(req, "Prefer")
-	wait := h.Intake.Inline.Wait(PreferWait(prefer))
-	res, err := h.Intake.SubmitWith(ctx, p.Name, key, body, core.SubmitOptions{Wait: wait})
+	res, err := h.Intake.SubmitWith(ctx, p.Name, key, body, core.SubmitOptions{Wait: PreferWait(prefer)})
 	if err != nil {
 		return h.fail(ctx, err)
 	}
@@ -127,7 +126,7 @@ func (h *Handler) submit(ctx context.Context, p core.Principal, req events.APIGa
 	headers := map[string]string{"Location": location}
 	if res.Waited {
 		// RFC 7240: the answer is the intent after its attempt.
-		headers["Preference-Applied"] = "wait=" + strconv.Itoa(int(wait/time.Second))
+		headers["Preference-Applied"] = "wait=" + strconv.Itoa(int(res.Wait/time.Second))
 	}
 	if res.Replayed {
 		headers["Idempotent-Replayed"] = "true"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/botharness/outbox/adapters/wire"
-	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -117,7 +117,7 @@ func (r *runner) paced() error {
 		}
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-	maxWin := core.MostInWindow(times, time.Second)
+	maxWin := gate.MostInWindow(times, time.Second)
 	perSecond := make([]int, int(times[len(times)-1].Sub(times[0])/time.Second)+1)
 	for _, at := range times {
 		perSecond[int(at.Sub(times[0])/time.Second)]++
@@ -136,7 +136,7 @@ func (r *runner) paced() error {
 	r.set("pace_max_rate_ratio", round(float64(maxWin)/float64(rate), 3))
 	r.set("pace_throughput_ratio", round(achieved/float64(rate), 3))
 	r.set("pace_max_commits_in_1s", maxWin)
-	// The slots' bound (core.Pace): Rate + Burst - 1 in any window of Per
+	// The slots' bound (gate.Pace): Rate + Burst - 1 in any window of Per
 	// (burst 1 here), and how far over it the busiest window at the provider
 	// went (a send up to half an interval late, or the trip's jitter, adds one).
 	r.set("pace_bound_in_any_1s", rate)

@@ -1,4 +1,4 @@
-package core
+package gate
 
 import (
 	"context"
@@ -18,7 +18,7 @@ type MemoryGates struct {
 type memGate struct {
 	tat    time.Time
 	st     GateState
-	events []OperatorEvent
+	events []Event
 	claims map[string]time.Time // Take: claim -> until
 }
 
@@ -112,7 +112,7 @@ func (m *MemoryGates) Failure(_ context.Context, key string) (GateState, error) 
 	return copyState(g.st), nil
 }
 
-func (m *MemoryGates) Open(_ context.Context, key string, until time.Time, reopen bool, ev OperatorEvent) (bool, error) {
+func (m *MemoryGates) Open(_ context.Context, key string, until time.Time, reopen bool, ev Event) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gate(key)
@@ -140,7 +140,7 @@ func (m *MemoryGates) TakeProbe(_ context.Context, key string, now, until time.T
 	return true, nil
 }
 
-func (m *MemoryGates) Close(_ context.Context, key string, ev OperatorEvent) (bool, error) {
+func (m *MemoryGates) Close(_ context.Context, key string, ev Event) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gate(key)
@@ -165,14 +165,14 @@ func (m *MemoryGates) SetOverride(_ context.Context, key string, o *PaceOverride
 	return nil
 }
 
-func (m *MemoryGates) Events(_ context.Context, key string, limit int) ([]OperatorEvent, error) {
+func (m *MemoryGates) Events(_ context.Context, key string, limit int) ([]Event, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g, ok := m.gates[key]
 	if !ok {
 		return nil, nil
 	}
-	out := append([]OperatorEvent(nil), g.events...)
+	out := append([]Event(nil), g.events...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
 	if len(out) > limit {
 		out = out[:limit]
