@@ -41,14 +41,14 @@ const (
 	TriggerReconcile Trigger = "reconcile"
 )
 
-// DuplicateProneTrigger reports whether an attempt's trigger may arrive
+// duplicateProneTrigger reports whether an attempt's trigger may arrive
 // more than once for the same attempt: the stream's dispatch (every record
 // is delivered at least once, and each stream consumer fans it out) and the
 // sweeper's kick of a pending intent; and the inline intake, whose
 // reservation comes first: if it falls back to the pending road, its stream
 // record finds the slot taken and the intake hands it on. Such an attempt
 // takes its pace slot under its claim token (gate.Request.Once). Pure.
-func DuplicateProneTrigger(t Trigger) bool {
+func duplicateProneTrigger(t Trigger) bool {
 	switch t {
 	case TriggerStream, TriggerSweeper, TriggerDispatch, TriggerInline:
 		return true
@@ -63,11 +63,11 @@ const OpPaced = "paced"
 // the send (a pause or an open breaker seen after waiting for the slot).
 const AttemptDeferred AttemptResult = "deferred"
 
-// ClassifyForGate maps a send's error to what the gate counts: a 429 pauses
+// classifyForGate maps a send's error to what the gate counts: a 429 pauses
 // the account, a transient failure (provably not sent) counts towards the
 // breaker, a success closes it; unknown outcomes and rejections say nothing
 // about the account's health. Pure.
-func ClassifyForGate(sendErr error) gate.GateResult {
+func classifyForGate(sendErr error) gate.GateResult {
 	if sendErr == nil {
 		return gate.GateSuccess
 	}
@@ -290,7 +290,7 @@ func (d *Dispatcher) askGate(ctx context.Context, req AttemptRequest) (*Intent, 
 		ID: in.ID, Attempt: in.AttemptCount, Bot: in.Bot,
 		Provider: in.Provider, Account: in.Account, Target: in.Target,
 		Carried: req.Slots, Clean: clean,
-		Once: !carried && DuplicateProneTrigger(req.Trigger),
+		Once: !carried && duplicateProneTrigger(req.Trigger),
 	})
 	return in, permit, def, err
 }

@@ -266,7 +266,7 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, pe
 		if re := (*RetryableError)(nil); errors.As(sendErr, &re) {
 			retryAfter = re.RetryAfter
 		}
-		permit.Report(ctx, ClassifyForGate(sendErr), retryAfter)
+		permit.Report(ctx, classifyForGate(sendErr), retryAfter)
 	}
 	if subject != "" && WentOut(sendErr) {
 		d.markSent(ctx, in, subject, log)

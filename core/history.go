@@ -184,13 +184,13 @@ type HistorySlice struct {
 	Next        string
 }
 
-// HistoryCursor decides which slice a cursor names: page seq (1-based) of
+// historyCursor decides which slice a cursor names: page seq (1-based) of
 // the moved history, or inline (the entries inside the intent) once seq is
 // past the last page. "" is the first slice. A cursor is the decimal page
 // number, opaque to clients; pages never change and only ever get added
 // after the last one, so following Next never repeats or skips an entry,
 // whatever moves meanwhile.
-func HistoryCursor(cursor string, pages int) (seq int, inline bool, err error) {
+func historyCursor(cursor string, pages int) (seq int, inline bool, err error) {
 	seq = 1
 	if cursor != "" {
 		n, convErr := strconv.Atoi(cursor)
@@ -205,7 +205,7 @@ func HistoryCursor(cursor string, pages int) (seq int, inline bool, err error) {
 // ReadHistory returns the slice of in's history that cursor names.
 func ReadHistory(ctx context.Context, pages HistoryPages, in *Intent, cursor string) (HistorySlice, error) {
 	n := spilledPages(in)
-	seq, inline, err := HistoryCursor(cursor, n)
+	seq, inline, err := historyCursor(cursor, n)
 	if err != nil {
 		return HistorySlice{}, err
 	}

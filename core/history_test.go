@@ -48,7 +48,7 @@ func TestHistoryCursor(t *testing.T) {
 		{"x", 2, 0, false, true},
 	}
 	for _, c := range cases {
-		seq, inline, err := HistoryCursor(c.cursor, c.pages)
+		seq, inline, err := historyCursor(c.cursor, c.pages)
 		var ve *ValidationError
 		if c.bad {
 			if !errors.As(err, &ve) || ve.Field != "cursor" || ve.Code != CodeInvalidCursor {

@@ -143,7 +143,7 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 		return SubmitResult{}, err
 	}
 	if in != nil {
-		in.TraceParent = TraceParentOf(ctx) // one trace per intent (core/trace.go)
+		in.TraceParent = traceParentOf(ctx) // one trace per intent (core/trace.go)
 	}
 	if refusal == nil && s.Grants != nil {
 		if err := s.Grants.AuthorizeIntake(ctx, bot, in); err != nil {
@@ -217,7 +217,7 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 		existing = stored
 	}
 	a := ReplayFirst(existing, bot, requestHashes(in, canonical), nil)
-	if a == AnswerReplay && wait > 0 && existing.Status == StatusInFlight {
+	if a == answerReplay && wait > 0 && existing.Status == StatusInFlight {
 		// A replay while the first request (or a worker) is still sending:
 		// wait for the outcome, bounded by the wait asked for.
 		cur, ended := s.Inline.await(ctx, existing, wait)
@@ -226,21 +226,21 @@ func (s *Intake) SubmitWith(ctx context.Context, bot, key string, body []byte, o
 	return answer(a, in.ID, existing, nil)
 }
 
-// SubmitAnswer is what intake answers a submission with.
-type SubmitAnswer int
+// submitAnswer is what intake answers a submission with.
+type submitAnswer int
 
 // The answers ReplayFirst chooses from.
 const (
-	// AnswerCreate: nothing is stored under the key and nothing refuses:
+	// answerCreate: nothing is stored under the key and nothing refuses:
 	// commit the new intent (the conditional put decides a race).
-	AnswerCreate SubmitAnswer = iota
-	// AnswerReplay: the key holds this very request: answer with the stored
+	answerCreate submitAnswer = iota
+	// answerReplay: the key holds this very request: answer with the stored
 	// intent (200 Idempotent-Replayed), whatever changed since.
-	AnswerReplay
-	// AnswerKeyReused: the key holds a different request (422).
-	AnswerKeyReused
-	// AnswerRefuse: nothing is stored under the key and a check refuses it.
-	AnswerRefuse
+	answerReplay
+	// answerKeyReused: the key holds a different request (422).
+	answerKeyReused
+	// answerRefuse: nothing is stored under the key and a check refuses it.
+	answerRefuse
 )
 
 // ReplayFirst is the rule "replays first" (issue 24): a stored intent under
@@ -248,28 +248,28 @@ const (
 // stored is the intent the key holds (nil: none), h the hashes of the
 // request now submitted (RequestHashes.Same compares them with the stored
 // one), refusal what those checks said (nil: nothing refuses). Pure.
-func ReplayFirst(stored *Intent, bot string, h RequestHashes, refusal error) SubmitAnswer {
+func ReplayFirst(stored *Intent, bot string, h RequestHashes, refusal error) submitAnswer {
 	switch {
 	case stored != nil && stored.Bot == bot && h.Same(stored.RequestHash):
-		return AnswerReplay
+		return answerReplay
 	case stored != nil:
-		return AnswerKeyReused
+		return answerKeyReused
 	case refusal != nil:
-		return AnswerRefuse
+		return answerRefuse
 	}
-	return AnswerCreate
+	return answerCreate
 }
 
-func answer(a SubmitAnswer, id string, stored *Intent, refusal error) (SubmitResult, error) {
+func answer(a submitAnswer, id string, stored *Intent, refusal error) (SubmitResult, error) {
 	switch a {
-	case AnswerReplay:
+	case answerReplay:
 		return SubmitResult{Intent: stored, Replayed: true}, nil
-	case AnswerKeyReused:
+	case answerKeyReused:
 		return SubmitResult{}, fmt.Errorf("intent %s: %w", id, ErrIdempotencyKeyReused)
-	case AnswerRefuse:
+	case answerRefuse:
 		return SubmitResult{}, refusal
 	}
-	// AnswerCreate after a failed conditional put: the item vanished between
+	// answerCreate after a failed conditional put: the item vanished between
 	// the put and its answer (cannot happen: intents are never deleted).
 	return SubmitResult{}, fmt.Errorf("intent %s: %w", id, ErrConflict)
 }

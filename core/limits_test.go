@@ -189,20 +189,20 @@ func TestReconcileVerdict(t *testing.T) {
 		err   error
 		caps  Capabilities
 		after time.Duration
-		want  PollVerdict
+		want  pollVerdict
 	}{
-		{"found", LookupResult{State: LookupFound}, nil, lookup, time.Second, PollFound},
-		{"pending in window", LookupResult{State: LookupPending}, nil, lookup, time.Second, PollAgain},
-		{"lookup error in window", LookupResult{}, errors.New("503"), lookup, time.Second, PollAgain},
-		{"absent not settled, no key", LookupResult{State: LookupAbsent}, nil, lookup, time.Second, PollAgain},
-		{"absent settled", LookupResult{State: LookupAbsent}, nil, lookup, 2 * time.Minute, PollAbsent},
-		{"absent under a valid key", LookupResult{State: LookupAbsent}, nil, keys, time.Second, PollAbsent},
-		{"pending past window", LookupResult{State: LookupPending}, nil, lookup, 11 * time.Minute, PollExhausted},
-		{"no lookup", LookupResult{}, errors.New("none"), Capabilities{}, time.Second, PollExhausted},
+		{"found", LookupResult{State: LookupFound}, nil, lookup, time.Second, pollFound},
+		{"pending in window", LookupResult{State: LookupPending}, nil, lookup, time.Second, pollAgain},
+		{"lookup error in window", LookupResult{}, errors.New("503"), lookup, time.Second, pollAgain},
+		{"absent not settled, no key", LookupResult{State: LookupAbsent}, nil, lookup, time.Second, pollAgain},
+		{"absent settled", LookupResult{State: LookupAbsent}, nil, lookup, 2 * time.Minute, pollAbsent},
+		{"absent under a valid key", LookupResult{State: LookupAbsent}, nil, keys, time.Second, pollAbsent},
+		{"pending past window", LookupResult{State: LookupPending}, nil, lookup, 11 * time.Minute, pollExhausted},
+		{"no lookup", LookupResult{}, errors.New("none"), Capabilities{}, time.Second, pollExhausted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := ReconcileVerdict(in, c.lr, c.err, c.caps, end.Add(c.after), rp); got != c.want {
+			if got := reconcileVerdict(in, c.lr, c.err, c.caps, end.Add(c.after), rp); got != c.want {
 				t.Fatalf("verdict %s, want %s", got, c.want)
 			}
 		})

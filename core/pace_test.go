@@ -25,8 +25,8 @@ func TestClassifyForGate(t *testing.T) {
 		{&UnknownOutcomeError{Err: errors.New("timeout")}, gate.GateOther},
 		{&PermanentError{Class: ClassRejectedInput, Err: errors.New("400")}, gate.GateOther},
 	} {
-		if got := ClassifyForGate(c.err); got != c.want {
-			t.Fatalf("ClassifyForGate(%v) = %v, want %v", c.err, got, c.want)
+		if got := classifyForGate(c.err); got != c.want {
+			t.Fatalf("classifyForGate(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
@@ -592,8 +592,8 @@ func TestALateSendMovesOnWithoutCrowdingTheNext(t *testing.T) {
 
 func TestDuplicateProneTrigger(t *testing.T) {
 	for trig, want := range map[Trigger]bool{"stream": true, "sweeper": true, OpDispatch: true, "inline": true, "paced": false, "retry": false, "reconcile": false} {
-		if got := DuplicateProneTrigger(trig); got != want {
-			t.Fatalf("DuplicateProneTrigger(%q) = %v, want %v", trig, got, want)
+		if got := duplicateProneTrigger(trig); got != want {
+			t.Fatalf("duplicateProneTrigger(%q) = %v, want %v", trig, got, want)
 		}
 	}
 }

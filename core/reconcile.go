@@ -108,7 +108,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 	}
 	now := d.Clock.Now()
 	span.SetOutcome(string(lr.State))
-	if ReconcileVerdict(in, lr, lookupErr, caps, now, d.ReconcilePolicy) == PollAgain {
+	if reconcileVerdict(in, lr, lookupErr, caps, now, d.ReconcilePolicy) == pollAgain {
 		log.DebugContext(ctx, "reconcile poll learned nothing; polling again", "state", string(lr.State))
 		d.enqueue(ctx, in, OpReconcile, d.ReconcilePolicy.Delay, log)
 		return nil
@@ -125,14 +125,14 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 			first = *cur.FirstAttemptAt
 		}
 		entry := Attempt{N: cur.AttemptCount, Trigger: TriggerReconcile, StartedAt: now, EndedAt: now}
-		switch ReconcileVerdict(cur, lr, lookupErr, caps, now, d.ReconcilePolicy) {
-		case PollFound:
+		switch reconcileVerdict(cur, lr, lookupErr, caps, now, d.ReconcilePolicy) {
+		case pollFound:
 			entry.Result, entry.ExternalID, entry.Evidence = ResultLookupFound, lr.ExternalID, lr.Evidence
 			cur.AppendAttempt(entry)
 			cur.ExternalID = lr.ExternalID
 			next = StatusSucceeded
 			return cur.MoveTo(next, "reconciled: the provider reports the effect", now)
-		case PollAbsent:
+		case pollAbsent:
 			entry.Result, entry.Evidence = ResultLookupAbsent, lr.Evidence
 			delay, ok := d.Backoff.Next(cur.AttemptCount, first, now, 0)
 			if !ok {
@@ -150,7 +150,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 			cur.NextAttemptAt = &due
 			enqueue = true
 			return nil
-		case PollAgain:
+		case pollAgain:
 			// The state changed since the read (e.g. a webhook entry) but
 			// still says nothing new: no write, poll again.
 			next = StatusUnknownOutcome
@@ -191,19 +191,19 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 
 var errNothingLearned = errors.New("reconcile poll learned nothing")
 
-// PollVerdict is what one reconcile poll concludes.
-type PollVerdict string
+// pollVerdict is what one reconcile poll concludes.
+type pollVerdict string
 
 const (
-	PollFound     PollVerdict = "found"      // the provider reports the effect
-	PollAbsent    PollVerdict = "absent"     // authoritatively absent and a retry cannot duplicate
-	PollAgain     PollVerdict = "poll-again" // learned nothing; within the window
-	PollExhausted PollVerdict = "exhausted"  // past the window, or no lookup: a human decides
+	pollFound     pollVerdict = "found"      // the provider reports the effect
+	pollAbsent    pollVerdict = "absent"     // authoritatively absent and a retry cannot duplicate
+	pollAgain     pollVerdict = "poll-again" // learned nothing; within the window
+	pollExhausted pollVerdict = "exhausted"  // past the window, or no lookup: a human decides
 )
 
-// ReconcileVerdict is the rule for one reconcile poll of an unknown-outcome
+// reconcileVerdict is the rule for one reconcile poll of an unknown-outcome
 // intent. Pure.
-func ReconcileVerdict(in *Intent, lr LookupResult, lookupErr error, caps Capabilities, now time.Time, rp ReconcilePolicy) PollVerdict {
+func reconcileVerdict(in *Intent, lr LookupResult, lookupErr error, caps Capabilities, now time.Time, rp ReconcilePolicy) pollVerdict {
 	lastEnd := lastAttemptEnd(in)
 	first := now
 	if in.FirstAttemptAt != nil {
@@ -216,13 +216,13 @@ func ReconcileVerdict(in *Intent, lr LookupResult, lookupErr error, caps Capabil
 	keyValid := DecideResend(ResendCase{Uncertain: true, Caps: caps, First: &first, SendBy: now}) == ResendCovered
 	switch {
 	case lookupErr == nil && lr.State == LookupFound:
-		return PollFound
+		return pollFound
 	case lookupErr == nil && lr.State == LookupAbsent && (keyValid || now.Sub(lastEnd) >= rp.Settle):
-		return PollAbsent
+		return pollAbsent
 	case withinWindow && caps.Lookup:
-		return PollAgain
+		return pollAgain
 	}
-	return PollExhausted
+	return pollExhausted
 }
 
 func lastAttemptEnd(in *Intent) time.Time {

@@ -10,7 +10,7 @@ import "time"
 // it is; the sweeper reads it once, finds the intent terminal and passes it
 // (a read is cheaper than the write that would remove it). Only two things
 // move an entry: the sweeper, when it finds the intent still waiting
-// (RepairPlan.RecheckAt), and a human hand-off, which lists the intent for
+// (repairPlan.RecheckAt), and a human hand-off, which lists the intent for
 // operators instead (see NextRepairCheck).
 
 // NextRepairCheck decides the repair-index due time of an intent after a
@@ -72,8 +72,8 @@ type RepairPolicy struct {
 	Grace time.Duration
 }
 
-// RepairPlan is what the sweeper does about one due repair entry.
-type RepairPlan struct {
+// repairPlan is what the sweeper does about one due repair entry.
+type repairPlan struct {
 	// Op is the queue message to send ("" for none).
 	Op string
 	// ExpireLease: the lease ran out before an outcome was recorded.
@@ -103,13 +103,13 @@ func RepairBackoff(since, now time.Time, delay time.Duration) time.Duration {
 // PlanRepair decides, purely, what the sweeper does with a due intent.
 // Everything it leaves waiting is re-filed at a later due time, so the
 // sweeper's checkpoint can move past the entry it read.
-func PlanRepair(in *Intent, now time.Time, grace, delay time.Duration) RepairPlan {
+func PlanRepair(in *Intent, now time.Time, grace, delay time.Duration) repairPlan {
 	again := now.Add(delay)
-	waitUntil := func(t time.Time) RepairPlan { return RepairPlan{RecheckAt: t.Add(grace)} }
+	waitUntil := func(t time.Time) repairPlan { return repairPlan{RecheckAt: t.Add(grace)} }
 	switch in.Status {
 	case StatusInFlight:
 		if in.Lease == nil || !now.Before(in.Lease.Until) {
-			return RepairPlan{ExpireLease: true, RecheckAt: again}
+			return repairPlan{ExpireLease: true, RecheckAt: again}
 		}
 		return waitUntil(in.Lease.Until)
 	case StatusPending:
@@ -117,7 +117,7 @@ func PlanRepair(in *Intent, now time.Time, grace, delay time.Duration) RepairPla
 		if now.Before(in.UpdatedAt.Add(grace)) {
 			return waitUntil(in.UpdatedAt)
 		}
-		return RepairPlan{Op: OpDispatch, RecheckAt: now.Add(RepairBackoff(in.UpdatedAt, now, delay))}
+		return repairPlan{Op: OpDispatch, RecheckAt: now.Add(RepairBackoff(in.UpdatedAt, now, delay))}
 	case StatusRetryableFailure:
 		due := in.UpdatedAt
 		if in.NextAttemptAt != nil {
@@ -126,13 +126,13 @@ func PlanRepair(in *Intent, now time.Time, grace, delay time.Duration) RepairPla
 		if now.Before(due.Add(grace)) {
 			return waitUntil(due)
 		}
-		return RepairPlan{Op: OpAttempt, RecheckAt: now.Add(RepairBackoff(due, now, delay))}
+		return repairPlan{Op: OpAttempt, RecheckAt: now.Add(RepairBackoff(due, now, delay))}
 	case StatusUnknownOutcome:
 		if now.Before(in.UpdatedAt.Add(grace)) {
 			return waitUntil(in.UpdatedAt)
 		}
-		return RepairPlan{Op: OpReconcile, RecheckAt: now.Add(RepairBackoff(in.UpdatedAt, now, delay))}
+		return repairPlan{Op: OpReconcile, RecheckAt: now.Add(RepairBackoff(in.UpdatedAt, now, delay))}
 	}
 	// Terminal, or waiting for a human (listed elsewhere): nothing to do.
-	return RepairPlan{}
+	return repairPlan{}
 }

@@ -113,20 +113,20 @@ func TestPlanRepair(t *testing.T) {
 	cases := []struct {
 		name string
 		in   Intent
-		want RepairPlan
+		want repairPlan
 	}{
-		{"terminal: dead entry", Intent{Status: StatusSucceeded}, RepairPlan{}},
-		{"needs-human: listed elsewhere", Intent{Status: StatusNeedsHuman}, RepairPlan{}},
-		{"orphaned pending: dispatch, look again later", Intent{Status: StatusPending, UpdatedAt: now.Add(-time.Minute)}, RepairPlan{Op: OpDispatch, RecheckAt: now.Add(delay)}},
-		{"fresh pending: wait for the stream", Intent{Status: StatusPending, UpdatedAt: now.Add(-time.Second)}, RepairPlan{RecheckAt: now.Add(-time.Second + grace)}},
-		{"lease expired", Intent{Status: StatusInFlight, Lease: &Lease{Until: now.Add(-time.Second)}}, RepairPlan{ExpireLease: true, RecheckAt: now.Add(delay)}},
-		{"lease live: look after it ends", Intent{Status: StatusInFlight, Lease: &Lease{Until: now.Add(time.Minute)}}, RepairPlan{RecheckAt: now.Add(time.Minute + grace)}},
-		{"retry overdue: re-enqueue", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(-time.Minute)}, RepairPlan{Op: OpAttempt, RecheckAt: now.Add(delay)}},
-		{"retry later: look after it is due", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(10 * time.Minute)}, RepairPlan{RecheckAt: now.Add(10*time.Minute + grace)}},
-		{"unknown outcome quiet: reconcile", Intent{Status: StatusUnknownOutcome, UpdatedAt: now.Add(-time.Minute)}, RepairPlan{Op: OpReconcile, RecheckAt: now.Add(delay)}},
-		{"pending for 10 minutes: dispatch, look again after as long", Intent{Status: StatusPending, UpdatedAt: now.Add(-10 * time.Minute)}, RepairPlan{Op: OpDispatch, RecheckAt: now.Add(10 * time.Minute)}},
-		{"retry overdue by 4 minutes: re-enqueue, look again after as long", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(-4 * time.Minute)}, RepairPlan{Op: OpAttempt, RecheckAt: now.Add(4 * time.Minute)}},
-		{"unknown outcome for 2 hours: reconcile, look again after the cap", Intent{Status: StatusUnknownOutcome, UpdatedAt: now.Add(-2 * time.Hour)}, RepairPlan{Op: OpReconcile, RecheckAt: now.Add(MaxRepairBackoff)}},
+		{"terminal: dead entry", Intent{Status: StatusSucceeded}, repairPlan{}},
+		{"needs-human: listed elsewhere", Intent{Status: StatusNeedsHuman}, repairPlan{}},
+		{"orphaned pending: dispatch, look again later", Intent{Status: StatusPending, UpdatedAt: now.Add(-time.Minute)}, repairPlan{Op: OpDispatch, RecheckAt: now.Add(delay)}},
+		{"fresh pending: wait for the stream", Intent{Status: StatusPending, UpdatedAt: now.Add(-time.Second)}, repairPlan{RecheckAt: now.Add(-time.Second + grace)}},
+		{"lease expired", Intent{Status: StatusInFlight, Lease: &Lease{Until: now.Add(-time.Second)}}, repairPlan{ExpireLease: true, RecheckAt: now.Add(delay)}},
+		{"lease live: look after it ends", Intent{Status: StatusInFlight, Lease: &Lease{Until: now.Add(time.Minute)}}, repairPlan{RecheckAt: now.Add(time.Minute + grace)}},
+		{"retry overdue: re-enqueue", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(-time.Minute)}, repairPlan{Op: OpAttempt, RecheckAt: now.Add(delay)}},
+		{"retry later: look after it is due", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(10 * time.Minute)}, repairPlan{RecheckAt: now.Add(10*time.Minute + grace)}},
+		{"unknown outcome quiet: reconcile", Intent{Status: StatusUnknownOutcome, UpdatedAt: now.Add(-time.Minute)}, repairPlan{Op: OpReconcile, RecheckAt: now.Add(delay)}},
+		{"pending for 10 minutes: dispatch, look again after as long", Intent{Status: StatusPending, UpdatedAt: now.Add(-10 * time.Minute)}, repairPlan{Op: OpDispatch, RecheckAt: now.Add(10 * time.Minute)}},
+		{"retry overdue by 4 minutes: re-enqueue, look again after as long", Intent{Status: StatusRetryableFailure, NextAttemptAt: at(-4 * time.Minute)}, repairPlan{Op: OpAttempt, RecheckAt: now.Add(4 * time.Minute)}},
+		{"unknown outcome for 2 hours: reconcile, look again after the cap", Intent{Status: StatusUnknownOutcome, UpdatedAt: now.Add(-2 * time.Hour)}, repairPlan{Op: OpReconcile, RecheckAt: now.Add(MaxRepairBackoff)}},
 	}
 	for _, c := range cases {
 		if got := PlanRepair(&c.in, now, grace, delay); got != c.want {

@@ -30,12 +30,12 @@ func TestReplayFirst(t *testing.T) {
 			stored *Intent
 			bot    string
 			hash   string
-			want   SubmitAnswer
+			want   submitAnswer
 		}{
-			{"same request stored", stored, "bot1", "h1", AnswerReplay},
-			{"other request stored", stored, "bot1", "h2", AnswerKeyReused},
-			{"another bot's intent under the id", stored, "bot2", "h1", AnswerKeyReused},
-			{"nothing stored", nil, "bot1", "h1", map[bool]SubmitAnswer{true: AnswerCreate, false: AnswerRefuse}[refusal == nil]},
+			{"same request stored", stored, "bot1", "h1", answerReplay},
+			{"other request stored", stored, "bot1", "h2", answerKeyReused},
+			{"another bot's intent under the id", stored, "bot2", "h1", answerKeyReused},
+			{"nothing stored", nil, "bot1", "h1", map[bool]submitAnswer{true: answerCreate, false: answerRefuse}[refusal == nil]},
 		}
 		for _, c := range cases {
 			h := RequestHashes{Whole: func() string { return c.hash }}

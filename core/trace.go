@@ -30,8 +30,8 @@ func WithTraceParent(ctx context.Context, tp string) context.Context {
 	return context.WithValue(ctx, traceParentKey{}, tp)
 }
 
-// TraceParentOf is the traceparent WithTraceParent carried ("" none).
-func TraceParentOf(ctx context.Context) string {
+// traceParentOf is the traceparent WithTraceParent carried ("" none).
+func traceParentOf(ctx context.Context) string {
 	tp, _ := ctx.Value(traceParentKey{}).(string)
 	return tp
 }

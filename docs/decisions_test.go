@@ -394,7 +394,7 @@ func (m *module) collectDefaults(dir string, f *ast.File) {
 					name := strings.Trim(lit.Value, "\"`")
 					m.envDefaults[name] = append(m.envDefaults[name], decl{dir: dir, expr: n.Args[1], pos: n.Pos()})
 				}
-				if sel, ok := n.Args[0].(*ast.SelectorExpr); ok && recv != "" && (callee == "OrDefault" || callee == "Or") {
+				if sel, ok := n.Args[0].(*ast.SelectorExpr); ok && recv != "" && (callee == "OrDefault" || callee == "orDefault" || callee == "Or") {
 					k := recv + "." + sel.Sel.Name
 					m.typeDefaults[k] = append(m.typeDefaults[k], decl{dir: dir, expr: n.Args[1], pos: n.Pos()})
 				}
