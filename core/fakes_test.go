@@ -342,5 +342,3 @@ func attemptID(ctx context.Context, d *Dispatcher, id string, trigger Trigger) e
 	_, err := d.Attempt(ctx, AttemptRequest{ID: id, Trigger: trigger})
 	return err
 }
-
-func ptrTime(t time.Time) *time.Time { return &t }

@@ -82,12 +82,3 @@ func (g *Grant) Problem(in *Intent, now time.Time) string {
 	}
 	return ""
 }
-
-// Operators manage grants (here) and capability withdrawals (capabilities.go) through Authority.
-
-func operatorOnly(p Principal, what string) error {
-	if p.Kind != PrincipalOperator {
-		return fmt.Errorf("%w: only operators %s", ErrForbidden, what)
-	}
-	return nil
-}

@@ -12,8 +12,6 @@ import (
 
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
-
 func TestClassifyForGate(t *testing.T) {
 	for _, c := range []struct {
 		err  error

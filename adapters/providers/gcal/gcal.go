@@ -45,7 +45,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -97,7 +96,6 @@ type Provider struct {
 	cfg    Config
 	client *http.Client
 	tokens map[string]oauth2.TokenSource
-	mu     sync.Mutex
 }
 
 var _ core.Provider = (*Provider)(nil)
