@@ -39,7 +39,6 @@ func pacingConfig(specs []*IntentSpec) string {
 	}
 	b, _ := json.Marshal(map[string]any{
 		"accounts":  accounts,
-		"breaker":   map[string]int{"failures": 2, "cooldownMs": 1000, "maxCooldownMs": 4000, "probeLeaseMs": 1000},
 		"maxHoldMs": 1, "queueMarginMs": 1, "leadMs": 0,
 	})
 	return string(b)

@@ -26,6 +26,7 @@ import (
 	"github.com/botharness/outbox/adapters/providers/sandboxprovider"
 	"github.com/botharness/outbox/adapters/wire"
 	"github.com/botharness/outbox/core"
+	"github.com/botharness/outbox/core/gate"
 	"github.com/botharness/outbox/localstack/system"
 	"github.com/botharness/outbox/sandbox"
 )
@@ -250,7 +251,9 @@ func (e *Env) newWorld(ctx context.Context, sl *slot, seed uint64, specs []*Inte
 			Config: wire.Config{
 				Table: sl.table, BackupBucket: e.bucket, PayloadBucket: e.bucket,
 				ProviderConfig: fmt.Sprintf(`{"sandbox":{"baseUrl":%q,"timeoutMs":%d},"pacing":%s}`, w.sbURL, providerTimeout.Milliseconds(), pacingConfig(specs)),
-				Lease:          leaseDuration, SweepGrace: sweepGrace, Backoff: &bp, Reconcile: &rp, Clock: w.clock,
+				Policy: core.AttemptPolicy{Lease: leaseDuration, SweepGrace: sweepGrace, Backoff: bp, Reconcile: rp,
+					Breaker: gate.BreakerPolicy{Failures: 2, Cooldown: time.Second, MaxCooldown: 4 * time.Second, ProbeLease: time.Second}},
+				Clock: w.clock,
 				Owner: fmt.Sprintf("s%d-w%d", seed, i), Log: logger.With("worker", i), MetricsOut: io.Discard,
 				BackupKey:       chaosBackupKey,
 				IntentRetention: chaosRetention, TombstoneRetention: chaosTombstoneRetention, ArchiveBucket: e.bucket,

@@ -277,7 +277,7 @@ func (d *Dispatcher) askGate(ctx context.Context, req AttemptRequest) (*Intent, 
 	if !in.Claimable(now) || (in.Deadline != nil && !now.Before(*in.Deadline)) {
 		return in, nil, nil, nil
 	}
-	if MayHaveTakenEffect(in) && !DecideResend(resendCase(in, d.Capabilities(ctx, in), now.Add(d.Lease))).Allowed() {
+	if MayHaveTakenEffect(in) && !DecideResend(resendCase(in, d.Capabilities(ctx, in), now.Add(d.Policy.Lease))).Allowed() {
 		// It cannot be sent again anyway: the check before the send takes it
 		// to a human. Holding it at the gate would only leave it waiting
 		// for a breaker it may never probe. (One whose retry is provably

@@ -46,34 +46,17 @@ type noMetrics struct{}
 
 func (noMetrics) Count(string, int) {}
 
-// ReconcilePolicy bounds reconciliation with a provider that offers lookup.
-type ReconcilePolicy struct {
-	// Delay before the first lookup and between polls.
-	Delay time.Duration
-	// Window after the attempt ended within which a pending/erroring lookup is
-	// polled again; past it the intent goes to a human.
-	Window time.Duration
-	// Settle is how long after the attempt an "absent" lookup is trusted for a
-	// provider without idempotency keys: by then the original request can no
-	// longer land, so a retry cannot duplicate it.
-	Settle time.Duration
-}
-
-// DefaultReconcile is the production reconciliation policy.
-var DefaultReconcile = ReconcilePolicy{Delay: 5 * time.Second, Window: 15 * time.Minute, Settle: 2 * time.Minute}
-
 // Dispatcher claims intents and makes attempts. The dispatcher function
 // (stream), the retrier (queue) and the sweeper all use it.
 type Dispatcher struct {
-	Store           IntentStore
-	Queue           RetryQueue
-	Providers       Providers
-	Clock           Clock
-	Backoff         BackoffPolicy
-	ReconcilePolicy ReconcilePolicy
-	Lease           time.Duration
-	Owner           string
-	Revalidator     Revalidator
+	Store     IntentStore
+	Queue     RetryQueue
+	Providers Providers
+	Clock     Clock
+	// Policy is the attempt policy, resolved (AttemptPolicy.Resolve).
+	Policy      AttemptPolicy
+	Owner       string
+	Revalidator Revalidator
 	// Marks orders the sends of set-to-value actions per target
 	// (setvalue.go); nil: no ordering.
 	Marks ValueMarks
@@ -84,10 +67,7 @@ type Dispatcher struct {
 	Payloads PayloadStore
 	// Barrier, when set, is read right after every claim (see BarrierCheck).
 	Barrier BarrierCheck
-	// BarrierRecheck bounds how long a claim held by a barrier waits before
-	// it is tried again (default 15 s, never past the barrier's expiry).
-	BarrierRecheck time.Duration
-	Metrics        Metrics
+	Metrics Metrics
 	// Tracer continues each intent's trace in its attempts and
 	// reconciliations (nil: no spans).
 	Tracer Tracer
@@ -151,7 +131,7 @@ func (d *Dispatcher) startAttempt(in *Intent, now time.Time) error {
 		t := now
 		in.FirstAttemptAt = &t
 	}
-	in.Lease = &Lease{Owner: d.Owner, Since: now, Until: now.Add(d.Lease)}
+	in.Lease = &Lease{Owner: d.Owner, Since: now, Until: now.Add(d.Policy.Lease)}
 	return nil
 }
 
@@ -207,7 +187,7 @@ func (d *Dispatcher) afterClaim(ctx context.Context, in *Intent, att Attempt, pe
 		// send, not only when the retry was scheduled (a queue, a sweep or a slow
 		// retrier can deliver it late). The request must also finish inside the
 		// key's retention: allow it the lease.
-		if v := DecideResend(resendCase(in, caps, d.Clock.Now().Add(d.Lease))); !v.Allowed() {
+		if v := DecideResend(resendCase(in, caps, d.Clock.Now().Add(d.Policy.Lease))); !v.Allowed() {
 			// An earlier attempt may have taken effect and nothing would stop the
 			// provider from doing it again: stop before sending, not after.
 			return d.recordBlocked(ctx, in, att, &Blocked{Status: StatusNeedsHuman, Reason: v.Reason()}, log)
@@ -423,7 +403,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 			if in.AttemptCount != att.N {
 				return ErrLeaseLost
 			}
-			o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
+			o = decide(in, caps, res, sendErr, now, d.Policy.Backoff, d.Policy.Reconcile)
 			a.Trigger = att.Trigger + "+late"
 			a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
 			in.AppendAttempt(a)
@@ -444,7 +424,7 @@ func (d *Dispatcher) record(ctx context.Context, claimed *Intent, att Attempt, r
 			o.enqueueOp = ""
 			return nil
 		}
-		o = decide(in, caps, res, sendErr, now, d.Backoff, d.ReconcilePolicy)
+		o = decide(in, caps, res, sendErr, now, d.Policy.Backoff, d.Policy.Reconcile)
 		a.Result, a.ExternalID, a.Evidence = o.result, o.external, o.evidence
 		spanOf(ctx).SetOutcome(string(o.result))
 		return o.apply(in, a, now)
@@ -537,7 +517,7 @@ const ResultHeldByBarrier AttemptResult = "held-by-barrier"
 // barrier can have been lifted, and a queue message brings it back.
 func (d *Dispatcher) holdForBarrier(ctx context.Context, claimed *Intent, att Attempt, until time.Time, cause error, log *slog.Logger) (*Intent, error) {
 	now := d.Clock.Now()
-	next := now.Add(OrDefault(d.BarrierRecheck, 15*time.Second))
+	next := now.Add(d.Policy.BarrierRecheck)
 	if !until.IsZero() && until.Before(next) && until.After(now) {
 		next = until
 	}

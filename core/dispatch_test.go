@@ -26,10 +26,12 @@ func newRig(caps Capabilities, script ...error) *rig {
 		clock: clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
 	provs := ProviderMap{"fake": r.prov}
 	r.in = &Intake{Store: r.store, Providers: provs, Clock: r.clock}
-	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: provs, Clock: r.clock, Lease: time.Minute, Owner: "w1",
-		Backoff:         BackoffPolicy{Base: time.Second, Cap: time.Minute, MaxAttempts: 3, MaxAge: time.Hour},
-		ReconcilePolicy: ReconcilePolicy{Delay: time.Second, Window: 10 * time.Minute, Settle: time.Minute},
-		Log:             slog.New(slog.DiscardHandler)}
+	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: provs, Clock: r.clock, Owner: "w1",
+		Policy: AttemptPolicy{Lease: time.Minute,
+			Backoff:        BackoffPolicy{Base: time.Second, Cap: time.Minute, MaxAttempts: 3, MaxAge: time.Hour},
+			Reconcile:      ReconcilePolicy{Delay: time.Second, Window: 10 * time.Minute, Settle: time.Minute},
+			BarrierRecheck: DefaultAttemptPolicy.BarrierRecheck},
+		Log: slog.New(slog.DiscardHandler)}
 	return r
 }
 

@@ -220,7 +220,7 @@ func TestReconcilePollThatLearnsNothingWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored := r.get(t, in.ID)
-	if stored.Status != StatusUnknownOutcome || stored.NextAttemptAt == nil || !stored.NextAttemptAt.Equal(ReconcileDue(stored, r.d.ReconcilePolicy)) {
+	if stored.Status != StatusUnknownOutcome || stored.NextAttemptAt == nil || !stored.NextAttemptAt.Equal(ReconcileDue(stored, r.d.Policy.Reconcile)) {
 		t.Fatalf("unknown outcome must carry the sweeper's due time (window end): %+v", stored.NextAttemptAt)
 	}
 	puts := r.store.puts

@@ -246,10 +246,11 @@ func newMdlMachine(t *rapid.T) *mdlMachine {
 	bp := BackoffPolicy{Base: 100 * time.Millisecond, Cap: time.Second, MaxAttempts: 4, MaxAge: 30 * time.Second}
 	rp := ReconcilePolicy{Delay: 100 * time.Millisecond, Window: 2 * time.Second, Settle: time.Second}
 	for i := 0; i < 2; i++ {
-		d := &Dispatcher{Store: m.store, Queue: m.queue, Providers: providers, Clock: clock, Backoff: bp,
-			ReconcilePolicy: rp, Lease: mdlLease, Owner: fmt.Sprintf("w%d", i), Log: mdlLogger}
+		d := &Dispatcher{Store: m.store, Queue: m.queue, Providers: providers, Clock: clock,
+			Policy: AttemptPolicy{Backoff: bp, Reconcile: rp, Lease: mdlLease, SweepGrace: mdlGrace, BarrierRecheck: DefaultAttemptPolicy.BarrierRecheck},
+			Owner:  fmt.Sprintf("w%d", i), Log: mdlLogger}
 		m.d = append(m.d, d)
-		m.sweepers = append(m.sweepers, &Sweeper{D: d, Index: m.store.memStore, Grace: mdlGrace})
+		m.sweepers = append(m.sweepers, &Sweeper{D: d, Index: m.store.memStore})
 		m.resolver = append(m.resolver, newResolver(ResolverDeps{Store: d.Store, Reconcile: d, Clock: d.Clock}))
 	}
 	m.intake = &Intake{Store: m.store, Providers: providers, Clock: clock}
@@ -695,9 +696,12 @@ func newBugRig(t *testing.T, caps Capabilities, script ...error) *bugRig {
 	r := &bugRig{store: newMemStore(), queue: &memQueue{}, prov: &fakeProvider{caps: caps, script: script},
 		clock: clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
 	providers := ProviderMap{"fake": r.prov}
-	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: providers, Clock: r.clock, Lease: time.Minute, Owner: "w1",
-		Backoff:         BackoffPolicy{Base: 100 * time.Millisecond, Cap: time.Minute, MaxAttempts: 8, MaxAge: time.Hour},
-		ReconcilePolicy: ReconcilePolicy{Delay: time.Second, Window: time.Minute, Settle: time.Minute}, Log: mdlLogger}
+	r.d = &Dispatcher{Store: r.store, Queue: r.queue, Providers: providers, Clock: r.clock, Owner: "w1",
+		Policy: AttemptPolicy{Lease: time.Minute,
+			Backoff:        BackoffPolicy{Base: 100 * time.Millisecond, Cap: time.Minute, MaxAttempts: 8, MaxAge: time.Hour},
+			Reconcile:      ReconcilePolicy{Delay: time.Second, Window: time.Minute, Settle: time.Minute},
+			BarrierRecheck: DefaultAttemptPolicy.BarrierRecheck},
+		Log: mdlLogger}
 	in := &Intake{Store: r.store, Providers: providers, Clock: r.clock}
 	res, err := in.Submit(context.Background(), "bot", "k1", []byte(`{"kind":"reply","provider":"fake","account":"a1","action":"send","target":"c1","payload":{"text":"hi"},"grant":{"id":"g1","version":1}}`))
 	if err != nil {

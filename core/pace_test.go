@@ -36,7 +36,7 @@ func gateRig(pace *gate.Pace, script ...error) (*rig, *gate.MemoryGates, *fakeEv
 	gates := gate.NewMemoryGates()
 	ev := &fakeEvents{}
 	r.d.Gate = &gate.Gate{
-		Store: gates, Clock: r.clock, Breaker: gate.BreakerPolicy{Failures: 2, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second},
+		Store: gates, Clock: r.clock, DefaultRetryAfter: DefaultAttemptPolicy.DefaultRetryAfter, Breaker: gate.BreakerPolicy{Failures: 2, Cooldown: 10 * time.Second, MaxCooldown: time.Minute, ProbeLease: 5 * time.Second},
 		Notify: ev.Publish,
 		Sleep:  func(_ context.Context, d time.Duration) error { r.clock.Advance(d); return nil },
 		Declared: func(provider, account string) (gate.Pace, bool) {
@@ -210,7 +210,7 @@ func transientFailure() error { return &RetryableError{Class: ClassTransient, Er
 func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	unavailable := transientFailure
 	r, gates, ev := gateRig(nil, unavailable(), unavailable(), unavailable())
-	r.d.Backoff.MaxAttempts = 10
+	r.d.Policy.Backoff.MaxAttempts = 10
 	ctx := context.Background()
 	ids := r.attemptEach(t, 4)
 	if r.prov.sends != 2 {
@@ -661,7 +661,7 @@ func TestUnpacedAttemptsReadTheGateThroughStateFor(t *testing.T) {
 	r, gates, _ := gateRig(nil, unavailable(), unavailable())
 	spy := &stateForSpy{MemoryGates: gates}
 	r.d.Gate.Store = spy
-	r.d.Backoff.MaxAttempts = 10
+	r.d.Policy.Backoff.MaxAttempts = 10
 	ids := r.attemptEach(t, 4)
 	if r.prov.sends != 2 {
 		t.Fatalf("sends %d, want 2 (the breaker opens after 2; StateFor showed it open)", r.prov.sends)
@@ -747,7 +747,7 @@ func (g replicaReads) StateFor(ctx context.Context, key, id string, now time.Tim
 func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 	r, gates, _ := gateRig(nil, transientFailure())
 	r.d.Gate.Store = replicaReads{gates}
-	r.d.Backoff.MaxAttempts = 10
+	r.d.Policy.Backoff.MaxAttempts = 10
 	ctx := context.Background()
 	key := gate.GateKey("fake", "a1")
 	r.attemptEach(t, 1) // a 503: the streak is 1
@@ -757,7 +757,7 @@ func TestASuccessEndsTheStreakItsProcessCounted(t *testing.T) {
 	// Another process (its own Gate over the same store) succeeds: its read
 	// shows no streak and it counted none, so it writes nothing.
 	other := *r.d
-	otherGate := &gate.Gate{Store: r.d.Gate.Store, Breaker: r.d.Gate.Breaker, Notify: r.d.Gate.Notify, Clock: r.d.Gate.Clock, Sleep: r.d.Gate.Sleep}
+	otherGate := &gate.Gate{Store: r.d.Gate.Store, Breaker: r.d.Gate.Breaker, DefaultRetryAfter: r.d.Gate.DefaultRetryAfter, Notify: r.d.Gate.Notify, Clock: r.d.Gate.Clock, Sleep: r.d.Gate.Sleep}
 	other.Gate = otherGate
 	in := r.submitKey(t, "other")
 	if err := attemptID(ctx, &other, in.ID, "stream"); err != nil {
@@ -829,7 +829,7 @@ func twoProcesses(pace *gate.Pace) (*rig, *gate.MemoryGates, *timedProvider, *Di
 	r.d.Gate.MaxHold = 3 * time.Second
 	other := *r.d
 	g := r.d.Gate
-	other.Gate = &gate.Gate{Store: gates, Breaker: g.Breaker, Notify: g.Notify, Clock: g.Clock, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
+	other.Gate = &gate.Gate{Store: gates, Breaker: g.Breaker, DefaultRetryAfter: g.DefaultRetryAfter, Notify: g.Notify, Clock: g.Clock, Sleep: g.Sleep, Declared: g.Declared, MaxHold: g.MaxHold}
 	other.Owner = "w2"
 	return r, gates, prov, &other
 }

@@ -108,9 +108,9 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 	}
 	now := d.Clock.Now()
 	span.SetOutcome(string(lr.State))
-	if reconcileVerdict(in, lr, lookupErr, caps, now, d.ReconcilePolicy) == pollAgain {
+	if reconcileVerdict(in, lr, lookupErr, caps, now, d.Policy.Reconcile) == pollAgain {
 		log.DebugContext(ctx, "reconcile poll learned nothing; polling again", "state", string(lr.State))
-		d.enqueue(ctx, in, OpReconcile, d.ReconcilePolicy.Delay, log)
+		d.enqueue(ctx, in, OpReconcile, d.Policy.Reconcile.Delay, log)
 		return nil
 	}
 	var next Status
@@ -125,7 +125,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 			first = *cur.FirstAttemptAt
 		}
 		entry := Attempt{N: cur.AttemptCount, Trigger: TriggerReconcile, StartedAt: now, EndedAt: now}
-		switch reconcileVerdict(cur, lr, lookupErr, caps, now, d.ReconcilePolicy) {
+		switch reconcileVerdict(cur, lr, lookupErr, caps, now, d.Policy.Reconcile) {
 		case pollFound:
 			entry.Result, entry.ExternalID, entry.Evidence = ResultLookupFound, lr.ExternalID, lr.Evidence
 			cur.AppendAttempt(entry)
@@ -134,7 +134,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 			return cur.MoveTo(next, "reconciled: the provider reports the effect", now)
 		case pollAbsent:
 			entry.Result, entry.Evidence = ResultLookupAbsent, lr.Evidence
-			delay, ok := d.Backoff.Next(cur.AttemptCount, first, now, 0)
+			delay, ok := d.Policy.Backoff.Next(cur.AttemptCount, first, now, 0)
 			if !ok {
 				cur.AppendAttempt(entry)
 				next = StatusNeedsHuman
@@ -170,7 +170,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id string) error {
 		}
 	})
 	if errors.Is(err, errNothingLearned) {
-		d.enqueue(ctx, in, OpReconcile, d.ReconcilePolicy.Delay, log)
+		d.enqueue(ctx, in, OpReconcile, d.Policy.Reconcile.Delay, log)
 		return nil
 	}
 	if errors.Is(err, ErrNotClaimable) || errors.Is(err, ErrConflict) {
@@ -243,4 +243,4 @@ func ReconcileDue(in *Intent, rp ReconcilePolicy) time.Time {
 
 // ReconcileDue is when the next reconciliation of in is due under the
 // dispatcher's policy (the resolver's Reconciliation port).
-func (d *Dispatcher) ReconcileDue(in *Intent) time.Time { return ReconcileDue(in, d.ReconcilePolicy) }
+func (d *Dispatcher) ReconcileDue(in *Intent) time.Time { return ReconcileDue(in, d.Policy.Reconcile) }

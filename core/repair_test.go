@@ -161,7 +161,8 @@ func TestSweeperHandsRepairsOutFairlyAcrossBots(t *testing.T) {
 	}
 	r.clock.Advance(5 * time.Minute)
 	b := &batchRec{}
-	s := &Sweeper{D: r.d, Index: r.store, Batch: b, Grace: 30 * time.Second, PerBotRate: 10}
+	r.d.Policy.SweepGrace = 30 * time.Second
+	s := &Sweeper{D: r.d, Index: r.store, Batch: b, PerBotRate: 10}
 	rep, err := s.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -285,13 +286,14 @@ func TestSweeperNeverPassesAnEntryWhoseWriteLostARace(t *testing.T) {
 		if _, err := r.store.Update(ctx, id, func(c *Intent) error {
 			now := r.clock.Now()
 			c.Status, c.AttemptCount, c.UpdatedAt = StatusInFlight, 1, now
-			c.Lease = &Lease{Owner: "w2", Since: now, Until: now.Add(r.d.Lease)}
+			c.Lease = &Lease{Owner: "w2", Since: now, Until: now.Add(r.d.Policy.Lease)}
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := &Sweeper{D: r.d, Index: rs, Batch: &batchRec{}, Grace: 30 * time.Second}
+	r.d.Policy.SweepGrace = 30 * time.Second
+	s := &Sweeper{D: r.d, Index: rs, Batch: &batchRec{}}
 	rep, err := s.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +301,7 @@ func TestSweeperNeverPassesAnEntryWhoseWriteLostARace(t *testing.T) {
 	if rep.Raced != 1 || rep.PendingKicked != 0 {
 		t.Fatalf("first run: %+v, want the one entry raced and nothing sent", rep)
 	}
-	r.clock.Advance(r.d.Lease + time.Minute)
+	r.clock.Advance(r.d.Policy.Lease + time.Minute)
 	if _, err := s.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +334,8 @@ func TestSweeperFilesEntriesAfterTheClockOfItsWrite(t *testing.T) {
 		r.clock.Advance(10 * time.Minute) // the run is slow; other sweepers have moved on
 		writeClock = r.clock.Now()
 	}
-	s := &Sweeper{D: r.d, Index: rs, Batch: &batchRec{}, Grace: 30 * time.Second}
+	r.d.Policy.SweepGrace = 30 * time.Second
+	s := &Sweeper{D: r.d, Index: rs, Batch: &batchRec{}}
 	if _, err := s.Run(ctx); err != nil {
 		t.Fatal(err)
 	}

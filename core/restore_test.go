@@ -91,7 +91,7 @@ func TestMayHaveTakenEffect(t *testing.T) {
 func TestRestoredPendingIsNotResentPastKeyRetention(t *testing.T) {
 	r := core.NewRig(core.Capabilities{IdempotencyKeys: true, KeyRetention: 30 * time.Second},
 		&core.RetryableError{Class: core.ClassRateLimited, RetryAfter: time.Minute, Err: errors.New("429")})
-	r.D.Lease = time.Second
+	r.D.Policy.Lease = time.Second
 	in := r.Submit(t)
 	cutoff := r.Clock.Now()
 	if _, err := r.Store.Update(context.Background(), in.ID, func(i *core.Intent) error {

@@ -56,7 +56,6 @@ type Sweeper struct {
 	Index RepairIndex
 	// Batch sends the queue messages; nil sends them one by one via D.Queue.
 	Batch BatchQueue
-	Grace time.Duration // how late work must be before the sweeper steps in
 	// PageSize is entries read per shard per round (default 100).
 	PageSize int
 	// Budget bounds one run (default 20 s); unread entries wait for the next.
@@ -297,8 +296,8 @@ func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pac
 	if listed.RepairAt.After(now) {
 		return nil, false, false, nil // a stale index entry: the intent was re-filed ahead
 	}
-	delay := d.Lease + s.Grace
-	plan := PlanRepair(listed, now, s.Grace, delay)
+	delay := d.Policy.Lease + d.Policy.SweepGrace
+	plan := PlanRepair(listed, now, d.Policy.SweepGrace, delay)
 	if plan.RecheckAt.IsZero() {
 		return nil, false, false, nil // terminal or with a human: a dead entry
 	}
@@ -320,7 +319,7 @@ func (s *Sweeper) repair(ctx context.Context, listed *Intent, now time.Time, pac
 		// up to its own clock less Skew) has already passed it, and no
 		// sweep would read it again. It also keeps a long run over a large
 		// backlog from re-filing entries already due again.
-		plan = PlanRepair(in, later(now, d.Clock.Now()), s.Grace, delay)
+		plan = PlanRepair(in, later(now, d.Clock.Now()), d.Policy.SweepGrace, delay)
 		if plan.RecheckAt.IsZero() {
 			return errNothingToRepair // finished or handed to a human meanwhile: a dead entry
 		}
@@ -428,7 +427,7 @@ func (s *Sweeper) expireLease(ctx context.Context, listed *Intent, now time.Time
 			Evidence: Evidence{Detail: fmt.Sprintf("lease held by %s expired at %s before an outcome was recorded; the request may have gone out", owner, until.Format(time.RFC3339))},
 			Err:      ErrLeaseLost,
 		}
-		o = decide(in, caps, nil, lost, now, d.Backoff, d.ReconcilePolicy)
+		o = decide(in, caps, nil, lost, now, d.Policy.Backoff, d.Policy.Reconcile)
 		// The attempt started at its claim: evidence must say when it really
 		// began (a retry's claim, not the sweep). Leases written before the
 		// claim time was recorded fall back to the first attempt's time.

@@ -95,8 +95,8 @@ func randName(prefix string) string {
 // so the sweeper's per-shard checkpoints and merged listings are exercised).
 const e2eRepairShards = 4
 
-func fastBackoff() *core.BackoffPolicy {
-	return &core.BackoffPolicy{Base: time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
+func fastBackoff() core.BackoffPolicy {
+	return core.BackoffPolicy{Base: time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
 }
 
 // serveChecked serves the stack's API; every exchange is validated against
@@ -163,22 +163,24 @@ func startEnv(t *testing.T, o options, sb *sandbox.Server, sbURL string) *env {
 	doc["sandbox"], _ = json.Marshal(sbCfg)
 	pc, _ := json.Marshal(doc)
 	o.ProviderConfig = string(pc)
-	if o.Backoff == nil {
-		o.Backoff = fastBackoff()
+	// The attempt policy's fields a test leaves zero: e2e's short ones
+	// here, the product's for the rest (core.AttemptPolicy.Resolve).
+	if p := &o.Policy; p.Backoff.Base == 0 {
+		p.Backoff = fastBackoff()
 	}
-	if o.Reconcile == nil {
-		o.Reconcile = &core.ReconcilePolicy{Delay: time.Second, Window: 5 * time.Second, Settle: 2 * time.Second}
+	if o.Policy.Reconcile == (core.ReconcilePolicy{}) {
+		o.Policy.Reconcile = core.ReconcilePolicy{Delay: time.Second, Window: 5 * time.Second, Settle: 2 * time.Second}
 	}
-	if o.Lease == 0 {
-		o.Lease = 10 * time.Second
+	if o.Policy.Lease == 0 {
+		o.Policy.Lease = 10 * time.Second
 	}
 	if o.PollInterval == 0 {
 		// 100 ms, as make run: each stream poller reads its shard this often
 		// (an idle one cost DynamoDB Local about 5% of a core at 50 ms).
 		o.PollInterval = 100 * time.Millisecond
 	}
-	if o.SweepGrace == 0 {
-		o.SweepGrace = time.Second
+	if o.Policy.SweepGrace == 0 {
+		o.Policy.SweepGrace = time.Second
 	}
 	if o.IntentRetention == 0 {
 		// Nothing expires within a test under the 7-day default window.

@@ -283,9 +283,12 @@ func TestBreakerEventsReachOperatorSubscribers(t *testing.T) {
 	t.Parallel()
 	rcv := newOpReceiver(t)
 	acct := randName("acct-brk-")
-	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}},"breaker":{"failures":2,"cooldownMs":500,"maxCooldownMs":1000,"probeLeaseMs":1000}}`, acct)
-	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 50, MaxAge: time.Hour}
-	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff, OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
+	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":5,"per":"1s"}}}`, acct)
+	policy := core.AttemptPolicy{
+		Backoff: core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 50, MaxAge: time.Hour},
+		Breaker: gate.BreakerPolicy{Failures: 2, Cooldown: 500 * time.Millisecond, MaxCooldown: time.Second, ProbeLease: time.Second},
+	}
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Policy: policy, OperatorWebhookURL: rcv.srv.URL, OperatorWebhookSecret: operatorSecret}})
 	// Three 503s in a row (the open after two, a failed probe), whenever
 	// they come: a timed outage could end before a loaded machine's first
 	// send, and then no breaker would open.

@@ -113,11 +113,10 @@ func TestOutageOpensTheBreakerAndEveryIntentIsDeliveredOnceAfterRecovery(t *test
 	// 2026-12-02 and a 4th failure went out 108-155 ms after the 3rd; at
 	// 2/s a slot is 500 ms (docs/decisions.md, pacing).
 	const rate = 2
-	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s"}},"breaker":{"failures":%d,"cooldownMs":%d,"maxCooldownMs":%d,"probeLeaseMs":%d}}`,
-		acct, rate, policy.Failures, policy.Cooldown.Milliseconds(), policy.MaxCooldown.Milliseconds(), policy.ProbeLease.Milliseconds())
-	backoff := &core.BackoffPolicy{Base: 500 * time.Millisecond, Cap: time.Second, MaxAttempts: 50, MaxAge: time.Hour}
-	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})
-	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})}
+	cfg := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s"}}}`, acct, rate)
+	attempts := core.AttemptPolicy{Breaker: policy, Backoff: core.BackoffPolicy{Base: 500 * time.Millisecond, Cap: time.Second, MaxAttempts: 50, MaxAge: time.Hour}}
+	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Policy: attempts}})
+	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg, Policy: attempts}})}
 	outageStart := time.Now()
 	// An outage longer than the test: the test ends it.
 	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":%d}}`, acct, time.Hour.Milliseconds()))
@@ -372,11 +371,9 @@ func TestUnpacedAccountSendsNothingButProbesWhileTheBreakerIsOpen(t *testing.T) 
 	t.Parallel()
 	acct := randName("acct-unpaced-")
 	policy := gate.BreakerPolicy{Failures: 2, Cooldown: 2 * time.Second, MaxCooldown: 4 * time.Second, ProbeLease: time.Second}
-	cfg := fmt.Sprintf(`"pacing":{"breaker":{"failures":%d,"cooldownMs":%d,"maxCooldownMs":%d,"probeLeaseMs":%d}}`,
-		policy.Failures, policy.Cooldown.Milliseconds(), policy.MaxCooldown.Milliseconds(), policy.ProbeLease.Milliseconds())
-	backoff := &core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 60, MaxAge: time.Hour}
-	e := newEnv(t, options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})
-	workers := []*env{e, e.join(options{Config: wire.Config{ProviderConfig: cfg, Backoff: backoff}})}
+	attempts := core.AttemptPolicy{Breaker: policy, Backoff: core.BackoffPolicy{Base: 300 * time.Millisecond, Cap: 600 * time.Millisecond, MaxAttempts: 60, MaxAge: time.Hour}}
+	e := newEnv(t, options{Config: wire.Config{Policy: attempts}})
+	workers := []*env{e, e.join(options{Config: wire.Config{Policy: attempts}})}
 	// An outage longer than the test: the test ends it.
 	e.faults(fmt.Sprintf(`{"account":%q,"outage":{"durationMs":%d}}`, acct, time.Hour.Milliseconds()))
 

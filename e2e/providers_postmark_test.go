@@ -30,7 +30,7 @@ func TestPostmark(t *testing.T) {
 	e := newEnv(t, options{
 		Config: wire.Config{
 			ProviderConfig: fmt.Sprintf(`"postmark":{"baseUrl":%q,"timeoutMs":1500,"accounts":{"mail":{"serverToken":"pm-e2e-token","from":"orders@example.com","webhookUser":"pm","webhookPassword":"pm-hook-secret"}}}`, fk.URL()),
-			Reconcile:      &core.ReconcilePolicy{Delay: time.Second, Window: 20 * time.Second, Settle: 6 * time.Second},
+			Policy:         core.AttemptPolicy{Reconcile: core.ReconcilePolicy{Delay: time.Second, Window: 20 * time.Second, Settle: 6 * time.Second}},
 		},
 		Grants: []core.Grant{{ID: "g-postmark", Version: 1, Bot: "bot-*", Provider: "postmark", Account: "*", Actions: []string{"*"}, Targets: []string{"*"}}},
 	})

@@ -22,9 +22,10 @@ import (
 // lease + grace (core.RetryEntryBounds): that is the recovery bound.
 func TestSweeperRecoversRetriesLostAcrossRestart(t *testing.T) {
 	t.Parallel()
-	backoff := &core.BackoffPolicy{Base: 2 * time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
+	backoff := core.BackoffPolicy{Base: 2 * time.Second, Cap: 2 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}
 	const lease, grace = 3 * time.Second, time.Second
-	before := newEnv(t, options{Config: wire.Config{Backoff: backoff, Lease: lease, SweepGrace: grace}})
+	policy := core.AttemptPolicy{Backoff: backoff, Lease: lease, SweepGrace: grace}
+	before := newEnv(t, options{Config: wire.Config{Policy: policy}})
 	before.faults(`{"account":"acct-restart","faults":[{"kind":"unavailable"},{"kind":"unavailable"}]}`)
 	ids := []string{
 		before.mustSubmit("restart-1", intentBody("acct-restart", "chan-1", "one")),
@@ -52,7 +53,7 @@ func TestSweeperRecoversRetriesLostAcrossRestart(t *testing.T) {
 
 	// The restarted process, first without its sweeper: the retries are due
 	// and nothing picks them up.
-	after := before.join(options{Config: wire.Config{Backoff: backoff, Lease: lease, SweepGrace: grace}})
+	after := before.join(options{Config: wire.Config{Policy: policy}})
 	var due time.Time
 	for _, id := range ids {
 		in := after.intent(id)

@@ -261,7 +261,7 @@ func TestRevalidateNewerGrantVersionThatStillCoversDoesNotRevoke(t *testing.T) {
 func TestRevalidateSourceRevisedBetweenFailedAttemptAndRetry(t *testing.T) {
 	t.Parallel()
 	// A 3 s backoff leaves room to revise the source between the attempts.
-	e := newEnv(t, options{Config: wire.Config{Backoff: &core.BackoffPolicy{Base: 3 * time.Second, Cap: 3 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}}})
+	e := newEnv(t, options{Config: wire.Config{Policy: core.AttemptPolicy{Backoff: core.BackoffPolicy{Base: 3 * time.Second, Cap: 3 * time.Second, MaxAttempts: 3, MaxAge: time.Hour}}}})
 	e.faults(`{"account":"acct-src","faults":[{"kind":"unavailable"}]}`)
 	if st, res := e.rvPutSource(botToken, "msg-1", `{"revision":1}`); st != 200 || !res.Applied || res.Revision != 1 {
 		t.Fatalf("source rev 1: %d %+v", st, res)

@@ -38,7 +38,8 @@ const (
 	// NeedBackupBucket: s3:GetObject, PutObject on the backup bucket's
 	// objects, s3:ListBucket on the bucket. Env OUTBOX_BACKUP_BUCKET.
 	NeedBackupBucket
-	// NeedProviderConfig: env OUTBOX_PROVIDER_CONFIG (no IAM).
+	// NeedProviderConfig: env OUTBOX_PROVIDER_CONFIG, and OUTBOX_ATTEMPT_POLICY
+	// when OutboxStackProps.AttemptPolicy is set (no IAM).
 	NeedProviderConfig
 	// NeedProviderSecrets: secretsmanager:GetSecretValue, DescribeSecret on
 	// the webhook-secret documents named by OutboxStackProps.ProviderSecretNames

@@ -78,6 +78,16 @@ type OutboxStackProps struct {
 	// verifying ones (webhook); intake and the dispatcher none.
 	ProviderConfig string
 
+	// AttemptPolicy is passed as OUTBOX_ATTEMPT_POLICY (wire.EnvAttemptPolicy)
+	// to every function that attempts, reconciles or sweeps (those given
+	// the provider configuration): a JSON document whose members replace
+	// core.DefaultAttemptPolicy's, e.g. {"lease":"90s","backoff":{"maxAttempts":5}}.
+	// It is checked here as the functions will check it
+	// (wire.ParseAttemptPolicy, core.AttemptPolicy.Resolve). Empty: the
+	// defaults (the variable is not set). The lease must outlive the
+	// longest attempt (see core.AttemptPolicy.Lease).
+	AttemptPolicy string
+
 	// BotRate, BotMaxOpen and BotLimits are every bot's limits and the
 	// per-bot overrides (issue 24), passed to intake as OUTBOX_BOT_RATE
 	// ("50/1s"), OUTBOX_BOT_MAX_OPEN and OUTBOX_BOT_LIMITS (JSON, e.g.
@@ -243,6 +253,15 @@ func (p *OutboxStackProps) check() (*resolved, error) {
 	}
 	if strings.TrimSpace(r.BotLimits) != "" && !json.Valid([]byte(r.BotLimits)) {
 		return nil, errors.New("OutboxStackProps.BotLimits is not valid JSON")
+	}
+	if strings.TrimSpace(r.AttemptPolicy) != "" {
+		p, err := wire.ParseAttemptPolicy(r.AttemptPolicy)
+		if err == nil {
+			_, err = p.Resolve()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("OutboxStackProps.AttemptPolicy: %w", err)
+		}
 	}
 	var err error
 	if r.secretRefs, err = providerSecretRefs(r.ProviderConfig); err != nil {

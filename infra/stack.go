@@ -67,6 +67,7 @@ const (
 	EnvBackupKeySecret = "OUTBOX_BACKUP_KEY_SECRET"
 	EnvPayloadBucket   = "OUTBOX_PAYLOAD_BUCKET"
 	EnvProviderConfig  = "OUTBOX_PROVIDER_CONFIG"
+	EnvAttemptPolicy   = wire.EnvAttemptPolicy
 	EnvProviderSecrets = "OUTBOX_PROVIDER_SECRETS"
 	// EnvSecretUses: which provider secrets a function may read (wire.EnvSecretUses).
 	EnvSecretUses = wire.EnvSecretUses
@@ -496,6 +497,9 @@ func (o *outbox) function(spec FunctionSpec) {
 	}
 	if n.Has(NeedProviderConfig) {
 		env[EnvProviderConfig] = jsii.String(r.ProviderConfig)
+		if strings.TrimSpace(r.AttemptPolicy) != "" {
+			env[EnvAttemptPolicy] = jsii.String(r.AttemptPolicy)
+		}
 		env[EnvSecretUses] = jsii.String(secretUses(n))
 	}
 	if n.Has(NeedSendSecrets) {

@@ -20,6 +20,7 @@ import (
 	"github.com/botharness/outbox/adapters/dynamo"
 	"github.com/botharness/outbox/adapters/handlers/dispatcher"
 	"github.com/botharness/outbox/adapters/handlers/notifier"
+	"github.com/botharness/outbox/core"
 )
 
 // One synthesis serves every test: a production-shaped stack and a dev stack
@@ -40,7 +41,9 @@ const (
 	devTopicArn    = "arn:aws:sns:eu-west-1:111111111111:ops-alarms"
 	devEchoRoute   = "GET /v1/echo"
 	devSecretNames = "dev/slack-signing,dev/telegram-secret"
-	devTgArn       = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:dev/tg-AbCdEf"
+	// devAttemptPolicy: a longer lease and fewer retries than the defaults.
+	devAttemptPolicy = `{"lease":"90s","backoff":{"maxAttempts":5}}`
+	devTgArn         = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:dev/tg-AbCdEf"
 	// devProviderConfig references every kind of provider secret in Secrets
 	// Manager: by name, by name with a JSON key, by complete ARN.
 	devProviderConfig = `{"sandbox":{"baseUrl":"https://sandbox.example","tokens":{"acct":"secretsmanager:dev/sandbox#acct"}},
@@ -139,6 +142,7 @@ func synthesize() error {
 		BotRate:             "50/1s",
 		BotMaxOpen:          1000,
 		BotLimits:           `{"bulk-bot":{"rate":"5/1m"}}`,
+		AttemptPolicy:       devAttemptPolicy,
 	})
 	// What `cdklocal deploy -c httpApi=false` builds for LocalStack's free
 	// tier, with only some functions written yet.
@@ -739,6 +743,18 @@ func TestFunctions(t *testing.T) {
 	if v := devT.function(t, devPrefix, "webhook").Props["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvProviderSecrets]; v != devSecretNames {
 		t.Errorf("dev webhook secrets env %v", v)
 	}
+	// The attempt policy reaches every function given the provider
+	// configuration (each assembles the dispatcher), and no other.
+	for _, s := range DefaultFunctions() {
+		env := devT.function(t, devPrefix, s.Name).Props["Environment"].(map[string]any)["Variables"].(map[string]any)
+		var want any
+		if s.Needs.Has(NeedProviderConfig) {
+			want = devAttemptPolicy
+		}
+		if got := env[EnvAttemptPolicy]; got != want {
+			t.Errorf("dev %s attempt policy env %v, want %v", s.Name, got, want)
+		}
+	}
 	// Bot limits (issue 24) reach intake (which applies them) and admin
 	// (which shows them), and no other function.
 	for _, s := range DefaultFunctions() {
@@ -1274,6 +1290,26 @@ func TestPropsRejectInvalidProviderConfig(t *testing.T) {
 	(&OutboxStackProps{AssetDir: "/x", ProviderConfig: "{nope"}).resolve()
 }
 
+// An attempt policy the functions would refuse ends the synth, naming the
+// prop and the field.
+func TestPropsRejectInvalidAttemptPolicy(t *testing.T) {
+	for doc, says := range map[string]string{
+		`{"lease":"-5s"}`:                  "lease -5s must be positive",
+		`{"leese":"5s"}`:                   `unknown field "leese"`,
+		`{"reconcile":{"settle":"1h"}}`:    "reconcile: settle 1h0m0s",
+		`{"breaker":{"maxCooldown":"1s"}}`: "maxCooldown 1s",
+		`{"backoff":{"maxAttempts":0}}`:    "maxAttempts 0",
+	} {
+		err := (&OutboxStackProps{AssetDir: "/x", AttemptPolicy: doc}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "OutboxStackProps.AttemptPolicy") || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v, want an error saying %q", doc, err, says)
+		}
+	}
+	if err := (&OutboxStackProps{AssetDir: "/x", AttemptPolicy: devAttemptPolicy}).Validate(); err != nil {
+		t.Errorf("a valid policy refused: %v", err)
+	}
+}
+
 func TestPropsRejectUnknownArchitecture(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Architecture") {
@@ -1447,5 +1483,28 @@ func TestSESEventTopic(t *testing.T) {
 		if has != s.Needs.Has(NeedSendSecrets) {
 			t.Errorf("%s: ses:SendEmail granted %v, sends %v", s.Name, has, s.Needs.Has(NeedSendSecrets))
 		}
+	}
+}
+
+// TestDefaultLeaseOutlivesEveryAttemptingFunction: the default lease is at
+// least the timeout of every function whose work is attempts (the intake's
+// inline attempt, the retrier, the sweeper's kicks): an attempt never
+// outlives its lease, so a live one is never taken for a crashed one
+// (lease-expired, an unknown outcome). The admin function's 120 s is for
+// backups and restores; a person's retry it starts is bounded by the
+// provider timeout (httpx/TestDefaultAttemptPolicyOutlivesAProviderCall).
+func TestDefaultLeaseOutlivesEveryAttemptingFunction(t *testing.T) {
+	checked := 0
+	for _, f := range DefaultFunctions() {
+		switch f.Name {
+		case "intake", "retrier", "sweeper":
+			checked++
+			if f.Timeout > core.DefaultAttemptPolicy.Lease {
+				t.Errorf("%s: timeout %v outlives the default lease %v", f.Name, f.Timeout, core.DefaultAttemptPolicy.Lease)
+			}
+		}
+	}
+	if checked != 3 {
+		t.Fatalf("found %d of the 3 attempting functions", checked)
 	}
 }

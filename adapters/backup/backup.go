@@ -418,7 +418,7 @@ func (s *Service) Restore(ctx context.Context, id string) (*RestoreReport, error
 				return rep, fmt.Errorf("plan restore of %s: %w", in.ID, err)
 			}
 			if in.Status == core.StatusUnknownOutcome {
-				due := core.ReconcileDue(in, s.Dispatcher.ReconcilePolicy)
+				due := core.ReconcileDue(in, s.Dispatcher.Policy.Reconcile)
 				in.NextAttemptAt = &due
 			}
 			// History pages the plan's entry moved out are written with the

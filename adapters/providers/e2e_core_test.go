@@ -146,10 +146,11 @@ func newWorld(t *testing.T, clock *fakeClock, p core.Provider) *world {
 	w := &world{clock: clock, store: newMemStore(), queue: &memQueue{}}
 	w.d = &core.Dispatcher{
 		Store: w.store, Queue: w.queue, Providers: core.ProviderMap{p.Name(): p}, Clock: core.ClockFunc(clock.Now),
-		Backoff:         core.BackoffPolicy{Base: 2 * time.Second, Cap: time.Minute, MaxAttempts: 5, MaxAge: time.Hour},
-		ReconcilePolicy: core.ReconcilePolicy{Delay: 5 * time.Second, Window: 15 * time.Minute, Settle: 2 * time.Minute},
-		Lease:           time.Minute, Owner: "worker-1",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Policy: core.AttemptPolicy{Lease: time.Minute,
+			Backoff:   core.BackoffPolicy{Base: 2 * time.Second, Cap: time.Minute, MaxAttempts: 5, MaxAge: time.Hour},
+			Reconcile: core.ReconcilePolicy{Delay: 5 * time.Second, Window: 15 * time.Minute, Settle: 2 * time.Minute}},
+		Owner: "worker-1",
+		Log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	return w
 }

@@ -16,7 +16,6 @@ import (
 //	"pacing": {"accounts": {"sandbox/bench": {"rate": 20, "per": "1s", "burst": 1},
 //	                        "telegram/*": {"rate": 30, "per": "1s"}},
 //	           "targets":  {"slack/*": {"rate": 1, "per": "1s"}, "telegram/*": {"rate": 1, "per": "1s"}},
-//	           "breaker": {"failures": 5, "cooldownMs": 30000, "maxCooldownMs": 600000, "probeLeaseMs": 30000},
 //	           "maxHoldMs": 500, "queueMarginMs": 1500, "leadMs": 250, "off": false}
 //
 // accounts keys are "<provider>/<account>" or "<provider>/*" (every account
@@ -24,22 +23,16 @@ import (
 // target (channel, chat) of the account a pace of its own, where the
 // provider limits per target; it applies besides the account's pace. Operators override an account's
 // pace through the admin API. The gate (pauses after a 429 and the circuit
-// breaker) applies to every account unless "off" is true; breaker.failures 0
-// turns only the breaker off. leadMs (default 250) is how long before its
+// breaker, both timed by the attempt policy, EnvAttemptPolicy) applies to
+// every account unless "off" is true. leadMs (default 250) is how long before its
 // slot a paced attempt starts, so its claim and checks do not delay the send.
 type PacingSettings struct {
-	Accounts map[string]gate.Pace `json:"accounts"`
-	Targets  map[string]gate.Pace `json:"targets"`
-	Breaker  *struct {
-		Failures      *int `json:"failures"`
-		CooldownMs    int  `json:"cooldownMs"`
-		MaxCooldownMs int  `json:"maxCooldownMs"`
-		ProbeLeaseMs  int  `json:"probeLeaseMs"`
-	} `json:"breaker"`
-	MaxHoldMs     int  `json:"maxHoldMs"`
-	QueueMarginMs int  `json:"queueMarginMs"`
-	LeadMs        *int `json:"leadMs"`
-	Off           bool `json:"off"`
+	Accounts      map[string]gate.Pace `json:"accounts"`
+	Targets       map[string]gate.Pace `json:"targets"`
+	MaxHoldMs     int                  `json:"maxHoldMs"`
+	QueueMarginMs int                  `json:"queueMarginMs"`
+	LeadMs        *int                 `json:"leadMs"`
+	Off           bool                 `json:"off"`
 }
 
 // validate checks the "pacing" member as ParseProviderSettings reads it.
@@ -75,25 +68,6 @@ func lookupPace(m map[string]gate.Pace, provider, account string) (gate.Pace, bo
 	return p, ok
 }
 
-func (ps *PacingSettings) breaker() gate.BreakerPolicy {
-	b := gate.DefaultBreaker
-	if c := ps.Breaker; c != nil {
-		if c.Failures != nil {
-			b.Failures = *c.Failures
-		}
-		ms := func(v int, def time.Duration) time.Duration {
-			if v > 0 {
-				return time.Duration(v) * time.Millisecond
-			}
-			return def
-		}
-		b.Cooldown = ms(c.CooldownMs, b.Cooldown)
-		b.MaxCooldown = ms(c.MaxCooldownMs, b.MaxCooldown)
-		b.ProbeLease = ms(c.ProbeLeaseMs, b.ProbeLease)
-	}
-	return b
-}
-
 // wirePacing installs the account gate on the dispatcher (retrier and
 // sweeper share it) and the operators' pace routes.
 func wirePacing(a *App, ps *PacingSettings) {
@@ -102,16 +76,17 @@ func wirePacing(a *App, ps *PacingSettings) {
 	}
 	gates := dynamo.NewGates(a.Clients.DynamoDB, a.Config.Table)
 	g := &gate.Gate{
-		Store:          gates,
-		Declared:       ps.declared,
-		DeclaredTarget: ps.declaredTarget,
-		Breaker:        ps.breaker(),
-		MaxHold:        time.Duration(ps.MaxHoldMs) * time.Millisecond,
-		QueueMargin:    time.Duration(ps.QueueMarginMs) * time.Millisecond,
-		Lead:           250 * time.Millisecond,
-		Clock:          a.Config.Clock,
-		Metrics:        a.Dispatcher.Metrics,
-		Log:            a.Dispatcher.Log,
+		Store:             gates,
+		Declared:          ps.declared,
+		DeclaredTarget:    ps.declaredTarget,
+		Breaker:           a.Dispatcher.Policy.Breaker,
+		DefaultRetryAfter: a.Dispatcher.Policy.DefaultRetryAfter,
+		MaxHold:           time.Duration(ps.MaxHoldMs) * time.Millisecond,
+		QueueMargin:       time.Duration(ps.QueueMarginMs) * time.Millisecond,
+		Lead:              250 * time.Millisecond,
+		Clock:             a.Config.Clock,
+		Metrics:           a.Dispatcher.Metrics,
+		Log:               a.Dispatcher.Log,
 	}
 	if ps.LeadMs != nil {
 		g.Lead = time.Duration(*ps.LeadMs) * time.Millisecond

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"time"
@@ -49,16 +48,15 @@ type Config struct {
 	// SecretUses is OUTBOX_SECRET_USES: which provider secrets this function
 	// reads ("send", "verify", "none"; "" every use). See secrets.go.
 	SecretUses string
-	Lease      time.Duration
-	SweepGrace time.Duration
+	// Policy is the attempt policy (core.AttemptPolicy; OUTBOX_ATTEMPT_POLICY,
+	// see EnvAttemptPolicy): zero fields take the defaults, Build checks it.
+	Policy core.AttemptPolicy
 	// InlineMaxWait caps Prefer: wait on POST /v1/intents (issue 26;
 	// default core.DefaultInlineMaxWait).
 	InlineMaxWait time.Duration
 	// RequestCacheTTL keeps token principals and intake grant reads in
 	// memory this long (0: no cache). The dispatcher's own checks never use it.
 	RequestCacheTTL time.Duration
-	Backoff         *core.BackoffPolicy
-	Reconcile       *core.ReconcilePolicy
 	Clock           core.Clock
 	Owner           string
 	Log             *slog.Logger
@@ -122,8 +120,6 @@ func FromEnv(required ...string) (Config, error) {
 		PayloadBucket:   os.Getenv("OUTBOX_PAYLOAD_BUCKET"),
 		ProviderConfig:  os.Getenv("OUTBOX_PROVIDER_CONFIG"),
 		SecretUses:      os.Getenv(EnvSecretUses),
-		Lease:           DurationEnv("OUTBOX_LEASE", 60*time.Second),
-		SweepGrace:      DurationEnv("OUTBOX_SWEEP_GRACE", 30*time.Second),
 		RequestCacheTTL: DurationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
 		InlineMaxWait:   DurationEnv("OUTBOX_INLINE_MAX_WAIT", core.DefaultInlineMaxWait),
 
@@ -145,6 +141,9 @@ func FromEnv(required ...string) (Config, error) {
 		return c, err
 	}
 	c.BotLimits = limits
+	if c.Policy, err = ParseAttemptPolicy(os.Getenv(EnvAttemptPolicy)); err != nil {
+		return c, err
+	}
 	if c.ProviderConfig == "" && os.Getenv("OUTBOX_SANDBOX_URL") != "" {
 		c.ProviderConfig = fmt.Sprintf(`{%q:{"baseUrl":%q}}`, localProvider(), os.Getenv("OUTBOX_SANDBOX_URL"))
 	}
@@ -260,6 +259,13 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The attempt policy's one check; every part of the app reads its
+	// timings from the result (the dispatcher's Policy, the gate's breaker).
+	policy, err := cfg.Policy.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Policy = policy
 	res := &SecretResolver{Uses: uses}
 	if clients.Secrets != nil {
 		res.Reader = clients.Secrets
@@ -282,19 +288,11 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		}
 	}
 	pacing := settings.Pacing
-	backoff := core.DefaultBackoff(mrand.Float64)
-	if cfg.Backoff != nil {
-		backoff = *cfg.Backoff
-	}
-	reconcile := core.DefaultReconcile
-	if cfg.Reconcile != nil {
-		reconcile = *cfg.Reconcile
-	}
 	store := dynamo.New(clients.DynamoDB, cfg.Table)
 	store.Shards = cfg.Sharding
 	// A new intent's repair entry is due once its normal path (claim within
 	// the lease) has had its grace: the sweeper never races the stream.
-	store.RepairDelay, store.RepairGrace = cfg.Lease+cfg.SweepGrace, cfg.SweepGrace
+	store.RepairDelay, store.RepairGrace = policy.Lease+policy.SweepGrace, policy.SweepGrace
 	store.Retention = cfg.IntentRetention
 	metrics := emf.New(cfg.MetricsOut)
 	queue := sqsqueue.New(clients.SQS, cfg.RetryQueueURL)
@@ -305,7 +303,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	}
 	d := &core.Dispatcher{
 		Store: store, Queue: retries, Providers: providers, Clock: cfg.Clock,
-		Backoff: backoff, ReconcilePolicy: reconcile, Lease: cfg.Lease, Owner: cfg.Owner,
+		Policy: policy, Owner: cfg.Owner,
 		Barrier: store, Metrics: metrics, Log: cfg.Log,
 		Marks: dynamo.NewValueMarks(clients.DynamoDB, cfg.Table),
 	}
@@ -318,7 +316,7 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 		Providers:  providers,
 		Intake:     &core.Intake{Store: store, Providers: providers, Clock: cfg.Clock},
 		Dispatcher: d,
-		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: batch, Grace: cfg.SweepGrace, Gauges: metrics.Gauge},
+		Sweeper:    &core.Sweeper{D: d, Index: store, Batch: batch, Gauges: metrics.Gauge},
 		Resolver:   &resolve.Resolver{Store: d.Store, Pages: store, Reconcile: d, Clock: d.Clock, Log: d.Log},
 		Metrics:    metrics,
 		Log:        cfg.Log,

@@ -25,8 +25,9 @@ import (
 	"github.com/botharness/outbox/sandbox"
 )
 
-// TestCrashedLocalHostIsSweptWithinLease: the local host honours OUTBOX_LEASE
-// (and OUTBOX_SWEEP_GRACE) like the functions. With OUTBOX_LEASE=5s, a host
+// TestCrashedLocalHostIsSweptWithinLease: the local host honours
+// OUTBOX_ATTEMPT_POLICY's lease and sweep grace like the functions. With a
+// 5 s lease, a host
 // killed (SIGKILL) while an attempt is in flight leaves the intent in flight;
 // a restarted host's sweeper takes it down the unknown-outcome path within
 // about lease + grace + one sweep interval of the crash, not the 60 s
@@ -75,7 +76,7 @@ func TestCrashedLocalHostIsSweptWithinLease(t *testing.T) {
 		t.Fatalf("after the kill: %v %v; the attempt must still be in flight (the provider hangs past the kill)", in, err)
 	}
 	if got := inFlight.Lease.Until.Sub(inFlight.Lease.Since); got != lease {
-		t.Fatalf("the host claimed with a %s lease, want OUTBOX_LEASE=%s", got, lease)
+		t.Fatalf("the host claimed with a %s lease, want OUTBOX_ATTEMPT_POLICY's lease %s", got, lease)
 	}
 
 	start()
@@ -164,7 +165,7 @@ func hostLauncher(t *testing.T, bin, prefix, sbURL string, lease, grace, interva
 		cmd := startHost(t, bin, "http://"+addr, "host "+addr,
 			"OUTBOX_HTTP_ADDR="+addr, "OUTBOX_SANDBOX_URL="+sbURL, "OUTBOX_TABLE="+table,
 			fmt.Sprintf(`OUTBOX_PROVIDER_CONFIG={"sandbox":{"baseUrl":%q,"timeoutMs":4000}}`, sbURL),
-			"OUTBOX_LEASE="+lease.String(), "OUTBOX_SWEEP_GRACE="+grace.String(), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
+			fmt.Sprintf(`OUTBOX_ATTEMPT_POLICY={"lease":%q,"sweepGrace":%q}`, lease, grace), "OUTBOX_SWEEP_INTERVAL="+interval.String(),
 			"LOG_LEVEL=info")
 		return cmd, addr
 	}

@@ -105,8 +105,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// The same configuration variables as the functions (OUTBOX_LEASE,
-	// OUTBOX_SWEEP_GRACE, OUTBOX_REQUEST_CACHE_TTL, with the same defaults),
+	// The same configuration variables as the functions (OUTBOX_ATTEMPT_POLICY,
+	// OUTBOX_REQUEST_CACHE_TTL, with the same defaults),
 	// plus the sweeper's schedule, which in AWS is the stack's rule.
 	cfg, err := wire.FromEnv()
 	if err != nil {
@@ -116,7 +116,7 @@ func run() error {
 	st, err := system.Start(ctx, clients, system.Options{
 		Config: wire.Config{
 			Table: table, ProviderConfig: providerCfg,
-			Lease: cfg.Lease, SweepGrace: cfg.SweepGrace, RequestCacheTTL: cfg.RequestCacheTTL, InlineMaxWait: cfg.InlineMaxWait,
+			Policy: cfg.Policy, RequestCacheTTL: cfg.RequestCacheTTL, InlineMaxWait: cfg.InlineMaxWait,
 			Log: log, MetricsOut: metricsOut,
 			// The dev backup key (make run); outboxctl backup --direct reads the
 			// same variable. In AWS it is a Secrets Manager secret.

@@ -19,7 +19,8 @@ type Gate struct {
 	// account, where the provider limits per target (e.g. Slack: 1/s per
 	// channel); false: targets have no pace of their own.
 	DeclaredTarget func(provider, account string) (Pace, bool)
-	Breaker        BreakerPolicy
+	// Breaker is the attempt policy's (core.AttemptPolicy.Breaker).
+	Breaker BreakerPolicy
 	// Notify publishes each breaker open and close (the operator-event
 	// path); nil: the store's record is redriven later.
 	Notify func(ctx context.Context, ev Event) error
@@ -35,7 +36,8 @@ type Gate struct {
 	// Lead is added to every paced slot; 0 sends on the slot itself plus
 	// the attempt's own latency (its claim and checks).
 	Lead time.Duration
-	// DefaultRetryAfter pauses the account after a 429 without Retry-After (default 1 s).
+	// DefaultRetryAfter pauses the account after a 429 without Retry-After
+	// (the attempt policy's, core.AttemptPolicy; 0: no pause).
 	DefaultRetryAfter time.Duration
 	// Sleep waits (injected for tests); nil: a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -583,7 +585,7 @@ func (p *Permit) Report(ctx context.Context, r GateResult, retryAfter time.Durat
 			g.publish(ctx, ev)
 		}
 	case GateRateLimited:
-		ra := orDefault(retryAfter, orDefault(g.DefaultRetryAfter, time.Second))
+		ra := orDefault(retryAfter, g.DefaultRetryAfter)
 		warn("pause", g.Store.Pause(ctx, p.key, now.Add(ra)))
 		log.InfoContext(ctx, "provider rate limit: account paused for every sender", "until", now.Add(ra))
 		g.count("AccountPaused")

@@ -8,6 +8,7 @@
 // functions (comma separated; default: every DefaultFunctions entry whose
 // functions/<name>/main.go exists), stubAssets (false), arch (arm64 |
 // x86_64), httpApi (true), logLevel, logRetentionDays, providerConfig (JSON),
+// attemptPolicy (JSON, OUTBOX_ATTEMPT_POLICY),
 // providerSecretNames (comma separated), alarmTopicArn, account, region,
 // nag (true).
 //
@@ -106,6 +107,7 @@ func run(args []string) error {
 		NamePrefix:     get("namePrefix", ""),
 		LogLevel:       get("logLevel", ""),
 		ProviderConfig: get("providerConfig", ""),
+		AttemptPolicy:  get("attemptPolicy", ""),
 		AlarmTopicArn:  get("alarmTopicArn", ""),
 		Architecture:   get("arch", ""),
 		NoHTTPAPI:      !httpAPI,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/botharness/outbox/adapters/sqsqueue"
 	"github.com/botharness/outbox/adapters/wire"
+	"github.com/botharness/outbox/core"
 )
 
 // The local defaults, filled in one place, reach the app's configuration;
@@ -19,8 +20,9 @@ func TestOptionsBuildTheWireConfigWithTheLocalDefaults(t *testing.T) {
 	if c.Table != "outbox" || c.BackupBucket != "outbox-backups" || c.PayloadBucket != "outbox-payloads" || c.ArchiveBucket != "outbox-archive" {
 		t.Fatalf("default names: table %q buckets %q %q %q", c.Table, c.BackupBucket, c.PayloadBucket, c.ArchiveBucket)
 	}
-	if c.Lease != 60*time.Second || c.SweepGrace != 30*time.Second || c.RequestCacheTTL != 0 {
-		t.Fatalf("default durations: lease %v grace %v cache %v", c.Lease, c.SweepGrace, c.RequestCacheTTL)
+	if c.Policy.Lease != 0 || c.RequestCacheTTL != 0 {
+		// The attempt policy's defaults are wire's (core.AttemptPolicy.Resolve).
+		t.Fatalf("default durations: lease %v cache %v", c.Policy.Lease, c.RequestCacheTTL)
 	}
 	if c.BackupKey == "" || c.BackupKey != (Options{}).withDefaults().BackupKey || c.Log == nil {
 		t.Fatalf("backup key %q (one per process) or logger %v unset", c.BackupKey, c.Log)
@@ -33,10 +35,10 @@ func TestOptionsBuildTheWireConfigWithTheLocalDefaults(t *testing.T) {
 	}
 
 	o := Options{Config: wire.Config{Table: "t1", BackupBucket: "-", PayloadBucket: "-", ArchiveBucket: "-",
-		Lease: 5 * time.Second, RetryQueueURL: "ignored"}}
+		Policy: core.AttemptPolicy{Lease: 5 * time.Second}, RetryQueueURL: "ignored"}}
 	c = o.withDefaults().withDefaults().wireConfig(queues)
-	if c.Table != "t1" || c.Lease != 5*time.Second || c.SweepGrace != 30*time.Second {
-		t.Fatalf("set values: table %q lease %v grace %v", c.Table, c.Lease, c.SweepGrace)
+	if c.Table != "t1" || c.Policy.Lease != 5*time.Second || c.Policy.SweepGrace != 0 {
+		t.Fatalf("set values: table %q lease %v grace %v", c.Table, c.Policy.Lease, c.Policy.SweepGrace)
 	}
 	if c.BackupBucket != "" || c.PayloadBucket != "" || c.ArchiveBucket != "" {
 		t.Fatalf(`"-" buckets not off: %q %q %q`, c.BackupBucket, c.PayloadBucket, c.ArchiveBucket)

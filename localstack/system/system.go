@@ -216,8 +216,6 @@ func (o Options) withDefaults() Options {
 	if o.BackupKey == "" {
 		o.BackupKey = processBackupKey()
 	}
-	o.Lease = core.OrDefault(o.Lease, 60*time.Second)
-	o.SweepGrace = core.OrDefault(o.SweepGrace, 30*time.Second)
 	return o
 }
 

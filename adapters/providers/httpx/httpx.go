@@ -262,7 +262,7 @@ func Settings(provider string, baseURL *string, defaultBase string, timeout *tim
 		return fmt.Errorf("%s: baseUrl must be an absolute URL", provider)
 	}
 	if *timeout <= 0 {
-		*timeout = 10 * time.Second
+		*timeout = DefaultTimeout
 	}
 	if *now == nil {
 		*now = time.Now
@@ -324,6 +324,11 @@ func ObjectArgs(payload []byte, what string) (map[string]json.RawMessage, error)
 	}
 	return args, nil
 }
+
+// DefaultTimeout bounds a provider request whose configuration names no
+// timeoutMs. The attempt policy's lease, settle window and breaker probe
+// lease outlive it (TestDefaultAttemptPolicyOutlivesAProviderCall).
+const DefaultTimeout = 10 * time.Second
 
 // Call is Do bounded by timeout: the body is read before it returns.
 func Call(ctx context.Context, c *http.Client, timeout time.Duration, method, rawURL string, header http.Header, body []byte, limit int64) (*Response, error) {

@@ -121,3 +121,20 @@ func TestMarshalVerbatimKeepsPayloadBytes(t *testing.T) {
 		t.Fatalf("wire bytes %q, want %q", b, want)
 	}
 }
+
+// TestDefaultAttemptPolicyOutlivesAProviderCall: the default attempt
+// policy's durations that must outlast one provider request do, for a
+// provider left at DefaultTimeout: the lease (else a live attempt is taken
+// for a crashed one, an unknown outcome), reconciliation's settle window
+// (else an "absent" lookup is trusted while the request can still land, a
+// duplicate) and the breaker's probe lease (else two probes overlap).
+func TestDefaultAttemptPolicyOutlivesAProviderCall(t *testing.T) {
+	p := core.DefaultAttemptPolicy
+	for name, d := range map[string]time.Duration{
+		"lease": p.Lease, "reconcile settle": p.Reconcile.Settle, "breaker probe lease": p.Breaker.ProbeLease,
+	} {
+		if d <= httpx.DefaultTimeout {
+			t.Errorf("default %s %v does not outlive a provider request (%v)", name, d, httpx.DefaultTimeout)
+		}
+	}
+}

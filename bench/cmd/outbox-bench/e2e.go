@@ -267,7 +267,7 @@ func (r *runner) deliveryWithBotLimits() error {
 // succeeds.
 func (r *runner) retried() error {
 	st, api, stop, err := r.startStack(system.Options{
-		Config:       wire.Config{Backoff: &core.BackoffPolicy{Base: time.Second, Cap: time.Second, MaxAttempts: 3, MaxAge: time.Hour}},
+		Config:       wire.Config{Policy: core.AttemptPolicy{Backoff: core.BackoffPolicy{Base: time.Second, Cap: time.Second, MaxAttempts: 3, MaxAge: time.Hour}}},
 		PollInterval: r.f.e2ePoll,
 	})
 	if err != nil {

@@ -295,8 +295,8 @@ func (r *runner) startStack(o system.Options) (st *system.Stack, api string, sto
 	if o.MetricsOut == nil {
 		o.MetricsOut = io.Discard
 	}
-	if o.Lease == 0 {
-		o.Lease = 30 * time.Second
+	if o.Policy.Lease == 0 {
+		o.Policy.Lease = 30 * time.Second
 	}
 	dropTable := func() {
 		ctx, cancel := context.WithTimeout(uncounted(context.Background()), 30*time.Second)

@@ -20,7 +20,7 @@ import (
 // writes_per_unchanged_reconcile_poll.
 func (r *runner) reconcilePolls() error {
 	rp := core.ReconcilePolicy{Delay: 100 * time.Millisecond, Window: time.Minute, Settle: time.Minute}
-	st, api, stop, err := r.startStack(system.Options{Config: wire.Config{Reconcile: &rp}, PollInterval: r.f.e2ePoll})
+	st, api, stop, err := r.startStack(system.Options{Config: wire.Config{Policy: core.AttemptPolicy{Reconcile: rp}}, PollInterval: r.f.e2ePoll})
 	if err != nil {
 		return err
 	}

@@ -515,7 +515,7 @@ func (r *runner) repairVsStream() error {
 	// on a shared machine serves without timing out (a timed-out outcome
 	// write is, rightly, an unknown outcome).
 	st, _, stop, err := r.startStack(r.scaleOptions(system.Options{
-		Config:       wire.Config{Lease: lease, SweepGrace: grace},
+		Config:       wire.Config{Policy: core.AttemptPolicy{Lease: lease, SweepGrace: grace}},
 		PollInterval: 50 * time.Millisecond, WorkerConcurrency: 4,
 		DisableStream: true,
 	}))
