@@ -86,3 +86,23 @@ func TestAppRefusesAnAttemptPolicyOutOfBounds(t *testing.T) {
 		t.Fatalf("FromEnv with a malformed policy: %v", err)
 	}
 }
+
+// TestFromEnvRefusesAMalformedDuration: a duration variable that is not a
+// positive Go duration is an error naming it, never the default in silence.
+func TestFromEnvRefusesAMalformedDuration(t *testing.T) {
+	for _, v := range []string{"30", "-5s", "0s", "soon"} {
+		t.Setenv("OUTBOX_INLINE_MAX_WAIT", v)
+		_, err := FromEnv()
+		if err == nil || !strings.Contains(err.Error(), "OUTBOX_INLINE_MAX_WAIT=") || !strings.Contains(err.Error(), "positive Go duration") {
+			t.Errorf("OUTBOX_INLINE_MAX_WAIT=%q: %v", v, err)
+		}
+	}
+	t.Setenv("OUTBOX_INLINE_MAX_WAIT", "3s")
+	if c, err := FromEnv(); err != nil || c.InlineMaxWait != 3*time.Second {
+		t.Fatalf("3s: %v %v", c.InlineMaxWait, err)
+	}
+	t.Setenv("OUTBOX_INLINE_MAX_WAIT", "")
+	if c, err := FromEnv(); err != nil || c.InlineMaxWait != core.DefaultInlineMaxWait {
+		t.Fatalf("unset: %v %v", c.InlineMaxWait, err)
+	}
+}

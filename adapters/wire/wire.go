@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -112,6 +113,14 @@ type Config struct {
 
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
 func FromEnv(required ...string) (Config, error) {
+	var bad []error
+	duration := func(name string, def time.Duration) time.Duration {
+		d, err := DurationEnv(name, def)
+		if err != nil {
+			bad = append(bad, err)
+		}
+		return d
+	}
 	c := Config{
 		Table:           os.Getenv("OUTBOX_TABLE"),
 		RetryQueueURL:   os.Getenv("OUTBOX_RETRY_QUEUE_URL"),
@@ -120,8 +129,8 @@ func FromEnv(required ...string) (Config, error) {
 		PayloadBucket:   os.Getenv("OUTBOX_PAYLOAD_BUCKET"),
 		ProviderConfig:  os.Getenv("OUTBOX_PROVIDER_CONFIG"),
 		SecretUses:      os.Getenv(EnvSecretUses),
-		RequestCacheTTL: DurationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
-		InlineMaxWait:   DurationEnv("OUTBOX_INLINE_MAX_WAIT", core.DefaultInlineMaxWait),
+		RequestCacheTTL: duration("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
+		InlineMaxWait:   duration("OUTBOX_INLINE_MAX_WAIT", core.DefaultInlineMaxWait),
 
 		OperatorTopicArn:      os.Getenv("OUTBOX_OPERATOR_TOPIC_ARN"),
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
@@ -132,9 +141,12 @@ func FromEnv(required ...string) (Config, error) {
 		WebhookSecrets:        os.Getenv(EnvWebhookSecrets),
 		ProviderSecrets:       os.Getenv(EnvProviderSecrets),
 
-		IntentRetention:    DurationEnv("OUTBOX_INTENT_RETENTION", retention.DefaultIntentRetention),
-		TombstoneRetention: DurationEnv("OUTBOX_TOMBSTONE_RETENTION", retention.DefaultTombstoneRetention),
+		IntentRetention:    duration("OUTBOX_INTENT_RETENTION", retention.DefaultIntentRetention),
+		TombstoneRetention: duration("OUTBOX_TOMBSTONE_RETENTION", retention.DefaultTombstoneRetention),
 		ArchiveBucket:      os.Getenv("OUTBOX_ARCHIVE_BUCKET"),
+	}
+	if err := errors.Join(bad...); err != nil {
+		return c, err
 	}
 	limits, err := botLimitsFromEnv()
 	if err != nil {
@@ -159,14 +171,18 @@ func FromEnv(required ...string) (Config, error) {
 	return c, nil
 }
 
-// DurationEnv reads a positive Go duration ("5s") from name, or def.
-func DurationEnv(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			return d
-		}
+// DurationEnv reads a positive Go duration ("5s") from name; def when the
+// variable is unset or empty. Anything else is an error naming the variable
+// (a typo never silently runs on the default).
+func DurationEnv(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
 	}
-	return def
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d, nil
+	}
+	return def, fmt.Errorf("%s=%q: want a positive Go duration such as 30s", name, v)
 }
 
 // Logger is the JSON logger every function uses.

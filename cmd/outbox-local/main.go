@@ -112,6 +112,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	sweepInterval, err := wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second)
+	if err != nil {
+		return err
+	}
+	reaperInterval, err := wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second)
+	if err != nil {
+		return err
+	}
 	table := env("OUTBOX_TABLE", "outbox")
 	st, err := system.Start(ctx, clients, system.Options{
 		Config: wire.Config{
@@ -133,13 +141,13 @@ func run() error {
 			IntentRetention: cfg.IntentRetention, TombstoneRetention: cfg.TombstoneRetention,
 		},
 		QueuePrefix:   env("OUTBOX_QUEUE_PREFIX", table),
-		SweepInterval: wire.DurationEnv("OUTBOX_SWEEP_INTERVAL", 15*time.Second), Tokens: tokens,
+		SweepInterval: sweepInterval, Tokens: tokens,
 		// A permissive dev grant so the printed curl works; real grants are
 		// managed through PUT /v1/admin/grants/{grantId}.
 		Grants: []core.Grant{{ID: "dev-grant", Version: 1, Bot: "*", Provider: "sandbox", Account: "*",
 			Actions: []string{"*"}, Targets: []string{"*"}}},
 		// DynamoDB Local's own TTL deletes, but not dependably: the reaper does.
-		TTLReaperInterval: wire.DurationEnv("OUTBOX_TTL_REAPER_INTERVAL", 15*time.Second), PruneBatchingWindow: 5 * time.Second,
+		TTLReaperInterval: reaperInterval, PruneBatchingWindow: 5 * time.Second,
 		APIURL: "http://" + httpAddr,
 	})
 	if err != nil {
