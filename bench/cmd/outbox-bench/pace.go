@@ -27,8 +27,9 @@ func (r *runner) paced() error {
 	acct, warmAcct := randName("bench-pace-"), randName("bench-pace-warm-")
 	// The warm-up account is paced too, fast enough not to hold anything
 	// long: the gate's reservation path runs before the measured burst.
-	extra := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s","burst":1},"sandbox/%s":{"rate":200,"per":"1s","burst":1}},"maxHoldMs":%d}`,
-		acct, rate, warmAcct, r.f.paceHold.Milliseconds())
+	const burst = 1
+	extra := fmt.Sprintf(`"pacing":{"accounts":{"sandbox/%s":{"rate":%d,"per":"1s","burst":%d},"sandbox/%s":{"rate":200,"per":"1s","burst":1}},"maxHoldMs":%d}`,
+		acct, rate, burst, warmAcct, r.f.paceHold.Milliseconds())
 	// Paced attempts wait for their slots inside retrier invocations, so the
 	// retriers run 16 batches at once per worker (AWS scales the SQS event
 	// source with the queue; the local host's default is 2).
@@ -141,6 +142,11 @@ func (r *runner) paced() error {
 	// went (a send up to half an interval late, or the trip's jitter, adds one).
 	r.set("pace_bound_in_any_1s", rate)
 	r.set("pace_sends_over_bound", max(0, maxWin-rate))
+	// The promise (gate.Pace, docs/decisions.md "Pacing"): Rate + Burst
+	// sends start in any window of Per. Counted at the sandbox's receipt,
+	// so the trip's jitter is in it.
+	r.set("pace_promised_in_any_1s", rate+burst)
+	r.set("pace_sends_over_promise", max(0, maxWin-(rate+burst)))
 	r.set("pace_achieved_rate_per_s", round(achieved, 2))
 	r.set("pace_declared_rate_per_s", rate)
 	r.set("pace_intents", n)
