@@ -114,7 +114,7 @@ type Config struct {
 // FromEnv reads OUTBOX_* variables. Missing required values are an error.
 func FromEnv(required ...string) (Config, error) {
 	var bad []error
-	duration := func(name string, def time.Duration) time.Duration {
+	durationEnv := func(name string, def time.Duration) time.Duration {
 		d, err := DurationEnv(name, def)
 		if err != nil {
 			bad = append(bad, err)
@@ -129,8 +129,8 @@ func FromEnv(required ...string) (Config, error) {
 		PayloadBucket:   os.Getenv("OUTBOX_PAYLOAD_BUCKET"),
 		ProviderConfig:  os.Getenv("OUTBOX_PROVIDER_CONFIG"),
 		SecretUses:      os.Getenv(EnvSecretUses),
-		RequestCacheTTL: duration("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
-		InlineMaxWait:   duration("OUTBOX_INLINE_MAX_WAIT", core.DefaultInlineMaxWait),
+		RequestCacheTTL: durationEnv("OUTBOX_REQUEST_CACHE_TTL", 5*time.Second),
+		InlineMaxWait:   durationEnv("OUTBOX_INLINE_MAX_WAIT", core.DefaultInlineMaxWait),
 
 		OperatorTopicArn:      os.Getenv("OUTBOX_OPERATOR_TOPIC_ARN"),
 		OperatorWebhookURL:    os.Getenv("OUTBOX_OPERATOR_WEBHOOK_URL"),
@@ -141,8 +141,8 @@ func FromEnv(required ...string) (Config, error) {
 		WebhookSecrets:        os.Getenv(EnvWebhookSecrets),
 		ProviderSecrets:       os.Getenv(EnvProviderSecrets),
 
-		IntentRetention:    duration("OUTBOX_INTENT_RETENTION", retention.DefaultIntentRetention),
-		TombstoneRetention: duration("OUTBOX_TOMBSTONE_RETENTION", retention.DefaultTombstoneRetention),
+		IntentRetention:    durationEnv("OUTBOX_INTENT_RETENTION", retention.DefaultIntentRetention),
+		TombstoneRetention: durationEnv("OUTBOX_TOMBSTONE_RETENTION", retention.DefaultTombstoneRetention),
 		ArchiveBucket:      os.Getenv("OUTBOX_ARCHIVE_BUCKET"),
 	}
 	if err := errors.Join(bad...); err != nil {
