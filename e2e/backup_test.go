@@ -115,8 +115,10 @@ func TestBackupCapturesInFlightAndRestoreNeverResumesIt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // each case has its own deployments and sandbox account
 			// The provider timeout outlasts the held call: the attempt is
-			// still in flight when the backup reads it, however slow the run.
-			src := newEnv(t, options{Config: wire.Config{ProviderConfig: `"sandbox":{"timeoutMs":120000}`}})
+			// still in flight when the backup reads it, however slow the run
+			// (and the lease outlives the timeout, as wire requires).
+			src := newEnv(t, options{Config: wire.Config{ProviderConfig: `"sandbox":{"timeoutMs":120000}`,
+				Policy: core.AttemptPolicy{Lease: 150 * time.Second}}})
 			acct := "acct-bk-" + c.name
 			src.faults(`{"account":"` + acct + `","capabilities":` + c.caps + `,"faults":[{"kind":"hang","delayMs":90000}]}`)
 			id := src.mustSubmit("bk-"+c.name, intentBody(acct, "chan-1", "held open"))

@@ -83,7 +83,8 @@ type OutboxStackProps struct {
 	// the provider configuration): a JSON document whose members replace
 	// core.DefaultAttemptPolicy's, e.g. {"lease":"90s","backoff":{"maxAttempts":5}}.
 	// It is checked here as the functions will check it
-	// (wire.ParseAttemptPolicy, core.AttemptPolicy.Resolve). Empty: the
+	// (wire.CheckAttemptPolicy: its bounds, and a lease that outlives every
+	// configured provider's timeoutMs). Empty: the
 	// defaults (the variable is not set). The lease must outlive the
 	// longest attempt (see core.AttemptPolicy.Lease).
 	AttemptPolicy string
@@ -254,21 +255,17 @@ func (p *OutboxStackProps) check() (*resolved, error) {
 	if strings.TrimSpace(r.BotLimits) != "" && !json.Valid([]byte(r.BotLimits)) {
 		return nil, errors.New("OutboxStackProps.BotLimits is not valid JSON")
 	}
-	if strings.TrimSpace(r.AttemptPolicy) != "" {
-		p, err := wire.ParseAttemptPolicy(r.AttemptPolicy)
-		if err == nil {
-			_, err = p.Resolve()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("OutboxStackProps.AttemptPolicy: %w", err)
-		}
-	}
 	var err error
 	if r.secretRefs, err = providerSecretRefs(r.ProviderConfig); err != nil {
 		return nil, fmt.Errorf("OutboxStackProps.ProviderConfig: %w", err)
 	}
 	if r.awsGrants, r.eventTopics, err = wire.AWSResources(r.ProviderConfig); err != nil {
 		return nil, fmt.Errorf("OutboxStackProps.ProviderConfig: %w", err)
+	}
+	// The attempt policy against the providers it times (the default
+	// policy too: a provider's timeoutMs may outlast the default lease).
+	if err := wire.CheckAttemptPolicy(r.AttemptPolicy, r.ProviderConfig); err != nil {
+		return nil, fmt.Errorf("OutboxStackProps.AttemptPolicy: %w", err)
 	}
 	if r.RouteThrottles, err = routeThrottles(r.RouteThrottles); err != nil {
 		return nil, err

@@ -1308,6 +1308,11 @@ func TestPropsRejectInvalidAttemptPolicy(t *testing.T) {
 	if err := (&OutboxStackProps{AssetDir: "/x", AttemptPolicy: devAttemptPolicy}).Validate(); err != nil {
 		t.Errorf("a valid policy refused: %v", err)
 	}
+	// The default lease (60 s) against a provider whose timeout is as long.
+	slow := `{"sandbox":{"baseUrl":"https://sandbox.example","timeoutMs":60000}}`
+	if err := (&OutboxStackProps{AssetDir: "/x", ProviderConfig: slow}).Validate(); err == nil || !strings.Contains(err.Error(), "must outlive provider sandbox") {
+		t.Errorf("a 60 s provider timeout under the default lease: %v", err)
+	}
 }
 
 func TestPropsRejectUnknownArchitecture(t *testing.T) {

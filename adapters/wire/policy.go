@@ -97,3 +97,36 @@ func ParseAttemptPolicy(doc string) (core.AttemptPolicy, error) {
 	}
 	return p, nil
 }
+
+// resolvePolicy is the attempt policy's one check (core.AttemptPolicy.Resolve)
+// and the one bound only the providers' configuration can tell: the lease
+// outlives every configured provider's request timeout, or a live attempt
+// would be taken for a crashed one (lease-expired, an unknown outcome).
+func resolvePolicy(p core.AttemptPolicy, ps *ProviderSettings) (core.AttemptPolicy, error) {
+	p, err := p.Resolve()
+	if err != nil {
+		return p, err
+	}
+	for _, c := range ps.Configured {
+		if t := c.Config.Timeout(); p.Lease <= t {
+			return p, fmt.Errorf("attempt policy: lease %v must outlive provider %s's request timeout %v (its timeoutMs), or a live attempt is taken for a crashed one", p.Lease, c.Name, t)
+		}
+	}
+	return p, nil
+}
+
+// CheckAttemptPolicy checks an OUTBOX_ATTEMPT_POLICY document against an
+// OUTBOX_PROVIDER_CONFIG document as the functions will when they start
+// (the CDK stack, at synth).
+func CheckAttemptPolicy(policyDoc, providerConfig string) error {
+	p, err := ParseAttemptPolicy(policyDoc)
+	if err != nil {
+		return err
+	}
+	ps, err := ParseProviderSettings(providerConfig)
+	if err != nil {
+		return err
+	}
+	_, err = resolvePolicy(p, ps)
+	return err
+}

@@ -106,3 +106,30 @@ func TestFromEnvRefusesAMalformedDuration(t *testing.T) {
 		t.Fatalf("unset: %v %v", c.InlineMaxWait, err)
 	}
 }
+
+// TestLeaseMustOutliveEveryProviderTimeout: a lease no longer than a
+// configured provider's request timeout is refused at assembly (and by the
+// stack's check, which is the same function), naming the provider; the
+// default lease outlives every provider left at its default timeout.
+func TestLeaseMustOutliveEveryProviderTimeout(t *testing.T) {
+	sandbox := `{"sandbox":{"baseUrl":"http://127.0.0.1:4100","timeoutMs":5000}}`
+	_, err := New(awsconfig.Clients{}, Config{ProviderConfig: sandbox, Policy: core.AttemptPolicy{Lease: 5 * time.Second}})
+	if err == nil || !strings.Contains(err.Error(), "lease 5s must outlive provider sandbox's request timeout 5s") {
+		t.Fatalf("New with a 5 s lease and a 5 s provider timeout: %v", err)
+	}
+	for _, c := range []struct {
+		policy, providers string
+		ok                bool
+	}{
+		{`{"lease":"6s"}`, sandbox, true},
+		{`{"lease":"5s"}`, sandbox, false},
+		{``, `{"stripe":{"accounts":{"shop":{"secretKey":"env:K"}}}}`, true},                    // 60 s over the 10 s default
+		{``, `{"stripe":{"timeoutMs":60000,"accounts":{"shop":{"secretKey":"env:K"}}}}`, false}, // 60 s is not over 60 s
+		{`{"lease":"61s"}`, `{"stripe":{"timeoutMs":60000,"accounts":{"shop":{"secretKey":"env:K"}}}}`, true},
+	} {
+		err := CheckAttemptPolicy(c.policy, c.providers)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "must outlive provider")) {
+			t.Errorf("policy %s, providers %s: %v, want ok=%v", c.policy, c.providers, err, c.ok)
+		}
+	}
+}

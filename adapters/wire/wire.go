@@ -275,13 +275,6 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The attempt policy's one check; every part of the app reads its
-	// timings from the result (the dispatcher's Policy, the gate's breaker).
-	policy, err := cfg.Policy.Resolve()
-	if err != nil {
-		return nil, err
-	}
-	cfg.Policy = policy
 	res := &SecretResolver{Uses: uses}
 	if clients.Secrets != nil {
 		res.Reader = clients.Secrets
@@ -294,6 +287,13 @@ func New(clients awsconfig.Clients, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The attempt policy's one check; every part of the app reads its
+	// timings from the result (the dispatcher's Policy, the gate's breaker).
+	policy, err := resolvePolicy(cfg.Policy, settings)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Policy = policy
 	providers, err := providersFrom(context.Background(), settings, httpClient, res)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
@@ -34,8 +35,9 @@ type settings struct {
 	Accts     plugin.Accounts[Account] `json:"accounts"`
 }
 
-func (c *settings) Accounts() []string { return c.Accts.Names() }
-func (c *settings) BaseURL() string    { return c.URL }
+func (c *settings) Accounts() []string     { return c.Accts.Names() }
+func (c *settings) BaseURL() string        { return c.URL }
+func (c *settings) Timeout() time.Duration { return plugin.Timeout(c.TimeoutMs) }
 
 func (c *settings) Secrets() []plugin.Secret {
 	return plugin.AccountSecrets(Name+".accounts.", c.Accts, func(a *Account) []plugin.Secret {
@@ -44,7 +46,7 @@ func (c *settings) Secrets() []plugin.Secret {
 }
 
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
-	return New(client, Config{BaseURL: c.URL, Accounts: c.Accts.Values(), Timeout: plugin.Millis(c.TimeoutMs)})
+	return New(client, Config{BaseURL: c.URL, Accounts: c.Accts.Values(), Timeout: c.Timeout()})
 }
 
 // placeholderKey stands in for a withheld key file (a function that does

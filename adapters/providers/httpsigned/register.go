@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
@@ -35,8 +36,9 @@ type settings struct {
 	Accts     plugin.Accounts[Account] `json:"accounts"`
 }
 
-func (c *settings) Accounts() []string { return c.Accts.Names() }
-func (c *settings) BaseURL() string    { return "" }
+func (c *settings) Accounts() []string     { return c.Accts.Names() }
+func (c *settings) BaseURL() string        { return "" }
+func (c *settings) Timeout() time.Duration { return plugin.Timeout(c.TimeoutMs) }
 
 // whsec is a withheld signing secret's stand-in (valid "whsec_" + base64).
 func whsec(b []byte) string { return "whsec_" + base64.StdEncoding.EncodeToString(b) }
@@ -52,5 +54,5 @@ func (c *settings) Secrets() []plugin.Secret {
 }
 
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
-	return New(client, Config{Accounts: c.Accts.Values(), Actions: c.Actions, Timeout: plugin.Millis(c.TimeoutMs)})
+	return New(client, Config{Accounts: c.Accts.Values(), Actions: c.Actions, Timeout: c.Timeout()})
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/botharness/outbox/adapters/providers/httpx"
 	"github.com/botharness/outbox/adapters/webhooksig"
 	"github.com/botharness/outbox/core"
 	"github.com/botharness/outbox/core/webhook"
@@ -83,6 +84,10 @@ type Config interface {
 	// BaseURL is the API root as configured ("" for the default), for the
 	// start-up banner.
 	BaseURL() string
+	// Timeout bounds one request to the provider: its member's timeoutMs,
+	// or httpx.DefaultTimeout (Timeout). The attempt policy's lease must
+	// outlive it (wire checks every configured provider's).
+	Timeout() time.Duration
 	// Secrets lists every secret-bearing field (set or not) in a stable
 	// order; the caller may replace each value (resolving "env:" and
 	// "secretsmanager:" references).
@@ -226,6 +231,15 @@ func DecodeJSON(name string, raw json.RawMessage, v any) error {
 
 // Millis turns a configured millisecond count into a duration.
 func Millis(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// Timeout is a provider's request bound from its timeoutMs: ms when
+// positive, else httpx.DefaultTimeout.
+func Timeout(ms int) time.Duration {
+	if ms > 0 {
+		return Millis(ms)
+	}
+	return httpx.DefaultTimeout
+}
 
 // WebhookEnv is what a webhook dialect may use.
 type WebhookEnv struct {

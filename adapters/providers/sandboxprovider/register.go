@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
@@ -40,8 +41,9 @@ type settings struct {
 	Tokens    map[string]*string `json:"tokens"`
 }
 
-func (c *settings) Accounts() []string { return nil }
-func (c *settings) BaseURL() string    { return c.URL }
+func (c *settings) Accounts() []string     { return nil }
+func (c *settings) BaseURL() string        { return c.URL }
+func (c *settings) Timeout() time.Duration { return plugin.Timeout(c.TimeoutMs) }
 
 func (c *settings) Secrets() []plugin.Secret {
 	var out []plugin.Secret
@@ -67,5 +69,5 @@ func (c *settings) Build(client *http.Client) (core.Provider, error) {
 			}
 		}
 	}
-	return New(client, Config{BaseURL: c.URL, Timeout: plugin.Millis(c.TimeoutMs), Tokens: tokens}), nil
+	return New(client, Config{BaseURL: c.URL, Timeout: c.Timeout(), Tokens: tokens}), nil
 }

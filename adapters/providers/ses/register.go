@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
@@ -55,11 +56,13 @@ func (c *settings) BaseURL() string {
 	return os.Getenv("AWS_ENDPOINT_URL")
 }
 
+func (c *settings) Timeout() time.Duration { return plugin.Timeout(c.TimeoutMs) }
+
 // Secrets: none (the SDK's credential chain).
 func (c *settings) Secrets() []plugin.Secret { return nil }
 
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
-	return New(client, Config{Region: c.Region, Profile: c.Profile, Accounts: c.Accts.Values(), Timeout: plugin.Millis(c.TimeoutMs)})
+	return New(client, Config{Region: c.Region, Profile: c.Profile, Accounts: c.Accts.Values(), Timeout: c.Timeout()})
 }
 
 var _ plugin.AWSResources = (*settings)(nil)

@@ -55,8 +55,9 @@ type settings struct {
 	Accts           plugin.Accounts[Account] `json:"accounts"`
 }
 
-func (c *settings) Accounts() []string { return c.Accts.Names() }
-func (c *settings) BaseURL() string    { return c.URL }
+func (c *settings) Accounts() []string     { return c.Accts.Names() }
+func (c *settings) BaseURL() string        { return c.URL }
+func (c *settings) Timeout() time.Duration { return plugin.Timeout(c.TimeoutMs) }
 
 func (c *settings) Secrets() []plugin.Secret {
 	return plugin.AccountSecrets(Name+".accounts.", c.Accts, func(a *Account) []plugin.Secret {
@@ -67,7 +68,7 @@ func (c *settings) Secrets() []plugin.Secret {
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
 	return New(client, Config{
 		BaseURL: c.URL, Accounts: c.Accts.Values(),
-		Timeout:         plugin.Millis(c.TimeoutMs),
+		Timeout:         c.Timeout(),
 		Lookback:        time.Duration(c.LookbackSeconds) * time.Second,
 		MaxHistoryPages: c.MaxHistoryPages,
 		HistoryPageSize: c.HistoryPageSize,

@@ -3,6 +3,7 @@ package telegram
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
@@ -42,8 +43,9 @@ type settings struct {
 	Accts     plugin.Accounts[Account] `json:"accounts"`
 }
 
-func (c *settings) Accounts() []string { return c.Accts.Names() }
-func (c *settings) BaseURL() string    { return c.URL }
+func (c *settings) Accounts() []string     { return c.Accts.Names() }
+func (c *settings) BaseURL() string        { return c.URL }
+func (c *settings) Timeout() time.Duration { return plugin.Timeout(c.TimeoutMs) }
 
 func (c *settings) Secrets() []plugin.Secret {
 	return plugin.AccountSecrets(Name+".accounts.", c.Accts, func(a *Account) []plugin.Secret {
@@ -52,5 +54,5 @@ func (c *settings) Secrets() []plugin.Secret {
 }
 
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
-	return New(client, Config{BaseURL: c.URL, Accounts: c.Accts.Values(), Timeout: plugin.Millis(c.TimeoutMs)})
+	return New(client, Config{BaseURL: c.URL, Accounts: c.Accts.Values(), Timeout: c.Timeout()})
 }

@@ -3,6 +3,7 @@ package twilio
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/botharness/outbox/adapters/providers/plugin"
 	"github.com/botharness/outbox/core"
@@ -50,8 +51,9 @@ type settings struct {
 	Accts        plugin.Accounts[Account] `json:"accounts"`
 }
 
-func (c *settings) Accounts() []string { return c.Accts.Names() }
-func (c *settings) BaseURL() string    { return c.URL }
+func (c *settings) Accounts() []string     { return c.Accts.Names() }
+func (c *settings) BaseURL() string        { return c.URL }
+func (c *settings) Timeout() time.Duration { return plugin.Timeout(c.TimeoutMs) }
 
 func (c *settings) Secrets() []plugin.Secret {
 	return plugin.AccountSecrets(Name+".accounts.", c.Accts, func(a *Account) []plugin.Secret {
@@ -64,5 +66,5 @@ func (c *settings) Secrets() []plugin.Secret {
 }
 
 func (c *settings) Build(client *http.Client) (core.Provider, error) {
-	return New(client, Config{BaseURL: c.URL, StatusCallbackBaseURL: c.CallbackBase, Accounts: c.Accts.Values(), Timeout: plugin.Millis(c.TimeoutMs)})
+	return New(client, Config{BaseURL: c.URL, StatusCallbackBaseURL: c.CallbackBase, Accounts: c.Accts.Values(), Timeout: c.Timeout()})
 }
