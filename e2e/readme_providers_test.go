@@ -210,8 +210,11 @@ func TestREADMEProviderSnippets(t *testing.T) {
 				t.Fatalf("the README configuration does not load: %v", err)
 			}
 
-			// 3. The stack (the harness adds the sandbox the same way).
-			e := newEnv(t, options{Config: wire.Config{ProviderConfig: strings.TrimSuffix(strings.TrimPrefix(string(cfg), "{"), "}")}})
+			// 3. The stack (the harness adds the sandbox the same way). The
+			// README's members keep the default 10 s request timeout, which
+			// the lease must outlive (the harness's own lease is 10 s).
+			e := newEnv(t, options{Config: wire.Config{ProviderConfig: strings.TrimSuffix(strings.TrimPrefix(string(cfg), "{"), "}"),
+				Policy: core.AttemptPolicy{Lease: 15 * time.Second}}})
 			if err := auth.SeedToken(context.Background(), e.st.App.Tokens, "dev-bot-token", core.Principal{Kind: core.PrincipalBot, Name: "dev-bot"}, time.Now()); err != nil {
 				t.Fatal(err)
 			}
