@@ -127,12 +127,15 @@ func (r *runner) paced() error {
 	span := times[len(times)-1].Sub(times[0])
 	achieved := float64(len(times)-1) / span.Seconds()
 	var limited, reqs int
+	var arrivals []time.Time // every request's arrival at the sandbox (its rate limiter's clock)
 	for _, q := range r.sb.Requests(acct) {
 		reqs++
+		arrivals = append(arrivals, q.At)
 		if q.Status == http.StatusTooManyRequests {
 			limited++
 		}
 	}
+	sort.Slice(arrivals, func(i, j int) bool { return arrivals[i].Before(arrivals[j]) })
 	fn := float64(n)
 	r.set("pace_max_rate_ratio", round(float64(maxWin)/float64(rate), 3))
 	r.set("pace_throughput_ratio", round(achieved/float64(rate), 3))
@@ -147,6 +150,9 @@ func (r *runner) paced() error {
 	// so the trip's jitter is in it.
 	r.set("pace_promised_in_any_1s", rate+burst)
 	r.set("pace_sends_over_promise", max(0, maxWin-(rate+burst)))
+	// The same promise counted at the requests' arrival (before the
+	// sandbox's own lock and commit), where a provider's limiter counts.
+	r.set("pace_max_arrivals_in_1s", gate.MostInWindow(arrivals, time.Second))
 	r.set("pace_achieved_rate_per_s", round(achieved, 2))
 	r.set("pace_declared_rate_per_s", rate)
 	r.set("pace_intents", n)
