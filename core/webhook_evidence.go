@@ -6,7 +6,7 @@ package core
 
 // Webhook history entries (Attempt.Trigger / Attempt.Result).
 const (
-	TriggerWebhook               = "webhook"
+	TriggerWebhook Trigger       = "webhook"
 	ResultAck      AttemptResult = "provider-ack"
 	ResultStatus   AttemptResult = "provider-status"
 	ResultEcho     AttemptResult = "provider-echo"

@@ -19,8 +19,9 @@ import (
 //	 "breaker":   {"failures": 5, "cooldown": "30s", "maxCooldown": "10m", "probeLease": "30s"}}
 //
 // Every function that attempts, reconciles or sweeps reads it (the stack's
-// OutboxStackProps.AttemptPolicy; the local host's environment); Build
-// checks the result once (core.AttemptPolicy.Resolve).
+// OutboxStackProps.AttemptPolicy; the local host's environment); New
+// checks the result once (resolvePolicy: core.AttemptPolicy.Resolve and the
+// providers' timeouts).
 const EnvAttemptPolicy = "OUTBOX_ATTEMPT_POLICY"
 
 // policyDuration is a Go duration written as a JSON string ("90s").

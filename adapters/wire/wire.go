@@ -50,7 +50,8 @@ type Config struct {
 	// reads ("send", "verify", "none"; "" every use). See secrets.go.
 	SecretUses string
 	// Policy is the attempt policy (core.AttemptPolicy; OUTBOX_ATTEMPT_POLICY,
-	// see EnvAttemptPolicy): zero fields take the defaults, Build checks it.
+	// see EnvAttemptPolicy): zero fields take the defaults; New checks it
+	// once, against the configured providers too (resolvePolicy).
 	Policy core.AttemptPolicy
 	// InlineMaxWait caps Prefer: wait on POST /v1/intents (issue 26;
 	// default core.DefaultInlineMaxWait).

@@ -25,7 +25,7 @@ func RunWebhookStore(t *testing.T, newStores WebhookFixture) {
 	ctx := context.Background()
 	appendNote := func(plan webhook.BindPlan) func(*core.Intent) (webhook.BindPlan, error) {
 		return func(in *core.Intent) (webhook.BindPlan, error) {
-			in.Attempts = append(in.Attempts, core.Attempt{N: 0, Trigger: "webhook", StartedAt: T0, EndedAt: T0, Result: "acknowledged"})
+			in.Attempts = append(in.Attempts, core.Attempt{N: 0, Trigger: core.TriggerWebhook, StartedAt: T0, EndedAt: T0, Result: "acknowledged"})
 			return plan, nil
 		}
 	}
